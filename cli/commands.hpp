@@ -1,0 +1,24 @@
+#pragma once
+// Subcommands of the `stretch` executable. Each registers its options on the parent app and
+// returns a runner; a runner returns the process exit code (0 ok, 2 bad input or no plan).
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace stretch::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 2;  // bad input, invalid config, no elastic plan
+
+struct Command {
+  CLI::App* app;                // the subcommand, owned by the parent app
+  std::function<int()> run;     // runs it after parsing; returns the exit code
+};
+
+Command addElasticCommand(CLI::App& app);
+Command addConfigCommand(CLI::App& app);
+
+}  // namespace stretch::cli

@@ -1,0 +1,43 @@
+// `stretch`: the command-line front of the toolkit. Subcommands live in *_command.cpp.
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <vector>
+#include <string>
+
+#include "cli/commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Stretch: elastic distributed training in the DeepSpeed style.\n"
+      "Plan elastic batch sizes, validate DeepSpeed configs, and (in later releases) launch,\n"
+      "simulate and plan elastic jobs. Run `stretch <command> --help` for a command's options.",
+      "stretch"};
+  app.set_version_flag("--version", std::string("stretch ") + STRETCH_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  const std::vector<stretch::cli::Command> commands = {stretch::cli::addElasticCommand(app),
+                                                       stretch::cli::addConfigCommand(app)};
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "stretch: error: " << e.what() << "\n"
+              << "Run `stretch --help` for usage.\n";
+    return stretch::cli::kExitUsage;
+  }
+  for (const auto& command : commands) {
+    if (command.app->parsed()) {
+      return command.run();
+    }
+  }
+  return stretch::cli::kExitUsage;
+}

@@ -1,0 +1,45 @@
+#pragma once
+// Private to runtime/elasticity: counting and listing the valid world sizes of one batch.
+//
+// A world size g in [lo, hi] is valid for batch B when g * m divides B for some m in a set of
+// "micro units" M (micro batches, times the data-parallel GPUs per node for node granularity).
+// Only the divisibility-minimal elements of M matter (if m1 | m2, any g valid through m2 is valid
+// through m1), so callers pass MicroUnits, which keeps that antichain with its factorisations.
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/elasticity/number_theory.hpp"
+
+namespace stretch::elasticity::detail {
+
+class MicroUnits {
+ public:
+  // values >= 1, any order, duplicates allowed.
+  explicit MicroUnits(const std::vector<std::uint64_t>& values);
+
+  const std::vector<std::uint64_t>& minimal() const noexcept { return minimal_; }
+  const std::vector<Factorization>& factorizations() const noexcept { return factors_; }
+  bool empty() const noexcept { return minimal_.empty(); }
+
+ private:
+  std::vector<std::uint64_t> minimal_;  // ascending, pairwise non-dividing
+  std::vector<Factorization> factors_;
+};
+
+// Number of valid g in [lo, hi] for batch (factorised as batchFactors).
+std::uint64_t countValidSizes(std::uint64_t batch, const Factorization& batchFactors,
+                              const MicroUnits& units, std::uint64_t lo, std::uint64_t hi);
+
+// The valid g in [lo, hi], ascending.
+std::vector<std::uint64_t> listValidSizes(std::uint64_t batch, const Factorization& batchFactors,
+                                          const MicroUnits& units, std::uint64_t lo,
+                                          std::uint64_t hi);
+
+// The result of one solver run: the chosen batch and its valid sizes (in the units searched).
+struct BatchChoice {
+  std::int64_t batch = 0;
+  std::vector<std::int64_t> valid;
+};
+
+}  // namespace stretch::elasticity::detail
