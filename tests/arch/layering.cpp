@@ -1,0 +1,171 @@
+#include "tests/arch/layering.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+
+namespace stretch::arch {
+
+namespace {
+
+struct Module {
+  std::string folder;                 // "runtime/comm/gloo"
+  std::vector<std::string> deps;      // direct allowed dependencies (module folders)
+  std::vector<std::string> thirdParty;  // third-party room names it may include
+};
+
+// Folders = CMake targets = namespaces (docs/architecture.md, "Module map").
+const std::vector<Module>& modules() {
+  static const std::vector<Module> kModules = {
+      {"runtime/common", {}, {"fmt", "spdlog"}},
+      {"runtime/config", {"runtime/common"}, {"json"}},
+      {"runtime/comm", {"runtime/common"}, {}},
+      {"runtime/accel", {"runtime/common"}, {"cuda-in-cuda-files"}},
+      {"runtime/elasticity", {"runtime/config", "runtime/common"}, {}},
+      {"runtime/comm/gloo", {"runtime/comm"}, {"gloo"}},
+      {"runtime/comm/nccl", {"runtime/comm", "runtime/accel"}, {"nccl", "cuda"}},
+      {"runtime/engine",
+       {"runtime/config", "runtime/elasticity", "runtime/comm", "runtime/accel"},
+       {"torch"}},
+      {"runtime/agent", {"runtime/config", "runtime/elasticity", "runtime/comm"}, {}},
+      {"sim",
+       {"runtime/common", "runtime/config", "runtime/elasticity", "runtime/comm",
+        "runtime/agent"},
+       {}},
+      {"runtime/launcher", {"runtime/agent"}, {}},
+      {"planner", {"sim", "runtime/elasticity", "runtime/config"}, {}},
+      {"gui", {"planner", "sim", "runtime/config"}, {"qt"}},
+      // Executables, tests and benchmarks may use anything.
+      {"cli", {"*"}, {"*"}},
+      {"tests", {"*"}, {"*"}},
+      {"bench", {"*"}, {"*"}},
+  };
+  return kModules;
+}
+
+const Module* findModule(const std::string& folder) {
+  for (const Module& m : modules()) {
+    if (m.folder == folder) return &m;
+  }
+  return nullptr;
+}
+
+// Everything a module may include: itself plus the transitive closure of its dependencies.
+std::set<std::string> reachable(const Module& m) {
+  std::set<std::string> out = {m.folder};
+  std::vector<std::string> todo = m.deps;
+  while (!todo.empty()) {
+    const std::string next = todo.back();
+    todo.pop_back();
+    if (!out.insert(next).second) continue;
+    if (next == "runtime/common") continue;
+    if (const Module* dep = findModule(next)) {
+      todo.insert(todo.end(), dep->deps.begin(), dep->deps.end());
+    }
+  }
+  // Every module may use the common layer.
+  out.insert("runtime/common");
+  return out;
+}
+
+// The third-party room an angle-bracket include belongs to, or "" for the standard library and
+// system headers that belong to no room.
+std::string roomOf(const std::string& header) {
+  static const std::vector<std::pair<std::regex, std::string>> kRooms = {
+      {std::regex(R"(^(torch|ATen|c10|caffe2)/)"), "torch"},
+      {std::regex(R"(^gloo/)"), "gloo"},
+      {std::regex(R"(^nccl(_net)?\.h$)"), "nccl"},
+      {std::regex(R"(^(cuda|cuda_runtime|cuda_runtime_api|cuda_fp16|cuda_bf16|cublas\w*)\.h$|^cuda/)"),
+       "cuda"},
+      {std::regex(R"(^Q[A-Za-z]+$|^Qt[A-Za-z]+/)"), "qt"},
+      {std::regex(R"(^nlohmann/)"), "json"},
+      {std::regex(R"(^CLI/)"), "cli11"},
+      {std::regex(R"(^(gtest|gmock|rapidcheck|benchmark)/|^rapidcheck\.h$)"), "testing"},
+      {std::regex(R"(^fmt/)"), "fmt"},
+      {std::regex(R"(^spdlog/)"), "spdlog"},
+  };
+  for (const auto& [pattern, room] : kRooms) {
+    if (std::regex_search(header, pattern)) return room;
+  }
+  return "";
+}
+
+bool isSource(const std::filesystem::path& p) {
+  const std::string ext = p.extension().string();
+  return ext == ".hpp" || ext == ".h" || ext == ".cpp" || ext == ".cc" || ext == ".cu";
+}
+
+}  // namespace
+
+std::string moduleOf(const std::string& relativePath) {
+  std::string best;
+  for (const Module& m : modules()) {
+    const std::string prefix = m.folder + "/";
+    if (relativePath.rfind(prefix, 0) == 0 && m.folder.size() > best.size()) {
+      best = m.folder;
+    }
+  }
+  return best;
+}
+
+std::vector<Violation> checkLayering(const std::filesystem::path& root) {
+  static const std::regex kInclude(R"(^\s*#\s*include\s*([<"])([^>"]+)[>"])");
+  std::vector<Violation> out;
+  for (const std::string top : {"runtime", "sim", "planner", "gui", "cli", "bench", "tests"}) {
+    const std::filesystem::path dir = root / top;
+    if (!std::filesystem::is_directory(dir)) continue;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+      if (!entry.is_regular_file() || !isSource(entry.path())) continue;
+      const std::string rel = std::filesystem::relative(entry.path(), root).generic_string();
+      const std::string folder = moduleOf(rel);
+      const Module* module = findModule(folder);
+      if (module == nullptr) {
+        out.push_back({rel, 0, "", "file is in no module of docs/architecture.md"});
+        continue;
+      }
+      const bool anything = module->deps == std::vector<std::string>{"*"};
+      const std::set<std::string> allowed = reachable(*module);
+      const std::string fileName = entry.path().filename().string();
+      std::ifstream in(entry.path());
+      std::string text;
+      int lineNo = 0;
+      while (std::getline(in, text)) {
+        ++lineNo;
+        std::smatch match;
+        if (!std::regex_search(text, match, kInclude)) continue;
+        const bool quoted = match[1] == "\"";
+        const std::string header = match[2];
+        if (quoted) {
+          const std::string target = moduleOf(header);
+          if (target.empty() || anything) continue;  // same-folder or generated includes
+          if (target == "tests" || target == "bench" || target == "cli") {
+            out.push_back({rel, lineNo, header, folder + " may not include " + target});
+          } else if (allowed.count(target) == 0) {
+            out.push_back({rel, lineNo, header,
+                           folder + " may not depend on " + target +
+                               " (not below it in docs/architecture.md)"});
+          }
+          continue;
+        }
+        const std::string room = roomOf(header);
+        if (room.empty() || anything) continue;
+        const auto& rooms = module->thirdParty;
+        bool ok = std::find(rooms.begin(), rooms.end(), room) != rooms.end() || room == "fmt" ||
+                  room == "spdlog";
+        if (room == "cuda" &&
+            std::find(rooms.begin(), rooms.end(), "cuda-in-cuda-files") != rooms.end()) {
+          ok = fileName.rfind("cuda_", 0) == 0;
+        }
+        if (!ok) {
+          out.push_back({rel, lineNo, header,
+                         "third-party room '" + room + "' is not allowed in " + folder});
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace stretch::arch

@@ -1,0 +1,30 @@
+#pragma once
+// The layering rules of docs/architecture.md as data, and a checker that reads every source file
+// of a tree and reports each include that breaks them:
+//  1. a module includes only itself and the modules below it (its allowed dependencies, and
+//     theirs, transitively);
+//  2. third-party headers stay in their rooms (<torch/...> only in runtime/engine, <gloo/...> only
+//     in runtime/comm/gloo, NCCL/CUDA only in runtime/comm/nccl and runtime/accel/cuda_* files,
+//     Qt only in gui/, JSON only in runtime/config, CLI11 only in executables, test and
+//     benchmark frameworks only in tests/ and bench/).
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace stretch::arch {
+
+struct Violation {
+  std::string file;  // relative to the root
+  int line;
+  std::string include;
+  std::string reason;
+};
+
+// Checks every .hpp/.h/.cpp/.cc/.cu file under the module folders of root.
+std::vector<Violation> checkLayering(const std::filesystem::path& root);
+
+// The module a path (relative to the root, '/'-separated) belongs to, or "" when it is in none.
+std::string moduleOf(const std::string& relativePath);
+
+}  // namespace stretch::arch

@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/arch/layering.hpp"
+#include "tests/support/test_support.hpp"
+
+namespace stretch::arch {
+namespace {
+
+TEST(Layering, RepositoryFollowsTheModuleMap) {
+  const auto violations = checkLayering(test::sourceDir());
+  for (const Violation& v : violations) {
+    ADD_FAILURE() << v.file << ":" << v.line << ": #include " << v.include << ": " << v.reason;
+  }
+  EXPECT_TRUE(violations.empty());
+}
+
+TEST(Layering, ModuleOfPrefersTheDeepestFolder) {
+  EXPECT_EQ(moduleOf("runtime/comm/gloo/gloo_backend.cpp"), "runtime/comm/gloo");
+  EXPECT_EQ(moduleOf("runtime/comm/store.hpp"), "runtime/comm");
+  EXPECT_EQ(moduleOf("runtime/elasticity/detail/valid_sizes.hpp"), "runtime/elasticity");
+  EXPECT_EQ(moduleOf("docs/architecture.md"), "");
+}
+
+// The checker must catch each kind of violation in a tree built for the purpose.
+class LayeringViolations : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("stretch-layering-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+             "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(root_);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  void write(const std::string& rel, const std::string& text) {
+    const auto path = root_ / rel;
+    std::filesystem::create_directories(path.parent_path());
+    std::ofstream(path) << text;
+  }
+  std::vector<Violation> check() { return checkLayering(root_); }
+  std::filesystem::path root_;
+};
+
+TEST_F(LayeringViolations, UpwardIncludeIsCaught) {
+  write("runtime/config/x.cpp", "#include \"runtime/elasticity/solver.hpp\"\n");
+  const auto v = check();
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].file, "runtime/config/x.cpp");
+  EXPECT_EQ(v[0].line, 1);
+}
+
+TEST_F(LayeringViolations, RuntimeMayNotIncludeTheSimulatorOrTests) {
+  write("runtime/agent/a.cpp", "#include \"sim/scheduler.hpp\"\n#include \"tests/support/x.hpp\"\n");
+  EXPECT_EQ(check().size(), 2u);
+}
+
+TEST_F(LayeringViolations, ThirdPartyHeadersStayInTheirRooms) {
+  write("runtime/elasticity/s.cpp", "#include <torch/torch.h>\n#include <nlohmann/json.hpp>\n");
+  write("sim/s.cpp", "#include <gloo/allreduce.h>\n#include <QWidget>\n");
+  write("runtime/accel/accelerator.cpp", "#include <cuda_runtime.h>\n");
+  EXPECT_EQ(check().size(), 5u);
+}
+
+TEST_F(LayeringViolations, AllowedIncludesPass) {
+  write("runtime/engine/e.cpp",
+        "#include <torch/torch.h>\n#include \"runtime/comm/backend.hpp\"\n#include "
+        "\"runtime/common/error.hpp\"\n#include <vector>\n");
+  write("runtime/accel/cuda_accelerator.cpp", "#include <cuda_runtime.h>\n");
+  write("gui/main.cpp", "#include <QApplication>\n#include \"planner/plan.hpp\"\n"
+                        "#include \"runtime/config/ds_config.hpp\"\n");
+  write("runtime/launcher/l.cpp", "#include \"runtime/comm/store.hpp\"\n");  // via agent
+  write("tests/anything.cpp", "#include \"sim/x.hpp\"\n#include <gloo/x.h>\n");
+  const auto v = check();
+  for (const auto& x : v) ADD_FAILURE() << x.file << ": " << x.include << ": " << x.reason;
+}
+
+}  // namespace
+}  // namespace stretch::arch
