@@ -4,11 +4,11 @@
 // Prints one JSON line: {"ns_per_call", "calls", "final_batch_size", "valid_gpus", "micro_batch"}
 // or {"error", "message"} (exit 2).
 
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "runtime/common/error.hpp"
 #include "runtime/config/ds_config.hpp"

@@ -14,8 +14,8 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitUsage = 2;  // bad input, invalid config, no elastic plan
 
 struct Command {
-  CLI::App* app;                // the subcommand, owned by the parent app
-  std::function<int()> run;     // runs it after parsing; returns the exit code
+  CLI::App* app;             // the subcommand, owned by the parent app
+  std::function<int()> run;  // runs it after parsing; returns the exit code
 };
 
 Command addElasticCommand(CLI::App& app);

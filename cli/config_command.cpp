@@ -1,11 +1,11 @@
 // `stretch config`: validate a DeepSpeed config, show its warnings, the batch a given world size
 // trains with, or the normalised config with every default filled in.
 
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
-
 #include <iostream>
 #include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"

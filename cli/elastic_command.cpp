@@ -2,12 +2,12 @@
 // DeepSpeed config: the final batch and every valid world size with its micro batch and gradient
 // accumulation steps.
 
+#include <iostream>
+#include <memory>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-
-#include <iostream>
-#include <memory>
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
@@ -30,8 +30,8 @@ void printHuman(const config::ElasticityConfig& c, const elasticity::ElasticPlan
                 const ElasticOptions& opts) {
   const bool dataParallel = plan.version != config::ElasticityVersion::V0_1;
   const auto rows = elasticity::worldSizeTable(c, plan);
-  std::cout << fmt::format("Elastic batch plan for {} (elasticity version {})\n",
-                           opts.configPath, config::toString(plan.version));
+  std::cout << fmt::format("Elastic batch plan for {} (elasticity version {})\n", opts.configPath,
+                           config::toString(plan.version));
   std::cout << fmt::format("  final train batch size : {}\n", plan.finalBatchSize);
   std::cout << fmt::format("  valid world sizes      : {} {}\n", plan.validWorldSizes.size(),
                            dataParallel ? "data-parallel sizes" : "GPU counts");
@@ -42,8 +42,8 @@ void printHuman(const config::ElasticityConfig& c, const elasticity::ElasticPlan
   }
   std::cout << "\n";
   if (dataParallel) {
-    std::cout << fmt::format("{:>14} {:>8} {:>12} {:>12}\n", "data-parallel", "GPUs",
-                             "micro batch", "grad accum");
+    std::cout << fmt::format("{:>14} {:>8} {:>12} {:>12}\n", "data-parallel", "GPUs", "micro batch",
+                             "grad accum");
   } else {
     std::cout << fmt::format("{:>8} {:>12} {:>12}\n", "GPUs", "micro batch", "grad accum");
   }

@@ -1,10 +1,10 @@
 // `stretch`: the command-line front of the toolkit. Subcommands live in *_command.cpp.
 
-#include <CLI/CLI.hpp>
-
 #include <iostream>
-#include <vector>
 #include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
 

@@ -1,5 +1,6 @@
 #include "runtime/common/check.hpp"
 
+#include <algorithm>
 #include <string_view>
 
 namespace stretch::detail {
@@ -7,19 +8,20 @@ namespace stretch::detail {
 namespace {
 // Report paths relative to the source tree, not the build machine's absolute path.
 std::string_view sourceRelative(std::string_view file) {
-  for (std::string_view root : {"runtime/", "sim/", "planner/", "gui/", "cli/", "tests/"}) {
-    if (auto pos = file.rfind(root); pos != std::string_view::npos) {
-      return file.substr(pos);
-    }
+  // The earliest top-level folder in the path: "tests/runtime/x.cpp" stays whole.
+  std::size_t best = std::string_view::npos;
+  for (std::string_view root :
+       {"/runtime/", "/sim/", "/planner/", "/gui/", "/cli/", "/tests/", "/bench/"}) {
+    best = std::min(best, file.find(root));
   }
-  return file;
+  return best == std::string_view::npos ? file : file.substr(best + 1);
 }
 }  // namespace
 
-void throwCheckFailure(const char* file, int line, const char* condition,
-                       const std::string& values, const std::string& context) {
-  std::string message = fmt::format("{}:{}: check '{}' failed", sourceRelative(file), line,
-                                    condition);
+void throwCheckFailure(const char* file, int line, const char* condition, const std::string& values,
+                       const std::string& context) {
+  std::string message =
+      fmt::format("{}:{}: check '{}' failed", sourceRelative(file), line, condition);
   if (!values.empty()) {
     message += ": " + values;
   }

@@ -4,9 +4,9 @@
 // comparison forms, both values:
 //   runtime/elasticity/solver.cpp:88: check 'a == b' failed: 3 vs 4 (valid sizes)
 
-#include <fmt/format.h>
-
 #include <string>
+
+#include <fmt/format.h>
 
 #include "runtime/common/error.hpp"
 
@@ -17,24 +17,24 @@ namespace stretch::detail {
 
 }  // namespace stretch::detail
 
-#define STRETCH_CHECK(cond, ...)                                                               \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      ::stretch::detail::throwCheckFailure(__FILE__, __LINE__, #cond, std::string(),           \
-                                           ::fmt::format("" __VA_ARGS__));                     \
-    }                                                                                          \
+#define STRETCH_CHECK(cond, ...)                                                     \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      ::stretch::detail::throwCheckFailure(__FILE__, __LINE__, #cond, std::string(), \
+                                           ::fmt::format("" __VA_ARGS__));           \
+    }                                                                                \
   } while (false)
 
-#define STRETCH_CHECK_OP(a, op, b, ...)                                                        \
-  do {                                                                                         \
-    const auto& stretch_check_a_ = (a);                                                        \
-    const auto& stretch_check_b_ = (b);                                                        \
-    if (!(stretch_check_a_ op stretch_check_b_)) {                                             \
-      ::stretch::detail::throwCheckFailure(                                                    \
-          __FILE__, __LINE__, #a " " #op " " #b,                                               \
-          ::fmt::format("{} vs {}", stretch_check_a_, stretch_check_b_),                       \
-          ::fmt::format("" __VA_ARGS__));                                                      \
-    }                                                                                          \
+#define STRETCH_CHECK_OP(a, op, b, ...)                                  \
+  do {                                                                   \
+    const auto& stretch_check_a_ = (a);                                  \
+    const auto& stretch_check_b_ = (b);                                  \
+    if (!(stretch_check_a_ op stretch_check_b_)) {                       \
+      ::stretch::detail::throwCheckFailure(                              \
+          __FILE__, __LINE__, #a " " #op " " #b,                         \
+          ::fmt::format("{} vs {}", stretch_check_a_, stretch_check_b_), \
+          ::fmt::format("" __VA_ARGS__));                                \
+    }                                                                    \
   } while (false)
 
 #define STRETCH_CHECK_EQ(a, b, ...) STRETCH_CHECK_OP(a, ==, b, __VA_ARGS__)

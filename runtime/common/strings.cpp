@@ -7,7 +7,9 @@
 namespace stretch {
 
 namespace {
-char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+char lower(char c) {
+  return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+}
 }  // namespace
 
 std::size_t editDistance(std::string_view a, std::string_view b) {

@@ -10,9 +10,9 @@ namespace stretch::config {
 
 // The batch keys as written in the config; absent keys are nullopt.
 struct BatchKeys {
-  std::optional<std::int64_t> trainBatchSize;          // train_batch_size
-  std::optional<std::int64_t> microBatchPerGpu;        // train_micro_batch_size_per_gpu
-  std::optional<std::int64_t> gradientAccumulation;    // gradient_accumulation_steps
+  std::optional<std::int64_t> trainBatchSize;        // train_batch_size
+  std::optional<std::int64_t> microBatchPerGpu;      // train_micro_batch_size_per_gpu
+  std::optional<std::int64_t> gradientAccumulation;  // gradient_accumulation_steps
 
   bool anySet() const noexcept {
     return trainBatchSize || microBatchPerGpu || gradientAccumulation;

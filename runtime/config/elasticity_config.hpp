@@ -30,7 +30,7 @@ std::string_view toString(ElasticityVersion version) noexcept;  // "0.1", "0.2",
 
 struct ElasticityConfig {
   bool enabled = false;
-  std::int64_t maxTrainBatchSize = 2000;                // key max_train_batch_size
+  std::int64_t maxTrainBatchSize = 2000;                  // key max_train_batch_size
   std::vector<std::int64_t> microBatchSizes = {2, 4, 6};  // key micro_batch_sizes, as written
   std::int64_t minGpus = 1;
   std::int64_t maxGpus = 10000;

@@ -7,8 +7,6 @@
 // Everything here throws only stretch::Error children (ConfigError, or ElasticityConfigError for
 // readers created with ErrorKind::Elasticity).
 
-#include <nlohmann/json.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -17,6 +15,8 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace stretch::config::detail {
 
@@ -61,8 +61,12 @@ struct KeySet {
 };
 
 // Collects unknown and ignored keys across a whole parse and turns them into one warning each.
+// Only the first kMaxListedKeys of each kind are kept (the rest are counted), so that a hostile
+// document with a million keys costs neither memory nor did-you-mean searches.
 class KeyReport {
  public:
+  // True while another unknown key would still be listed (callers skip the hint search if not).
+  bool listsMoreUnknown() const noexcept { return unknown_.size() < kMaxListedKeys; }
   void addUnknown(std::string path, std::optional<std::string> hint);
   void addIgnored(std::string path);
   std::vector<std::string> warnings() const;
@@ -70,6 +74,8 @@ class KeyReport {
  private:
   std::vector<std::string> unknown_;  // already formatted, with the hint
   std::vector<std::string> ignored_;
+  std::size_t unknownCount_ = 0;
+  std::size_t ignoredCount_ = 0;
 };
 
 struct IntRule {

@@ -8,49 +8,25 @@
 // and 2B supports every size B does. With prefer_larger_batch the sieve therefore covers the top
 // half of the range only; otherwise it covers all of it.
 
-#include <fmt/format.h>
+#include "runtime/elasticity/detail/exact_solver.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "runtime/common/check.hpp"
-#include "runtime/common/int128.hpp"
 #include "runtime/common/error.hpp"
-#include "runtime/elasticity/detail/exact_solver.hpp"
+#include "runtime/common/int128.hpp"
 #include "runtime/elasticity/solver.hpp"
 
-namespace stretch::elasticity::detail {
+namespace stretch::elasticity {
 
 namespace {
 
 // Most distinct inclusion-exclusion terms kept; far above what real micro-batch lists produce.
 constexpr std::size_t kMaxTerms = 1u << 20;
-
-struct SearchRange {
-  std::uint64_t lo;
-  std::uint64_t hi;
-};
-
-SearchRange batchRange(const config::ElasticityConfig& c) {
-  std::uint64_t lo = 1;
-  auto hi = static_cast<std::uint64_t>(c.maxTrainBatchSize);
-  if (c.targetBatchSize) {
-    const auto target = static_cast<long double>(*c.targetBatchSize);
-    const long double tol = c.batchTolerance;
-    lo = static_cast<std::uint64_t>(std::max<long double>(1, std::ceil(target * (1 - tol))));
-    hi = std::min(hi, static_cast<std::uint64_t>(std::floor(target * (1 + tol))));
-    if (lo > hi) {
-      throw ElasticityConfigError(ErrorDetail{
-          "elasticity.target_batch_size", std::to_string(*c.targetBatchSize),
-          fmt::format("a target whose band [{}, {}] (batch_tolerance {}) overlaps [1, "
-                      "max_train_batch_size {}]",
-                      lo, static_cast<std::uint64_t>(std::floor(target * (1 + tol))),
-                      c.batchTolerance, c.maxTrainBatchSize)});
-    }
-  }
-  return {lo, hi};
-}
 
 // Inclusion-exclusion coefficients by LCM: for units M, sum over L of coef[L] * [k*L | B] equals
 // [exists m in M: k*m | B]. Terms whose LCM exceeds `limit` can never divide a batch in range.
@@ -79,35 +55,58 @@ std::map<std::uint64_t, std::int64_t> inclusionExclusionTerms(
 
 }  // namespace
 
+BatchRange exactSearchRange(const config::ElasticityConfig& c) {
+  if (!c.targetBatchSize) {
+    return {1, c.maxTrainBatchSize};
+  }
+  const auto target = static_cast<long double>(*c.targetBatchSize);
+  const long double tol = c.batchTolerance;
+  constexpr long double kSlack = 1e-9L;
+  const auto lo =
+      static_cast<std::int64_t>(std::max<long double>(1, std::ceil(target * (1 - tol) - kSlack)));
+  const auto hi = static_cast<std::int64_t>(std::floor(target * (1 + tol) + kSlack));
+  return {lo, std::min(hi, c.maxTrainBatchSize)};
+}
+
+namespace detail {
+
 BatchChoice solveExact(const config::ElasticityConfig& c) {
   if (c.numGpusPerNode % c.modelParallelSize != 0) {
-    throw ElasticityError(fmt::format(
-        "number of GPUs per node ({}) should be divisible by model parallel size ({})",
-        c.numGpusPerNode, c.modelParallelSize));
+    throw ElasticityError(
+        fmt::format("number of GPUs per node ({}) should be divisible by model parallel size ({})",
+                    c.numGpusPerNode, c.modelParallelSize));
   }
   const auto dpPerNode = static_cast<std::uint64_t>(c.numGpusPerNode / c.modelParallelSize);
   const auto gpn = static_cast<std::uint64_t>(c.numGpusPerNode);
   const std::uint64_t nodeLo = (static_cast<std::uint64_t>(c.minGpus) + gpn - 1) / gpn;
   const std::uint64_t nodeHi = static_cast<std::uint64_t>(c.maxGpus) / gpn;
   if (nodeLo > nodeHi) {
-    throw ElasticityConfigError(ErrorDetail{
-        "elasticity.min_gpus/max_gpus", fmt::format("{}/{}", c.minGpus, c.maxGpus),
-        fmt::format("a range that holds a whole number of nodes of {} GPUs", gpn)});
+    throw ElasticityConfigError(
+        ErrorDetail{"elasticity.min_gpus/max_gpus", fmt::format("{}/{}", c.minGpus, c.maxGpus),
+                    fmt::format("a range that holds a whole number of nodes of {} GPUs", gpn)});
   }
-  const SearchRange range = batchRange(c);
+  const BatchRange band = exactSearchRange(c);
+  if (band.lo > band.hi) {
+    throw ElasticityConfigError(
+        ErrorDetail{"elasticity.target_batch_size", std::to_string(*c.targetBatchSize),
+                    fmt::format("a target whose band (batch_tolerance {}) reaches into [1, "
+                                "max_train_batch_size {}]; the band is [{}, ...] here",
+                                c.batchTolerance, c.maxTrainBatchSize, band.lo)});
+  }
+  const auto lo = static_cast<std::uint64_t>(band.lo);
+  const auto hi = static_cast<std::uint64_t>(band.hi);
 
   // Micro units: a node count k is valid for B when k * dpPerNode * mb divides B.
-  std::vector<std::uint64_t> scaled;
+  std::vector<std::uint64_t> scaled;  // units above hi can never divide a batch in range
   for (std::int64_t mb : c.microBatchSizes) {
     const UInt128 unit = static_cast<UInt128>(mb) * dpPerNode;
-    if (unit <= range.hi) {
+    if (unit <= hi) {
       scaled.push_back(static_cast<std::uint64_t>(unit));
     }
   }
   const MicroUnits units(scaled);
-  const std::uint64_t start =
-      c.preferLargerBatch ? std::max(range.lo, range.hi / 2 + 1) : range.lo;
-  const std::uint64_t width = range.hi - start + 1;
+  const std::uint64_t start = c.preferLargerBatch ? std::max(lo, hi / 2 + 1) : lo;
+  const std::uint64_t width = hi - start + 1;
   if (width > static_cast<std::uint64_t>(kMaxExactSearchWidth)) {
     throw ElasticityConfigError(ErrorDetail{
         "elasticity.max_train_batch_size", std::to_string(c.maxTrainBatchSize),
@@ -118,13 +117,13 @@ BatchChoice solveExact(const config::ElasticityConfig& c) {
 
   std::vector<std::int32_t> counts(width, 0);
   if (!units.empty()) {
-    const auto terms = inclusionExclusionTerms(units.minimal(), range.hi / nodeLo);
+    const auto terms = inclusionExclusionTerms(units.minimal(), hi / nodeLo);
     for (const auto& [l, coef] : terms) {
-      const std::uint64_t kMax = std::min(nodeHi, range.hi / l);
+      const std::uint64_t kMax = std::min(nodeHi, hi / l);
       const auto add = static_cast<std::int32_t>(coef);
       for (std::uint64_t k = nodeLo; k <= kMax; ++k) {
         const std::uint64_t step = k * l;
-        for (std::uint64_t b = (start + step - 1) / step * step; b <= range.hi; b += step) {
+        for (std::uint64_t b = (start + step - 1) / step * step; b <= hi; b += step) {
           counts[b - start] += add;
         }
       }
@@ -145,7 +144,7 @@ BatchChoice solveExact(const config::ElasticityConfig& c) {
     throw ElasticityError(fmt::format(
         "no valid world size: no batch size in [{}, {}] splits into micro batches [{}] across a "
         "whole number of nodes in [{}, {}]",
-        range.lo, range.hi, fmt::join(c.microBatchSizes, ", "), nodeLo, nodeHi));
+        lo, hi, fmt::join(c.microBatchSizes, ", "), nodeLo, nodeHi));
   }
 
   const std::uint64_t batch = start + bestIndex;
@@ -162,4 +161,5 @@ BatchChoice solveExact(const config::ElasticityConfig& c) {
   return choice;
 }
 
-}  // namespace stretch::elasticity::detail
+}  // namespace detail
+}  // namespace stretch::elasticity

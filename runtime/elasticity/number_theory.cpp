@@ -1,22 +1,24 @@
-#include "runtime/common/int128.hpp"
 #include "runtime/elasticity/number_theory.hpp"
 
 #include <algorithm>
 #include <array>
 #include <numeric>
 
-namespace stretch::elasticity {
+#include "runtime/common/int128.hpp"
 
+namespace stretch::elasticity {
 
 namespace {
 constexpr std::array<std::int64_t, 38> kHcn = {
-    1,      2,      4,      6,      12,     24,     36,     48,     60,     120,
-    180,    240,    360,    720,    840,    1260,   1680,   2520,   5040,   7560,
-    10080,  15120,  20160,  25200,  27720,  45360,  50400,  55440,  83160,  110880,
+    1,      2,      4,      6,      12,     24,     36,     48,    60,    120,
+    180,    240,    360,    720,    840,    1260,   1680,   2520,  5040,  7560,
+    10080,  15120,  20160,  25200,  27720,  45360,  50400,  55440, 83160, 110880,
     166320, 221760, 277200, 332640, 498960, 554400, 665280, 720720};
 }  // namespace
 
-std::span<const std::int64_t> highlyCompositeNumbers() noexcept { return kHcn; }
+std::span<const std::int64_t> highlyCompositeNumbers() noexcept {
+  return kHcn;
+}
 
 std::int64_t largestHcnAtMost(std::int64_t limit) noexcept {
   // upper_bound gives the first entry > limit; the one before it is the answer. limit >= 1, so
@@ -95,8 +97,7 @@ std::uint64_t divisorCount(const Factorization& f) noexcept {
 }
 
 std::uint64_t lcmSaturating(std::uint64_t a, std::uint64_t b, std::uint64_t saturate) noexcept {
-  const UInt128 l =
-      static_cast<UInt128>(a / std::gcd(a, b)) * static_cast<UInt128>(b);
+  const UInt128 l = static_cast<UInt128>(a / std::gcd(a, b)) * static_cast<UInt128>(b);
   return l > saturate ? saturate + 1 : static_cast<std::uint64_t>(l);
 }
 

@@ -1,9 +1,9 @@
 #include "runtime/elasticity/runtime_batch.hpp"
 
+#include <cstdlib>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-
-#include <cstdlib>
 
 #include "runtime/common/error.hpp"
 #include "runtime/elasticity/solver.hpp"
@@ -23,9 +23,9 @@ ElasticEnvironment ElasticEnvironment::fromProcess() {
   const auto deepspeed = readEnv("DEEPSPEED_ELASTICITY_CONFIG");
   const auto stretch = readEnv("STRETCH_ELASTICITY_CONFIG");
   if (deepspeed && stretch && *deepspeed != *stretch) {
-    throw ElasticityConfigError(ErrorDetail{
-        "STRETCH_ELASTICITY_CONFIG", *stretch,
-        "the same text as DEEPSPEED_ELASTICITY_CONFIG when both are set"});
+    throw ElasticityConfigError(
+        ErrorDetail{"STRETCH_ELASTICITY_CONFIG", *stretch,
+                    "the same text as DEEPSPEED_ELASTICITY_CONFIG when both are set"});
   }
   if (deepspeed) {
     env.schedulerConfig = deepspeed;
@@ -68,8 +68,7 @@ std::optional<std::string> ensureImmutableElasticConfig(const config::Elasticity
 }
 
 TrainingBatch resolveTrainingBatch(const config::DsConfig& config, std::int64_t worldSize,
-                                   const ElasticEnvironment& env,
-                                   std::int64_t modelParallelSize) {
+                                   const ElasticEnvironment& env, std::int64_t modelParallelSize) {
   if (worldSize < 1) {
     throw ConfigError(
         ErrorDetail{"world_size", std::to_string(worldSize), "a positive number of GPUs"});
@@ -78,9 +77,9 @@ TrainingBatch resolveTrainingBatch(const config::DsConfig& config, std::int64_t 
   const config::ElasticityConfig& elastic = config.elasticity;
   if (!elastic.enabled) {
     if (modelParallelSize < 1 || worldSize % modelParallelSize != 0) {
-      throw ConfigError(ErrorDetail{
-          "world_size", std::to_string(worldSize),
-          fmt::format("a multiple of the model-parallel size {}", modelParallelSize)});
+      throw ConfigError(
+          ErrorDetail{"world_size", std::to_string(worldSize),
+                      fmt::format("a multiple of the model-parallel size {}", modelParallelSize)});
     }
     out.dataParallelSize = worldSize / modelParallelSize;
     out.triple = config::resolveBatch(config.batch, out.dataParallelSize);
@@ -99,11 +98,9 @@ TrainingBatch resolveTrainingBatch(const config::DsConfig& config, std::int64_t 
   out.triple = {plan.finalBatchSize, micro, plan.finalBatchSize / (micro * out.dataParallelSize)};
 
   // The config layer already rejected batch keys unless ignore_non_elastic_batch_info is set.
-  auto overriding = [&](const char* key, const std::optional<std::int64_t>& old,
-                        std::int64_t now) {
+  auto overriding = [&](const char* key, const std::optional<std::int64_t>& old, std::int64_t now) {
     if (old) {
-      out.warnings.push_back(
-          fmt::format("[Elasticity] overriding {}: {} -> {}", key, *old, now));
+      out.warnings.push_back(fmt::format("[Elasticity] overriding {}: {} -> {}", key, *old, now));
     }
   };
   overriding("train_batch_size", config.batch.trainBatchSize, out.triple.trainBatchSize);

@@ -1,15 +1,15 @@
 #include "runtime/elasticity/solver.hpp"
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "runtime/common/check.hpp"
-#include "runtime/common/int128.hpp"
 #include "runtime/common/error.hpp"
+#include "runtime/common/int128.hpp"
 #include "runtime/elasticity/detail/exact_solver.hpp"
 #include "runtime/elasticity/detail/valid_sizes.hpp"
 #include "runtime/elasticity/number_theory.hpp"
@@ -90,8 +90,8 @@ BatchChoice solveV01(const std::vector<std::int64_t>& microBatches, std::int64_t
   Factorization bestFactors;
   std::vector<std::uint64_t> seen;
   for (const auto& [base, baseFactors] : bases) {
-    const auto hcn = static_cast<std::uint64_t>(
-        largestHcnAtMost(static_cast<std::int64_t>(ucap / base)));
+    const auto hcn =
+        static_cast<std::uint64_t>(largestHcnAtMost(static_cast<std::int64_t>(ucap / base)));
     const std::uint64_t candidate = base * hcn;
     if (std::find(seen.begin(), seen.end(), candidate) != seen.end()) {
       continue;
@@ -99,9 +99,9 @@ BatchChoice solveV01(const std::vector<std::int64_t>& microBatches, std::int64_t
     seen.push_back(candidate);
     Factorization factors = multiply(baseFactors, factorize(hcn));
     const std::uint64_t count = detail::countValidSizes(candidate, factors, units, lo, hi);
-    const bool better = count > bestCount ||
-                        (count == bestCount && count > 0 &&
-                         (preferLarger ? candidate > bestBatch : candidate < bestBatch));
+    const bool better =
+        count > bestCount || (count == bestCount && count > 0 &&
+                              (preferLarger ? candidate > bestBatch : candidate < bestBatch));
     if (better) {
       bestBatch = candidate;
       bestCount = count;
@@ -197,34 +197,35 @@ V02Result solveV02(const ElasticityConfig& c, std::int64_t currentGpus) {
   const std::int64_t capNodes = c.maxTrainBatchSize / dpPerNode;
   const std::string capText =
       dpPerNode == 1 ? fmt::format("max_train_batch_size ({})", c.maxTrainBatchSize)
-                     : fmt::format("max_train_batch_size / data-parallel GPUs per node ({} / {} = "
-                                   "{})",
-                                   c.maxTrainBatchSize, dpPerNode, capNodes);
+                     : fmt::format(
+                           "max_train_batch_size / data-parallel GPUs per node ({} / {} = "
+                           "{})",
+                           c.maxTrainBatchSize, dpPerNode, capNodes);
   if (capNodes < 1) {
-    throw ElasticityConfigError(ErrorDetail{
-        "elasticity.max_train_batch_size", std::to_string(c.maxTrainBatchSize),
-        fmt::format("at least the data-parallel GPUs per node ({}) times a micro batch",
-                    dpPerNode)});
+    throw ElasticityConfigError(
+        ErrorDetail{"elasticity.max_train_batch_size", std::to_string(c.maxTrainBatchSize),
+                    fmt::format("at least the data-parallel GPUs per node ({}) times a micro batch",
+                                dpPerNode)});
   }
 
   if (currentGpus % c.modelParallelSize != 0) {
-    throw ElasticityIncompatibleWorldSize(ErrorDetail{
-        "world_size", std::to_string(currentGpus),
-        fmt::format("a multiple of model_parallel_size ({})", c.modelParallelSize)});
+    throw ElasticityIncompatibleWorldSize(
+        ErrorDetail{"world_size", std::to_string(currentGpus),
+                    fmt::format("a multiple of model_parallel_size ({})", c.modelParallelSize)});
   }
   const std::int64_t currentDp = currentGpus / c.modelParallelSize;
 
   V02Result result;
   result.dataParallelSize = currentDp;
-  BatchChoice nodes = solveV01(c.microBatchSizes, capNodes, minNodes, maxNodes,
-                               c.preferLargerBatch, capText);
+  BatchChoice nodes =
+      solveV01(c.microBatchSizes, capNodes, minNodes, maxNodes, c.preferLargerBatch, capText);
   result.choice.batch = nodes.batch * dpPerNode;
   for (std::int64_t n : nodes.valid) {
     result.choice.valid.push_back(n * dpPerNode);
   }
   if (std::binary_search(result.choice.valid.begin(), result.choice.valid.end(), currentDp)) {
-    result.candidateMicroBatch = pickMicroBatch(c.microBatchSizes, result.choice.batch, currentDp,
-                                                c.preferLargerBatch);
+    result.candidateMicroBatch =
+        pickMicroBatch(c.microBatchSizes, result.choice.batch, currentDp, c.preferLargerBatch);
     return result;
   }
 
@@ -363,10 +364,9 @@ ElasticPlan computeElasticConfig(const ElasticityConfig& c, const SolveRequest& 
 
   switch (c.version) {
     case ElasticityVersion::V0_1: {
-      const BatchChoice choice =
-          solveV01(c.microBatchSizes, c.maxTrainBatchSize, c.minGpus, c.maxGpus,
-                   c.preferLargerBatch, fmt::format("max_train_batch_size ({})",
-                                                    c.maxTrainBatchSize));
+      const BatchChoice choice = solveV01(
+          c.microBatchSizes, c.maxTrainBatchSize, c.minGpus, c.maxGpus, c.preferLargerBatch,
+          fmt::format("max_train_batch_size ({})", c.maxTrainBatchSize));
       plan.finalBatchSize = choice.batch;
       plan.validWorldSizes = choice.valid;
       if (queryGpus == 0 && request.returnMicroBatch) {
@@ -405,8 +405,8 @@ ElasticPlan computeElasticConfig(const ElasticityConfig& c, const SolveRequest& 
     const std::int64_t mp = c.version == ElasticityVersion::V0_1 ? 1 : c.modelParallelSize;
     const bool divisible = queryGpus % mp == 0;
     const std::int64_t dp = queryGpus / mp;
-    if (!divisible || !std::binary_search(plan.validWorldSizes.begin(),
-                                          plan.validWorldSizes.end(), dp)) {
+    if (!divisible ||
+        !std::binary_search(plan.validWorldSizes.begin(), plan.validWorldSizes.end(), dp)) {
       const std::string units = mp == 1 ? "GPU counts" : "data-parallel sizes";
       throw ElasticityIncompatibleWorldSize(ErrorDetail{
           "world_size",

@@ -89,6 +89,15 @@ std::vector<std::int64_t> validWorldSizesForBatch(std::int64_t batch,
                                                   const std::vector<std::int64_t>& microBatches,
                                                   std::int64_t minSize, std::int64_t maxSize);
 
+// The batch sizes the exact solver searches: [1, max_train_batch_size], or with a target the band
+// [ceil(target * (1 - tol)), floor(target * (1 + tol))] intersected with it. The band edges allow
+// 1e-9 of floating-point slack, so 160 +- 10% is exactly [144, 176]. lo > hi when the band misses.
+struct BatchRange {
+  std::int64_t lo;
+  std::int64_t hi;
+};
+BatchRange exactSearchRange(const config::ElasticityConfig& config);
+
 // Compares dotted version strings ("0.3.8" < "0.18.2"); a non-numeric suffix on the last part
 // ("0.18.2+abc", "0.19.0rc1") is ignored. Throws ConfigError when a part is not a number.
 int compareVersions(std::string_view a, std::string_view b);

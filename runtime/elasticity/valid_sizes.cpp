@@ -1,6 +1,6 @@
-#include <algorithm>
-
 #include "runtime/elasticity/detail/valid_sizes.hpp"
+
+#include <algorithm>
 
 namespace stretch::elasticity::detail {
 
@@ -9,8 +9,8 @@ MicroUnits::MicroUnits(const std::vector<std::uint64_t>& values) {
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
   for (std::uint64_t v : sorted) {
-    const bool redundant = std::any_of(minimal_.begin(), minimal_.end(),
-                                       [v](std::uint64_t m) { return v % m == 0; });
+    const bool redundant =
+        std::any_of(minimal_.begin(), minimal_.end(), [v](std::uint64_t m) { return v % m == 0; });
     if (!redundant) {
       minimal_.push_back(v);
       factors_.push_back(factorize(v));

@@ -11,8 +11,8 @@ namespace stretch::arch {
 namespace {
 
 struct Module {
-  std::string folder;                 // "runtime/comm/gloo"
-  std::vector<std::string> deps;      // direct allowed dependencies (module folders)
+  std::string folder;                   // "runtime/comm/gloo"
+  std::vector<std::string> deps;        // direct allowed dependencies (module folders)
   std::vector<std::string> thirdParty;  // third-party room names it may include
 };
 
@@ -31,8 +31,7 @@ const std::vector<Module>& modules() {
        {"torch"}},
       {"runtime/agent", {"runtime/config", "runtime/elasticity", "runtime/comm"}, {}},
       {"sim",
-       {"runtime/common", "runtime/config", "runtime/elasticity", "runtime/comm",
-        "runtime/agent"},
+       {"runtime/common", "runtime/config", "runtime/elasticity", "runtime/comm", "runtime/agent"},
        {}},
       {"runtime/launcher", {"runtime/agent"}, {}},
       {"planner", {"sim", "runtime/elasticity", "runtime/config"}, {}},
@@ -47,7 +46,8 @@ const std::vector<Module>& modules() {
 
 const Module* findModule(const std::string& folder) {
   for (const Module& m : modules()) {
-    if (m.folder == folder) return &m;
+    if (m.folder == folder)
+      return &m;
   }
   return nullptr;
 }
@@ -59,8 +59,10 @@ std::set<std::string> reachable(const Module& m) {
   while (!todo.empty()) {
     const std::string next = todo.back();
     todo.pop_back();
-    if (!out.insert(next).second) continue;
-    if (next == "runtime/common") continue;
+    if (!out.insert(next).second)
+      continue;
+    if (next == "runtime/common")
+      continue;
     if (const Module* dep = findModule(next)) {
       todo.insert(todo.end(), dep->deps.begin(), dep->deps.end());
     }
@@ -77,7 +79,8 @@ std::string roomOf(const std::string& header) {
       {std::regex(R"(^(torch|ATen|c10|caffe2)/)"), "torch"},
       {std::regex(R"(^gloo/)"), "gloo"},
       {std::regex(R"(^nccl(_net)?\.h$)"), "nccl"},
-      {std::regex(R"(^(cuda|cuda_runtime|cuda_runtime_api|cuda_fp16|cuda_bf16|cublas\w*)\.h$|^cuda/)"),
+      {std::regex(
+           R"(^(cuda|cuda_runtime|cuda_runtime_api|cuda_fp16|cuda_bf16|cublas\w*)\.h$|^cuda/)"),
        "cuda"},
       {std::regex(R"(^Q[A-Za-z]+$|^Qt[A-Za-z]+/)"), "qt"},
       {std::regex(R"(^nlohmann/)"), "json"},
@@ -87,7 +90,8 @@ std::string roomOf(const std::string& header) {
       {std::regex(R"(^spdlog/)"), "spdlog"},
   };
   for (const auto& [pattern, room] : kRooms) {
-    if (std::regex_search(header, pattern)) return room;
+    if (std::regex_search(header, pattern))
+      return room;
   }
   return "";
 }
@@ -115,9 +119,11 @@ std::vector<Violation> checkLayering(const std::filesystem::path& root) {
   std::vector<Violation> out;
   for (const std::string top : {"runtime", "sim", "planner", "gui", "cli", "bench", "tests"}) {
     const std::filesystem::path dir = root / top;
-    if (!std::filesystem::is_directory(dir)) continue;
+    if (!std::filesystem::is_directory(dir))
+      continue;
     for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
-      if (!entry.is_regular_file() || !isSource(entry.path())) continue;
+      if (!entry.is_regular_file() || !isSource(entry.path()))
+        continue;
       const std::string rel = std::filesystem::relative(entry.path(), root).generic_string();
       const std::string folder = moduleOf(rel);
       const Module* module = findModule(folder);
@@ -134,12 +140,14 @@ std::vector<Violation> checkLayering(const std::filesystem::path& root) {
       while (std::getline(in, text)) {
         ++lineNo;
         std::smatch match;
-        if (!std::regex_search(text, match, kInclude)) continue;
+        if (!std::regex_search(text, match, kInclude))
+          continue;
         const bool quoted = match[1] == "\"";
         const std::string header = match[2];
         if (quoted) {
           const std::string target = moduleOf(header);
-          if (target.empty() || anything) continue;  // same-folder or generated includes
+          if (target.empty() || anything)
+            continue;  // same-folder or generated includes
           if (target == "tests" || target == "bench" || target == "cli") {
             out.push_back({rel, lineNo, header, folder + " may not include " + target});
           } else if (allowed.count(target) == 0) {
@@ -150,7 +158,8 @@ std::vector<Violation> checkLayering(const std::filesystem::path& root) {
           continue;
         }
         const std::string room = roomOf(header);
-        if (room.empty() || anything) continue;
+        if (room.empty() || anything)
+          continue;
         const auto& rooms = module->thirdParty;
         bool ok = std::find(rooms.begin(), rooms.end(), room) != rooms.end() || room == "fmt" ||
                   room == "spdlog";
@@ -159,8 +168,8 @@ std::vector<Violation> checkLayering(const std::filesystem::path& root) {
           ok = fileName.rfind("cuda_", 0) == 0;
         }
         if (!ok) {
-          out.push_back({rel, lineNo, header,
-                         "third-party room '" + room + "' is not allowed in " + folder});
+          out.push_back(
+              {rel, lineNo, header, "third-party room '" + room + "' is not allowed in " + folder});
         }
       }
     }

@@ -1,8 +1,9 @@
-#include <gtest/gtest.h>
+#include "tests/arch/layering.hpp"
 
 #include <fstream>
 
-#include "tests/arch/layering.hpp"
+#include <gtest/gtest.h>
+
 #include "tests/support/test_support.hpp"
 
 namespace stretch::arch {
@@ -27,9 +28,10 @@ TEST(Layering, ModuleOfPrefersTheDeepestFolder) {
 class LayeringViolations : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = std::filesystem::temp_directory_path() /
-            ("stretch-layering-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-             "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ =
+        std::filesystem::temp_directory_path() /
+        ("stretch-layering-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+         "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(root_);
   }
   void TearDown() override { std::filesystem::remove_all(root_); }
@@ -51,7 +53,8 @@ TEST_F(LayeringViolations, UpwardIncludeIsCaught) {
 }
 
 TEST_F(LayeringViolations, RuntimeMayNotIncludeTheSimulatorOrTests) {
-  write("runtime/agent/a.cpp", "#include \"sim/scheduler.hpp\"\n#include \"tests/support/x.hpp\"\n");
+  write("runtime/agent/a.cpp",
+        "#include \"sim/scheduler.hpp\"\n#include \"tests/support/x.hpp\"\n");
   EXPECT_EQ(check().size(), 2u);
 }
 
@@ -67,12 +70,14 @@ TEST_F(LayeringViolations, AllowedIncludesPass) {
         "#include <torch/torch.h>\n#include \"runtime/comm/backend.hpp\"\n#include "
         "\"runtime/common/error.hpp\"\n#include <vector>\n");
   write("runtime/accel/cuda_accelerator.cpp", "#include <cuda_runtime.h>\n");
-  write("gui/main.cpp", "#include <QApplication>\n#include \"planner/plan.hpp\"\n"
-                        "#include \"runtime/config/ds_config.hpp\"\n");
+  write("gui/main.cpp",
+        "#include <QApplication>\n#include \"planner/plan.hpp\"\n"
+        "#include \"runtime/config/ds_config.hpp\"\n");
   write("runtime/launcher/l.cpp", "#include \"runtime/comm/store.hpp\"\n");  // via agent
   write("tests/anything.cpp", "#include \"sim/x.hpp\"\n#include <gloo/x.h>\n");
   const auto v = check();
-  for (const auto& x : v) ADD_FAILURE() << x.file << ": " << x.include << ": " << x.reason;
+  for (const auto& x : v)
+    ADD_FAILURE() << x.file << ": " << x.include << ": " << x.reason;
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 #include "tests/support/test_support.hpp"
 
-#include <gtest/gtest.h>
-
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+
+#include <gtest/gtest.h>
 
 namespace stretch::test {
 

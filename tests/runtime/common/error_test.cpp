@@ -1,14 +1,15 @@
+#include "runtime/common/error.hpp"
+
 #include <gtest/gtest.h>
 
 #include "runtime/common/check.hpp"
-#include "runtime/common/error.hpp"
 
 namespace stretch {
 namespace {
 
 TEST(Error, DetailFormsTheMessageAndIsKept) {
-  const ElasticityConfigError e(ErrorDetail{"elasticity.micro_batch_sizes[2]", "-1",
-                                            "a positive integer"});
+  const ElasticityConfigError e(
+      ErrorDetail{"elasticity.micro_batch_sizes[2]", "-1", "a positive integer"});
   EXPECT_STREQ(e.what(), "elasticity.micro_batch_sizes[2] = -1: expected a positive integer");
   ASSERT_TRUE(e.detail().has_value());
   EXPECT_EQ(e.detail()->path, "elasticity.micro_batch_sizes[2]");
@@ -34,8 +35,7 @@ TEST(Check, ComparisonReportsBothValuesAndContext) {
   } catch (const InternalError& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find("tests/runtime/common/error_test.cpp:"), std::string::npos) << message;
-    EXPECT_NE(message.find("check 'a == b' failed: 3 vs 4 (rank 7)"), std::string::npos)
-        << message;
+    EXPECT_NE(message.find("check 'a == b' failed: 3 vs 4 (rank 7)"), std::string::npos) << message;
   }
 }
 

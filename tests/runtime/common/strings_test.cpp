@@ -1,9 +1,9 @@
-#include <gtest/gtest.h>
+#include "runtime/common/strings.hpp"
 
 #include <array>
 #include <string_view>
 
-#include "runtime/common/strings.hpp"
+#include <gtest/gtest.h>
 
 namespace stretch {
 namespace {

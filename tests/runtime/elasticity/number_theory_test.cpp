@@ -1,10 +1,10 @@
-#include <gtest/gtest.h>
+#include "runtime/elasticity/number_theory.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
-#include "runtime/elasticity/number_theory.hpp"
+#include <gtest/gtest.h>
 
 namespace stretch::elasticity {
 namespace {
@@ -12,7 +12,8 @@ namespace {
 std::uint64_t product(const Factorization& f) {
   std::uint64_t n = 1;
   for (const auto& [p, e] : f) {
-    for (int i = 0; i < e; ++i) n *= p;
+    for (int i = 0; i < e; ++i)
+      n *= p;
   }
   return n;
 }
@@ -41,12 +42,12 @@ TEST(NumberTheory, LargestHcnAtMostSaturates) {
 }
 
 TEST(NumberTheory, FactorizeRoundTripsAndFindsLargePrimes) {
-  for (std::uint64_t n : {1ull, 2ull, 12ull, 720720ull, 999983ull, 1ull << 40, 999983ull * 999979ull,
-                          8648640ull}) {
+  for (std::uint64_t n :
+       {1ull, 2ull, 12ull, 720720ull, 999983ull, 1ull << 40, 999983ull * 999979ull, 8648640ull}) {
     const Factorization f = factorize(n);
     EXPECT_EQ(product(f), n);
-    EXPECT_TRUE(std::is_sorted(f.begin(), f.end(),
-                               [](auto a, auto b) { return a.prime < b.prime; }));
+    EXPECT_TRUE(
+        std::is_sorted(f.begin(), f.end(), [](auto a, auto b) { return a.prime < b.prime; }));
   }
   EXPECT_EQ(divisorCount(factorize(720720)), 240u);
   EXPECT_EQ(divisorCount(factorize(8648640)), 448u);
@@ -68,7 +69,8 @@ TEST(NumberTheory, DivisorsInRangeMatchLinearScan) {
       std::sort(fast.begin(), fast.end());
       std::vector<std::uint64_t> slow;
       for (std::uint64_t d = std::max<std::uint64_t>(lo, 1); d <= std::min(hi, n); ++d) {
-        if (n % d == 0) slow.push_back(d);
+        if (n % d == 0)
+          slow.push_back(d);
       }
       EXPECT_EQ(fast, slow) << n << " in [" << lo << ", " << hi << "]";
     }

@@ -22,7 +22,8 @@ struct Result {
   std::optional<std::int64_t> micro;  // v0.2 get_microbatch candidate
 };
 
-inline std::vector<std::int64_t> getValidGpus(std::int64_t batch, const std::vector<std::int64_t>& mbs,
+inline std::vector<std::int64_t> getValidGpus(std::int64_t batch,
+                                              const std::vector<std::int64_t>& mbs,
                                               std::int64_t minValid, std::int64_t maxValid) {
   std::set<std::int64_t> valid;
   for (std::int64_t mb : mbs) {
@@ -50,16 +51,20 @@ inline std::vector<std::int64_t> getValidGpus(std::int64_t batch, const std::vec
 // _get_compatible_gpus_v01 (HEAD). nullopt when DeepSpeed would return no valid GPU count.
 inline std::optional<Result> v01(const std::vector<std::int64_t>& mbs, std::int64_t cap,
                                  std::int64_t minGpus, std::int64_t maxGpus, bool preferLarger) {
-  if (minGpus == 0) minGpus = 1;
-  if (maxGpus == 0) maxGpus = cap / *std::min_element(mbs.begin(), mbs.end());
+  if (minGpus == 0)
+    minGpus = 1;
+  if (maxGpus == 0)
+    maxGpus = cap / *std::min_element(mbs.begin(), mbs.end());
   std::int64_t lcm = 1;
-  for (std::int64_t mb : mbs) lcm = std::lcm(lcm, mb);
+  for (std::int64_t mb : mbs)
+    lcm = std::lcm(lcm, mb);
   std::vector<std::int64_t> bases = mbs;
   bases.push_back(lcm);
   std::set<std::int64_t> candidates;
   const auto hcns = elasticity::highlyCompositeNumbers();
   for (std::int64_t base : bases) {
-    if (base > cap) continue;
+    if (base > cap)
+      continue;
     if (base == cap) {
       candidates.insert(base);
       continue;
@@ -79,14 +84,15 @@ inline std::optional<Result> v01(const std::vector<std::int64_t>& mbs, std::int6
   std::int64_t finalBatch = *std::min_element(mbs.begin(), mbs.end());
   for (std::int64_t bs : candidates) {
     auto cur = getValidGpus(bs, mbs, minGpus, maxGpus);
-    if (cur.size() > maxValid ||
-        (cur.size() == maxValid && ((preferLarger && bs > finalBatch) || (!preferLarger && bs < finalBatch)))) {
+    if (cur.size() > maxValid || (cur.size() == maxValid && ((preferLarger && bs > finalBatch) ||
+                                                             (!preferLarger && bs < finalBatch)))) {
       maxValid = cur.size();
       finalBatch = bs;
       best = Result{bs, cur, std::nullopt};
     }
   }
-  if (!best || best->valid.empty()) return std::nullopt;
+  if (!best || best->valid.empty())
+    return std::nullopt;
   return best;
 }
 
@@ -96,30 +102,37 @@ inline std::optional<Result> v02(const std::vector<std::int64_t>& mbs, std::int6
                                  std::int64_t current, std::int64_t minGpus, std::int64_t maxGpus,
                                  bool preferLarger, std::int64_t gpn) {
   const std::int64_t dpPerNode = gpn;
-  if (maxGpus / gpn == 0) return std::nullopt;  // DeepSpeed: unbounded node count
+  if (maxGpus / gpn == 0)
+    return std::nullopt;  // DeepSpeed: unbounded node count
   for (std::int64_t mb : mbs) {
-    if (mb > cap / dpPerNode) return std::nullopt;  // DeepSpeed: ValueError
+    if (mb > cap / dpPerNode)
+      return std::nullopt;  // DeepSpeed: ValueError
   }
   auto nodes = v01(mbs, cap / dpPerNode, minGpus / gpn, maxGpus / gpn, preferLarger);
-  if (!nodes) return std::nullopt;
+  if (!nodes)
+    return std::nullopt;
   auto getMicro = [&](std::int64_t fbs) {
     std::optional<std::int64_t> cand;
     for (std::int64_t mb : mbs) {
       if ((fbs / current) % mb == 0) {
-        if (!cand) cand = mb;
-        if (preferLarger && *cand < mb) cand = mb;
+        if (!cand)
+          cand = mb;
+        if (preferLarger && *cand < mb)
+          cand = mb;
       }
     }
     return cand;
   };
   Result r;
   r.batch = nodes->batch * dpPerNode;
-  for (std::int64_t n : nodes->valid) r.valid.push_back(n * dpPerNode);
+  for (std::int64_t n : nodes->valid)
+    r.valid.push_back(n * dpPerNode);
   if (std::find(r.valid.begin(), r.valid.end(), current) != r.valid.end()) {
     r.micro = getMicro(r.batch);
     return r;
   }
-  const double currentDp = static_cast<double>(current) / static_cast<double>(gpn) * static_cast<double>(dpPerNode);
+  const double currentDp =
+      static_cast<double>(current) / static_cast<double>(gpn) * static_cast<double>(dpPerNode);
   std::vector<double> cands;
   for (std::int64_t mb : mbs) {
     const double minBatch = static_cast<double>(mb) * currentDp;
@@ -127,7 +140,8 @@ inline std::optional<Result> v02(const std::vector<std::int64_t>& mbs, std::int6
   }
   const double c = preferLarger ? *std::max_element(cands.begin(), cands.end())
                                 : *std::min_element(cands.begin(), cands.end());
-  if (c <= 0) return std::nullopt;  // DeepSpeed returns batch 0
+  if (c <= 0)
+    return std::nullopt;  // DeepSpeed returns batch 0
   r.batch = static_cast<std::int64_t>(c);
   r.valid = {static_cast<std::int64_t>(currentDp)};
   r.micro = getMicro(r.batch);
@@ -150,7 +164,8 @@ inline std::optional<Result> exact(const std::vector<std::int64_t>& mbs, std::in
         }
       }
     }
-    if (valid.empty()) continue;
+    if (valid.empty())
+      continue;
     if (!best || valid.size() > best->valid.size() ||
         (valid.size() == best->valid.size() && preferLarger)) {
       best = Result{b, valid, std::nullopt};

@@ -1,17 +1,36 @@
 // Properties of the elastic solver, checked with rapidcheck. The seed is printed by rapidcheck
 // ("Using configuration: seed=...") and can be replayed with RC_PARAMS="seed=N".
 
-#include <gtest/gtest.h>
-#include <rapidcheck.h>
-#include <rapidcheck/gtest.h>
-
 #include <algorithm>
+#include <ostream>
 #include <random>
+#include <rapidcheck.h>
 #include <set>
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
 
 #include "runtime/common/error.hpp"
 #include "runtime/elasticity/solver.hpp"
 #include "tests/runtime/elasticity/reference_solver.hpp"
+
+namespace stretch::config {
+// How rapidcheck prints a counterexample.
+void showValue(const ElasticityConfig& c, std::ostream& os) {
+  os << "{version " << toString(c.version) << ", max_train_batch_size " << c.maxTrainBatchSize
+     << ", micro_batch_sizes [";
+  for (std::size_t i = 0; i < c.microBatchSizes.size(); ++i) {
+    os << (i ? ", " : "") << c.microBatchSizes[i];
+  }
+  os << "], gpus [" << c.minGpus << ", " << c.maxGpus << "], num_gpus_per_node " << c.numGpusPerNode
+     << ", model_parallel_size " << c.modelParallelSize << ", prefer_larger_batch "
+     << c.preferLargerBatch;
+  if (c.targetBatchSize) {
+    os << ", target " << *c.targetBatchSize << " +- " << c.batchTolerance;
+  }
+  os << "}";
+}
+}  // namespace stretch::config
 
 namespace stretch::elasticity {
 namespace {
@@ -36,14 +55,14 @@ rc::Gen<ElasticityConfig> genConfig(std::int64_t capLimit, std::int64_t gpuLimit
     c.microBatchSizes = *rc::gen::container<std::vector<std::int64_t>>(n, genMicroBatch());
     const std::int64_t largest =
         *std::max_element(c.microBatchSizes.begin(), c.microBatchSizes.end());
-    c.maxTrainBatchSize = *rc::gen::inRange<std::int64_t>(std::min(largest, capLimit),
-                                                          capLimit + 1);
+    c.maxTrainBatchSize =
+        *rc::gen::inRange<std::int64_t>(std::min(largest, capLimit), capLimit + 1);
     RC_PRE(largest <= c.maxTrainBatchSize);
     c.minGpus = *rc::gen::weightedOneOf<std::int64_t>(
         {{3, rc::gen::just<std::int64_t>(1)}, {2, rc::gen::inRange<std::int64_t>(1, 65)}});
     c.maxGpus = c.minGpus + *rc::gen::inRange<std::int64_t>(0, gpuLimit);
-    c.preferLargerBatch = *rc::gen::weightedOneOf<bool>(
-        {{3, rc::gen::just(true)}, {1, rc::gen::just(false)}});
+    c.preferLargerBatch =
+        *rc::gen::weightedOneOf<bool>({{3, rc::gen::just(true)}, {1, rc::gen::just(false)}});
     return c;
   });
 }
@@ -156,16 +175,11 @@ RC_GTEST_PROP(ElasticSolver, ExactMatchesBruteForce, ()) {
   c.version = ElasticityVersion::Exact;
   c.numGpusPerNode = *rc::gen::element<std::int64_t>(1, 1, 2, 4);
   c.maxGpus = std::max(c.maxGpus, c.numGpusPerNode);
-  std::int64_t lo = 1;
-  std::int64_t hi = c.maxTrainBatchSize;
   if (*rc::gen::arbitrary<bool>()) {
     c.targetBatchSize = *rc::gen::inRange<std::int64_t>(1, c.maxTrainBatchSize + 1);
     c.batchTolerance = *rc::gen::element(0.0, 0.05, 0.1, 0.5);
-    lo = static_cast<std::int64_t>(
-        std::max(1.0L, std::ceil(static_cast<long double>(*c.targetBatchSize) * (1 - c.batchTolerance))));
-    hi = std::min<std::int64_t>(
-        hi, static_cast<std::int64_t>(std::floor(static_cast<long double>(*c.targetBatchSize) * (1 + c.batchTolerance))));
   }
+  const auto [lo, hi] = exactSearchRange(c);
   const std::int64_t gpn = c.numGpusPerNode;
   const std::int64_t kLo = (c.minGpus + gpn - 1) / gpn;
   const std::int64_t kHi = c.maxGpus / gpn;
@@ -188,9 +202,9 @@ RC_GTEST_PROP(ElasticSolver, V02MatchesTheDeepSpeedOracleWithoutModelParallelism
   const std::int64_t current = c.numGpusPerNode * *rc::gen::inRange<std::int64_t>(1, 17);
   SolveRequest request;
   request.envWorldSize = std::to_string(current);
-  const auto theirs = test::reference::v02(c.microBatchSizes, c.maxTrainBatchSize, current,
-                                           c.minGpus, c.maxGpus, c.preferLargerBatch,
-                                           c.numGpusPerNode);
+  const auto theirs =
+      test::reference::v02(c.microBatchSizes, c.maxTrainBatchSize, current, c.minGpus, c.maxGpus,
+                           c.preferLargerBatch, c.numGpusPerNode);
   RC_PRE(theirs.has_value());  // DeepSpeed misbehaves otherwise; unit tests cover those cases
   const ElasticPlan ours = computeElasticConfig(c, request);
   RC_ASSERT(ours.finalBatchSize == theirs->batch);

@@ -1,9 +1,10 @@
-#include <gtest/gtest.h>
+#include "runtime/elasticity/solver.hpp"
 
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "runtime/common/error.hpp"
-#include "runtime/elasticity/solver.hpp"
 
 namespace stretch::elasticity {
 namespace {
@@ -85,10 +86,10 @@ TEST(SolverV01, ReferenceTimingConfigs) {
     std::int64_t cap, maxGpus, batch;
     std::size_t count;
   };
-  for (const Case& k : {Case{100'000, 10'000, 90720, 96}, Case{720'720, 10'000, 665280, 167},
-                        Case{10'000'000, 10'000, 8648640, 271},
-                        Case{10'000'000, 1'000'000, 8648640, 380},
-                        Case{10'000'000, 10'000'000, 8648640, 384}}) {
+  for (const Case& k :
+       {Case{100'000, 10'000, 90720, 96}, Case{720'720, 10'000, 665280, 167},
+        Case{10'000'000, 10'000, 8648640, 271}, Case{10'000'000, 1'000'000, 8648640, 380},
+        Case{10'000'000, 10'000'000, 8648640, 384}}) {
     c.maxTrainBatchSize = k.cap;
     c.maxGpus = k.maxGpus;
     const ElasticPlan plan = computeElasticConfig(c);
@@ -113,8 +114,7 @@ TEST(SolverV01, MicroBatchAboveCapNamesTheEntry) {
     computeElasticConfig(c);
     FAIL();
   } catch (const ElasticityConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("elasticity.micro_batch_sizes[3] = 17"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("elasticity.micro_batch_sizes[3] = 17"), std::string::npos)
         << e.what();
   }
 }
@@ -123,7 +123,8 @@ TEST(SolverV01, ReturnMicroBatchWithoutWorldSizeReadsEnvironment_Issue8156) {
   ElasticityConfig c = deepspeedFixture();
   SolveRequest request;
   request.returnMicroBatch = true;
-  EXPECT_THROW(computeElasticConfig(c, request), ElasticityConfigError);  // DeepSpeed: ZeroDivisionError
+  EXPECT_THROW(computeElasticConfig(c, request),
+               ElasticityConfigError);  // DeepSpeed: ZeroDivisionError
   request.envWorldSize = "64";
   EXPECT_EQ(computeElasticConfig(c, request).microBatch, 17);
   request.envWorldSize = "128";
@@ -257,6 +258,24 @@ TEST(SolverExact, ToleranceBandIsRespected) {
   EXPECT_THROW(computeElasticConfig(c), ElasticityConfigError);
 }
 
+TEST(SolverExact, ToleranceBandEdgesAreExactDecimals) {
+  ElasticityConfig c = deepspeedFixture();
+  c.version = ElasticityVersion::Exact;
+  c.targetBatchSize = 160;
+  c.batchTolerance = 0.1;  // 160 * 0.9 is 144.0000000000000035 in binary floating point
+  EXPECT_EQ(exactSearchRange(c).lo, 144);
+  EXPECT_EQ(exactSearchRange(c).hi, 176);
+  c.targetBatchSize = 4096;
+  c.batchTolerance = 0.05;
+  EXPECT_EQ(exactSearchRange(c).lo, 3892);  // ceil(3891.2)
+  EXPECT_EQ(exactSearchRange(c).hi, 4300);  // floor(4300.8)
+  c.targetBatchSize = 9900;
+  EXPECT_EQ(exactSearchRange(c).hi, 10000);  // capped by max_train_batch_size
+  c.targetBatchSize = std::nullopt;
+  EXPECT_EQ(exactSearchRange(c).lo, 1);
+  EXPECT_EQ(exactSearchRange(c).hi, 10000);
+}
+
 TEST(SolverExact, TenMillionCapSolves) {
   ElasticityConfig c;
   c.enabled = true;
@@ -287,7 +306,8 @@ TEST(SolverExact, ManyMicroBatchesWithSharedLcmsStayFast) {
   c.minGpus = 1;
   c.microBatchSizes.clear();
   for (std::int64_t d = 1000; d <= 720720 && c.microBatchSizes.size() < 40; ++d) {
-    if (720720 % d == 0 && d > 720720 / d / 8) c.microBatchSizes.push_back(d);
+    if (720720 % d == 0 && d > 720720 / d / 8)
+      c.microBatchSizes.push_back(d);
   }
   EXPECT_NO_THROW(computeElasticConfig(c));
 }

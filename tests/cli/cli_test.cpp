@@ -1,0 +1,146 @@
+// Runs the real `stretch` executable: exit codes, the --json contract and readable errors.
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/test_support.hpp"
+
+namespace stretch {
+namespace {
+
+struct Result {
+  int exitCode;
+  std::string out;  // stdout and stderr, in order
+};
+
+Result runStretch(const std::string& args, const std::string& env = "") {
+  const std::string command = env + " " + STRETCH_CLI + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  EXPECT_NE(pipe, nullptr);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (pipe != nullptr && std::fgets(buf.data(), buf.size(), pipe) != nullptr) {
+    out += buf.data();
+  }
+  const int status = pipe != nullptr ? pclose(pipe) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class StretchCli : public ::testing::Test {
+ protected:
+  std::string writeConfig(const std::string& text) {
+    const auto path =
+        std::filesystem::temp_directory_path() /
+        ("stretch-cli-" +
+         std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + ".json");
+    std::ofstream(path) << text;
+    files_.push_back(path);
+    return path.string();
+  }
+  void TearDown() override {
+    for (const auto& f : files_)
+      std::filesystem::remove(f);
+  }
+  std::vector<std::filesystem::path> files_;
+};
+
+const char* kFixture =
+    R"({"elasticity": {"enabled": true, "max_train_batch_size": 10000,
+        "micro_batch_sizes": [8, 12, 16, 17], "min_gpus": 32, "max_gpus": 1500,
+        "min_time": 20, "version": 0.1}})";
+
+TEST_F(StretchCli, JsonPlanMatchesDeepSpeed) {
+  const Result r = runStretch("elastic --json --config " + writeConfig(kFixture));
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("final_batch_size"), 9792);
+  EXPECT_EQ(j.at("valid_gpus").size(), 23u);
+  EXPECT_TRUE(j.at("micro_batch").is_null());
+  EXPECT_EQ(j.size(), 3u);
+}
+
+TEST_F(StretchCli, JsonWorldSizeGivesMicroBatch) {
+  const Result r = runStretch("elastic --json --world-size 64 -c " + writeConfig(kFixture));
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("micro_batch"), 17);
+}
+
+TEST_F(StretchCli, JsonErrorsAreTypedWithExitCode2) {
+  const Result r = runStretch("elastic --json --world-size 128 -c " + writeConfig(kFixture));
+  EXPECT_EQ(r.exitCode, 2);
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("error"), "ElasticityIncompatibleWorldSize");
+  EXPECT_NE(j.at("message").get<std::string>().find("128"), std::string::npos);
+
+  const Result missing = runStretch("elastic --json -c /nonexistent/ds.json");
+  EXPECT_EQ(missing.exitCode, 2);
+  EXPECT_EQ(nlohmann::json::parse(missing.out).at("error"), "ConfigError");
+}
+
+TEST_F(StretchCli, V02ReadsWorldSizeFromTheEnvironment) {
+  const std::string path = writeConfig(
+      R"({"elasticity": {"enabled": true, "max_train_batch_size": 100000,
+          "micro_batch_sizes": [8, 12, 16, 17], "min_gpus": 32, "max_gpus": 1500,
+          "num_gpus_per_node": 8, "model_parallel_size": 2, "version": 0.2}})");
+  const Result without = runStretch("elastic --json -c " + path, "env -u WORLD_SIZE");
+  EXPECT_EQ(without.exitCode, 2);
+  EXPECT_EQ(nlohmann::json::parse(without.out).at("error"), "ElasticityConfigError");
+  const Result with = runStretch("elastic --json -c " + path, "WORLD_SIZE=32");
+  ASSERT_EQ(with.exitCode, 0) << with.out;
+  const auto j = nlohmann::json::parse(with.out);
+  EXPECT_EQ(j.at("final_batch_size"), 80640);
+  EXPECT_EQ(j.at("micro_batch"), 16);
+}
+
+TEST_F(StretchCli, HumanOutputHasTheTableAndOneLineErrors) {
+  const Result r = runStretch("elastic -c " + writeConfig(kFixture) + " -w 64");
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  EXPECT_NE(r.out.find("final train batch size : 9792"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("micro batch 17, gradient accumulation 9"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    1224           ", 0), std::string::npos) << r.out;
+
+  const Result bad = runStretch(
+      "elastic -c " + writeConfig(R"({"elasticity": {"enabled": true, "max_train_batch_size": 100,
+                      "micro_batch_sizes": [4, -1]}})"));
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_EQ(std::count(bad.out.begin(), bad.out.end(), '\n'), 1) << bad.out;
+  EXPECT_NE(bad.out.find("elasticity.micro_batch_sizes[1]"), std::string::npos) << bad.out;
+}
+
+TEST_F(StretchCli, UsageErrorsExit2AndHelpExits0) {
+  EXPECT_EQ(runStretch("").exitCode, 2);
+  EXPECT_EQ(runStretch("elastic").exitCode, 2);  // --config is required
+  EXPECT_EQ(runStretch("elastic -c x.json --world-size -3").exitCode, 2);
+  const Result help = runStretch("elastic --help");
+  EXPECT_EQ(help.exitCode, 0);
+  EXPECT_NE(help.out.find("--world-size"), std::string::npos);
+}
+
+TEST_F(StretchCli, BundledExampleRuns) {
+  const Result r = runStretch("elastic --json -c " +
+                              test::fixturePath("examples/ds_config_elastic.json").string());
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_LE(j.at("final_batch_size").get<int>(), 4096);
+  EXPECT_FALSE(j.at("valid_gpus").empty());
+}
+
+TEST_F(StretchCli, ConfigCommandResolvesTheBatch) {
+  const std::string path =
+      writeConfig(R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4})");
+  const Result r = runStretch("config " + path + " --world-size 4");
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  EXPECT_NE(r.out.find("gradient_accumulation_steps 2"), std::string::npos) << r.out;
+  const Result bad = runStretch("config " + path + " --world-size 3");
+  EXPECT_EQ(bad.exitCode, 2) << bad.out;
+}
+
+}  // namespace
+}  // namespace stretch
