@@ -97,14 +97,7 @@ BatchChoice solveExact(const config::ElasticityConfig& c) {
   const auto hi = static_cast<std::uint64_t>(band.hi);
 
   // Micro units: a node count k is valid for B when k * dpPerNode * mb divides B.
-  std::vector<std::uint64_t> scaled;  // units above hi can never divide a batch in range
-  for (std::int64_t mb : c.microBatchSizes) {
-    const UInt128 unit = static_cast<UInt128>(mb) * dpPerNode;
-    if (unit <= hi) {
-      scaled.push_back(static_cast<std::uint64_t>(unit));
-    }
-  }
-  const MicroUnits units(scaled);
+  const MicroUnits units(c.microBatchSizes, dpPerNode, hi);
   const std::uint64_t start = c.preferLargerBatch ? std::max(lo, hi / 2 + 1) : lo;
   const std::uint64_t width = hi - start + 1;
   if (width > static_cast<std::uint64_t>(kMaxExactSearchWidth)) {
@@ -148,17 +141,14 @@ BatchChoice solveExact(const config::ElasticityConfig& c) {
   }
 
   const std::uint64_t batch = start + bestIndex;
-  const std::vector<std::uint64_t> nodes =
-      listValidSizes(batch, factorize(batch), units, nodeLo, nodeHi);
+  std::vector<std::int64_t> nodes = listValidSizes(batch, factorize(batch), units, nodeLo, nodeHi);
   // The sieve and the divisor enumeration are independent computations of the same set.
   STRETCH_CHECK_EQ(nodes.size(), static_cast<std::size_t>(best), "exact solver, batch {}", batch);
 
-  BatchChoice choice;
-  choice.batch = static_cast<std::int64_t>(batch);
-  for (std::uint64_t k : nodes) {
-    choice.valid.push_back(static_cast<std::int64_t>(k * dpPerNode));
+  for (std::int64_t& k : nodes) {
+    k *= static_cast<std::int64_t>(dpPerNode);
   }
-  return choice;
+  return {static_cast<std::int64_t>(batch), std::move(nodes)};
 }
 
 }  // namespace detail

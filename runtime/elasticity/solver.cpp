@@ -27,28 +27,34 @@ std::string listText(const std::vector<std::int64_t>& values) {
   return fmt::format("[{}]", fmt::join(values, ", "));
 }
 
-std::vector<std::uint64_t> asUnsigned(const std::vector<std::int64_t>& values) {
-  return {values.begin(), values.end()};
-}
-
 // DeepSpeed's _get_compatible_gpus_v01 at HEAD (PR #8237): candidates are each micro batch and
 // their LCM scaled by the largest highly composite number that keeps them <= cap; the winner has
 // the most valid GPU counts in [minSize, maxSize], ties to the larger (or smaller) batch.
-// capText names the cap in messages (v0.2 passes a per-node cap).
+// The cap as messages name it; v0.2 solves in node units with cap / dpPerNode.
+std::string capText(std::int64_t fullCap, std::int64_t dpPerNode) {
+  if (dpPerNode == 1) {
+    return fmt::format("max_train_batch_size ({})", fullCap);
+  }
+  return fmt::format("max_train_batch_size / data-parallel GPUs per node ({} / {} = {})", fullCap,
+                     dpPerNode, fullCap / dpPerNode);
+}
+
+// fullCap and dpPerNode only serve error messages (cap == fullCap / dpPerNode).
 BatchChoice solveV01(const std::vector<std::int64_t>& microBatches, std::int64_t cap,
                      std::int64_t minSize, std::int64_t maxSize, bool preferLarger,
-                     const std::string& capText) {
+                     std::int64_t fullCap, std::int64_t dpPerNode) {
   for (std::size_t i = 0; i < microBatches.size(); ++i) {
     if (microBatches[i] > cap) {
-      throw ElasticityConfigError(ErrorDetail{fmt::format("elasticity.micro_batch_sizes[{}]", i),
-                                              std::to_string(microBatches[i]),
-                                              fmt::format("at most {}", capText)});
+      throw ElasticityConfigError(ErrorDetail{
+          fmt::format("elasticity.micro_batch_sizes[{}]", i), std::to_string(microBatches[i]),
+          fmt::format("at most {}", capText(fullCap, dpPerNode))});
     }
   }
   const auto ucap = static_cast<std::uint64_t>(cap);
 
   // Bases: every micro batch and their LCM (skipped when it exceeds the cap, PR #8237).
   std::vector<std::pair<std::uint64_t, Factorization>> bases;
+  bases.reserve(microBatches.size() + 1);
   std::uint64_t lcm = 1;
   Factorization lcmFactors;
   for (std::int64_t mb : microBatches) {
@@ -59,53 +65,39 @@ BatchChoice solveV01(const std::vector<std::int64_t>& microBatches, std::int64_t
     Factorization f = factorize(u);
     if (lcm <= ucap) {
       lcm = lcmSaturating(lcm, u, ucap);
-      // LCM factorisation = max exponent per prime; built from the parts, never re-factorised.
-      Factorization merged;
-      std::size_t i = 0;
-      std::size_t j = 0;
-      while (i < lcmFactors.size() || j < f.size()) {
-        if (j == f.size() || (i < lcmFactors.size() && lcmFactors[i].prime < f[j].prime)) {
-          merged.push_back(lcmFactors[i++]);
-        } else if (i == lcmFactors.size() || f[j].prime < lcmFactors[i].prime) {
-          merged.push_back(f[j++]);
-        } else {
-          merged.push_back({f[j].prime, std::max(f[j].exponent, lcmFactors[i].exponent)});
-          ++i;
-          ++j;
-        }
-      }
-      lcmFactors = std::move(merged);
+      lcmFactors = lcmOf(lcmFactors, f);  // from the parts, never re-factorised
     }
-    bases.emplace_back(u, std::move(f));
+    bases.emplace_back(u, f);
   }
   if (lcm <= ucap) {
     bases.emplace_back(lcm, lcmFactors);
   }
 
-  const MicroUnits units(asUnsigned(microBatches));
+  const MicroUnits units(microBatches, 1, ucap);
   const auto lo = static_cast<std::uint64_t>(minSize);
   const auto hi = static_cast<std::uint64_t>(maxSize);
   std::uint64_t bestBatch = 0;
   std::uint64_t bestCount = 0;
   Factorization bestFactors;
   std::vector<std::uint64_t> seen;
+  seen.reserve(bases.size());
   for (const auto& [base, baseFactors] : bases) {
-    const auto hcn =
-        static_cast<std::uint64_t>(largestHcnAtMost(static_cast<std::int64_t>(ucap / base)));
-    const std::uint64_t candidate = base * hcn;
+    const std::int64_t hcn = largestHcnAtMost(static_cast<std::int64_t>(ucap / base));
+    const std::uint64_t candidate = base * static_cast<std::uint64_t>(hcn);
     if (std::find(seen.begin(), seen.end(), candidate) != seen.end()) {
       continue;
     }
     seen.push_back(candidate);
-    Factorization factors = multiply(baseFactors, factorize(hcn));
+    const Factorization factors = multiply(baseFactors, hcnFactorization(hcn));
     const std::uint64_t count = detail::countValidSizes(candidate, factors, units, lo, hi);
+    // Most valid sizes; ties to the larger (or smaller) batch, whatever the candidate order.
     const bool better =
         count > bestCount || (count == bestCount && count > 0 &&
                               (preferLarger ? candidate > bestBatch : candidate < bestBatch));
     if (better) {
       bestBatch = candidate;
       bestCount = count;
-      bestFactors = std::move(factors);
+      bestFactors = factors;
     }
   }
   if (bestCount == 0) {
@@ -114,13 +106,11 @@ BatchChoice solveV01(const std::vector<std::int64_t>& microBatches, std::int64_t
         "no valid world size: none of the candidate batch sizes <= {} splits into micro batches "
         "{} across any world size in [{}, {}]; widen min_gpus/max_gpus, raise "
         "max_train_batch_size or add micro batch sizes",
-        capText, listText(microBatches), minSize, maxSize));
+        capText(fullCap, dpPerNode), listText(microBatches), minSize, maxSize));
   }
   BatchChoice choice;
   choice.batch = static_cast<std::int64_t>(bestBatch);
-  for (std::uint64_t g : detail::listValidSizes(bestBatch, bestFactors, units, lo, hi)) {
-    choice.valid.push_back(static_cast<std::int64_t>(g));
-  }
+  choice.valid = detail::listValidSizes(bestBatch, bestFactors, units, lo, hi);
   return choice;
 }
 
@@ -195,12 +185,6 @@ V02Result solveV02(const ElasticityConfig& c, std::int64_t currentGpus) {
   }
   const std::int64_t minNodes = std::max<std::int64_t>(1, c.minGpus / c.numGpusPerNode);
   const std::int64_t capNodes = c.maxTrainBatchSize / dpPerNode;
-  const std::string capText =
-      dpPerNode == 1 ? fmt::format("max_train_batch_size ({})", c.maxTrainBatchSize)
-                     : fmt::format(
-                           "max_train_batch_size / data-parallel GPUs per node ({} / {} = "
-                           "{})",
-                           c.maxTrainBatchSize, dpPerNode, capNodes);
   if (capNodes < 1) {
     throw ElasticityConfigError(
         ErrorDetail{"elasticity.max_train_batch_size", std::to_string(c.maxTrainBatchSize),
@@ -217,11 +201,12 @@ V02Result solveV02(const ElasticityConfig& c, std::int64_t currentGpus) {
 
   V02Result result;
   result.dataParallelSize = currentDp;
-  BatchChoice nodes =
-      solveV01(c.microBatchSizes, capNodes, minNodes, maxNodes, c.preferLargerBatch, capText);
+  BatchChoice nodes = solveV01(c.microBatchSizes, capNodes, minNodes, maxNodes, c.preferLargerBatch,
+                               c.maxTrainBatchSize, dpPerNode);
   result.choice.batch = nodes.batch * dpPerNode;
-  for (std::int64_t n : nodes.valid) {
-    result.choice.valid.push_back(n * dpPerNode);
+  result.choice.valid = std::move(nodes.valid);
+  for (std::int64_t& n : result.choice.valid) {
+    n *= dpPerNode;  // node counts to data-parallel sizes
   }
   if (std::binary_search(result.choice.valid.begin(), result.choice.valid.end(), currentDp)) {
     result.candidateMicroBatch =
@@ -292,31 +277,33 @@ void checkEnabledAndVersion(const ElasticityConfig& c, const SolveRequest& reque
 }  // namespace
 
 int compareVersions(std::string_view a, std::string_view b) {
-  auto parts = [](std::string_view text) {
-    std::vector<std::int64_t> out;
-    std::size_t pos = 0;
-    while (pos <= text.size()) {
-      const std::size_t dot = std::min(text.find('.', pos), text.size());
-      std::string_view part = text.substr(pos, dot - pos);
-      std::int64_t value = 0;
-      const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
-      const bool last = dot == text.size();
-      // Only the last part may carry a suffix ("2+abc", "0rc1").
-      if (ec != std::errc() || (end != part.data() + part.size() && !last)) {
-        throw ConfigError(ErrorDetail{"target DeepSpeed version", fmt::format("\"{}\"", text),
-                                      "a dotted version such as 0.18.2"});
-      }
-      out.push_back(value);
-      pos = dot + 1;
+  // Parts are compared one by one as they are parsed; a missing part counts as 0.
+  auto nextPart = [](std::string_view text, std::size_t& pos) -> std::int64_t {
+    if (pos > text.size()) {
+      return 0;
     }
-    return out;
+    const std::size_t dot = std::min(text.find('.', pos), text.size());
+    const std::string_view part = text.substr(pos, dot - pos);
+    std::int64_t value = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+    // Only the last part may carry a suffix ("2+abc", "0rc1").
+    if (ec != std::errc() || (end != part.data() + part.size() && dot != text.size())) {
+      throw ConfigError(ErrorDetail{"target DeepSpeed version", fmt::format("\"{}\"", text),
+                                    "a dotted version such as 0.18.2"});
+    }
+    pos = dot + 1;
+    return value;
   };
-  std::vector<std::int64_t> pa = parts(a);
-  std::vector<std::int64_t> pb = parts(b);
-  const std::size_t n = std::max(pa.size(), pb.size());
-  pa.resize(n, 0);
-  pb.resize(n, 0);
-  return pa < pb ? -1 : (pa == pb ? 0 : 1);
+  std::size_t pa = 0;
+  std::size_t pb = 0;
+  while (pa <= a.size() || pb <= b.size()) {
+    const std::int64_t x = nextPart(a, pa);
+    const std::int64_t y = nextPart(b, pb);
+    if (x != y) {
+      return x < y ? -1 : 1;
+    }
+  }
+  return 0;
 }
 
 std::vector<std::int64_t> validWorldSizesForBatch(std::int64_t batch,
@@ -326,14 +313,10 @@ std::vector<std::int64_t> validWorldSizesForBatch(std::int64_t batch,
     return {};
   }
   const auto ub = static_cast<std::uint64_t>(batch);
-  const MicroUnits units(asUnsigned(microBatches));
-  std::vector<std::int64_t> out;
-  for (std::uint64_t g : detail::listValidSizes(
-           ub, factorize(ub), units, static_cast<std::uint64_t>(std::max<std::int64_t>(1, minSize)),
-           static_cast<std::uint64_t>(maxSize))) {
-    out.push_back(static_cast<std::int64_t>(g));
-  }
-  return out;
+  const MicroUnits units(microBatches, 1, static_cast<std::uint64_t>(batch));
+  return detail::listValidSizes(ub, factorize(ub), units,
+                                static_cast<std::uint64_t>(std::max<std::int64_t>(1, minSize)),
+                                static_cast<std::uint64_t>(maxSize));
 }
 
 std::optional<std::int64_t> microBatchFor(const ElasticityConfig& config,
@@ -364,9 +347,8 @@ ElasticPlan computeElasticConfig(const ElasticityConfig& c, const SolveRequest& 
 
   switch (c.version) {
     case ElasticityVersion::V0_1: {
-      const BatchChoice choice = solveV01(
-          c.microBatchSizes, c.maxTrainBatchSize, c.minGpus, c.maxGpus, c.preferLargerBatch,
-          fmt::format("max_train_batch_size ({})", c.maxTrainBatchSize));
+      const BatchChoice choice = solveV01(c.microBatchSizes, c.maxTrainBatchSize, c.minGpus,
+                                          c.maxGpus, c.preferLargerBatch, c.maxTrainBatchSize, 1);
       plan.finalBatchSize = choice.batch;
       plan.validWorldSizes = choice.valid;
       if (queryGpus == 0 && request.returnMicroBatch) {

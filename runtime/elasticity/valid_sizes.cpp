@@ -2,10 +2,20 @@
 
 #include <algorithm>
 
+#include "runtime/common/int128.hpp"
+
 namespace stretch::elasticity::detail {
 
-MicroUnits::MicroUnits(const std::vector<std::uint64_t>& values) {
-  std::vector<std::uint64_t> sorted = values;
+MicroUnits::MicroUnits(std::span<const std::int64_t> values, std::uint64_t scale,
+                       std::uint64_t limit) {
+  thread_local std::vector<std::uint64_t> sorted;  // scratch, reused across calls
+  sorted.clear();
+  for (std::int64_t v : values) {
+    const auto unit = static_cast<UInt128>(v) * scale;
+    if (unit <= limit) {
+      sorted.push_back(static_cast<std::uint64_t>(unit));
+    }
+  }
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
   for (std::uint64_t v : sorted) {
@@ -20,59 +30,73 @@ MicroUnits::MicroUnits(const std::vector<std::uint64_t>& values) {
 
 namespace {
 
-// Visits every valid g in [lo, hi] exactly once.
-template <typename Visit>
-void visitValidSizes(std::uint64_t batch, const Factorization& batchFactors,
-                     const MicroUnits& units, std::uint64_t lo, std::uint64_t hi, Visit&& visit) {
-  // Units that divide the batch; others can never make a size valid.
-  std::size_t first = units.minimal().size();
-  std::size_t dividing = 0;
-  for (std::size_t i = 0; i < units.minimal().size(); ++i) {
+// The units that divide the batch (only they can make a size valid): how many, and the first.
+struct Dividing {
+  std::size_t count = 0;
+  std::size_t first = 0;
+};
+
+Dividing dividingUnits(std::uint64_t batch, const MicroUnits& units) {
+  Dividing out;
+  for (std::size_t i = units.minimal().size(); i-- > 0;) {
     if (batch % units.minimal()[i] == 0) {
-      if (dividing == 0) {
-        first = i;
-      }
-      ++dividing;
+      ++out.count;
+      out.first = i;
     }
   }
-  if (dividing == 0) {
-    return;
-  }
-  if (dividing == 1) {
-    // The common case (e.g. micro batches [2,4,6,8] reduce to [2]): divisors of batch / m.
-    const Factorization quotient = divide(batchFactors, units.factorizations()[first]);
-    forEachDivisorInRange(quotient, lo, hi, visit);
-    return;
-  }
-  // Several units: a divisor d of the batch is valid when (batch / d) is divisible by one of them.
+  return out;
+}
+
+// Several dividing units: a divisor d of the batch is valid when batch / d is divisible by one.
+bool validThroughAny(std::uint64_t batch, std::uint64_t d, const MicroUnits& units,
+                     std::size_t first) {
+  const std::uint64_t rest = batch / d;
   const std::vector<std::uint64_t>& m = units.minimal();
-  forEachDivisorInRange(batchFactors, lo, hi, [&](std::uint64_t d) {
-    const std::uint64_t rest = batch / d;
-    for (std::size_t i = first; i < m.size(); ++i) {
-      if (rest % m[i] == 0) {
-        visit(d);
-        return;
-      }
-    }
-  });
+  return std::any_of(m.begin() + static_cast<std::ptrdiff_t>(first), m.end(),
+                     [rest](std::uint64_t unit) { return rest % unit == 0; });
 }
 
 }  // namespace
 
 std::uint64_t countValidSizes(std::uint64_t batch, const Factorization& batchFactors,
                               const MicroUnits& units, std::uint64_t lo, std::uint64_t hi) {
+  const Dividing dividing = dividingUnits(batch, units);
+  if (dividing.count == 0) {
+    return 0;
+  }
+  if (dividing.count == 1) {
+    // The common case (micro batches [2,4,6,8] reduce to [2]): divisors of batch / m, counted
+    // without listing them.
+    const std::size_t i = dividing.first;
+    return countDivisorsInRange(batch / units.minimal()[i],
+                                divide(batchFactors, units.factorizations()[i]), lo, hi);
+  }
   std::uint64_t count = 0;
-  visitValidSizes(batch, batchFactors, units, lo, hi, [&count](std::uint64_t) { ++count; });
+  forEachDivisorInRange(batchFactors, lo, hi, [&](std::uint64_t d) {
+    count += validThroughAny(batch, d, units, dividing.first) ? 1 : 0;
+  });
   return count;
 }
 
-std::vector<std::uint64_t> listValidSizes(std::uint64_t batch, const Factorization& batchFactors,
-                                          const MicroUnits& units, std::uint64_t lo,
-                                          std::uint64_t hi) {
-  std::vector<std::uint64_t> out;
-  visitValidSizes(batch, batchFactors, units, lo, hi,
-                  [&out](std::uint64_t g) { out.push_back(g); });
-  std::sort(out.begin(), out.end());
+std::vector<std::int64_t> listValidSizes(std::uint64_t batch, const Factorization& batchFactors,
+                                         const MicroUnits& units, std::uint64_t lo,
+                                         std::uint64_t hi) {
+  const Dividing dividing = dividingUnits(batch, units);
+  std::vector<std::int64_t> out;
+  if (dividing.count == 0) {
+    return out;
+  }
+  const bool single = dividing.count == 1;
+  const std::vector<std::uint64_t> divisors =
+      single ? sortedDivisorsInRange(divide(batchFactors, units.factorizations()[dividing.first]),
+                                     lo, hi)
+             : sortedDivisorsInRange(batchFactors, lo, hi);
+  out.reserve(divisors.size());
+  for (std::uint64_t d : divisors) {
+    if (single || validThroughAny(batch, d, units, dividing.first)) {
+      out.push_back(static_cast<std::int64_t>(d));
+    }
+  }
   return out;
 }
 

@@ -7,6 +7,7 @@
 // through m1), so callers pass MicroUnits, which keeps that antichain with its factorisations.
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "runtime/elasticity/number_theory.hpp"
@@ -15,8 +16,9 @@ namespace stretch::elasticity::detail {
 
 class MicroUnits {
  public:
-  // values >= 1, any order, duplicates allowed.
-  explicit MicroUnits(const std::vector<std::uint64_t>& values);
+  // The units value * scale for each value >= 1 (any order, duplicates allowed), leaving out
+  // those above limit (they can never divide a batch <= limit).
+  MicroUnits(std::span<const std::int64_t> values, std::uint64_t scale, std::uint64_t limit);
 
   const std::vector<std::uint64_t>& minimal() const noexcept { return minimal_; }
   const std::vector<Factorization>& factorizations() const noexcept { return factors_; }
@@ -32,9 +34,9 @@ std::uint64_t countValidSizes(std::uint64_t batch, const Factorization& batchFac
                               const MicroUnits& units, std::uint64_t lo, std::uint64_t hi);
 
 // The valid g in [lo, hi], ascending.
-std::vector<std::uint64_t> listValidSizes(std::uint64_t batch, const Factorization& batchFactors,
-                                          const MicroUnits& units, std::uint64_t lo,
-                                          std::uint64_t hi);
+std::vector<std::int64_t> listValidSizes(std::uint64_t batch, const Factorization& batchFactors,
+                                         const MicroUnits& units, std::uint64_t lo,
+                                         std::uint64_t hi);
 
 // The result of one solver run: the chosen batch and its valid sizes (in the units searched).
 struct BatchChoice {

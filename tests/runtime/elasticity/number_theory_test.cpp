@@ -73,6 +73,22 @@ TEST(NumberTheory, DivisorsInRangeMatchLinearScan) {
           slow.push_back(d);
       }
       EXPECT_EQ(fast, slow) << n << " in [" << lo << ", " << hi << "]";
+      EXPECT_EQ(sortedDivisorsInRange(factorize(n), lo, hi), slow) << n;
+      EXPECT_EQ(countDivisorsInRange(n, factorize(n), lo, hi), slow.size()) << n;
+    }
+  }
+}
+
+TEST(NumberTheory, CountDivisorsInRangeMatchesListingOnManyDivisors) {
+  // Numbers with many divisors take the meet-in-the-middle path; ranges hit both edges.
+  for (std::uint64_t n : {720720ull, 8648640ull, 2ull * 3 * 5 * 7 * 11 * 13 * 17 * 19 * 23,
+                          1ull << 40, 735134400ull}) {
+    const Factorization f = factorize(n);
+    for (auto [lo, hi] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{
+             {1, n}, {1, 1}, {2, 1000}, {1000, 1000000}, {n / 7, n}, {n, n}, {5, 4}}) {
+      std::uint64_t slow = 0;
+      forEachDivisorInRange(f, lo, hi, [&slow](std::uint64_t) { ++slow; });
+      EXPECT_EQ(countDivisorsInRange(n, f, lo, hi), slow) << n << " [" << lo << ", " << hi << "]";
     }
   }
 }
