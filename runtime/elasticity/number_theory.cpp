@@ -52,7 +52,10 @@ Factorization factorize(std::uint64_t n) {
   return out;
 }
 
-Factorization multiply(const Factorization& a, const Factorization& b) {
+namespace {
+// Merges two factorisations prime by prime; combine(ea, eb) gives the exponent of a shared prime.
+template <typename Combine>
+Factorization mergeFactorizations(const Factorization& a, const Factorization& b, Combine combine) {
   Factorization out;
   std::size_t i = 0;
   std::size_t j = 0;
@@ -62,30 +65,21 @@ Factorization multiply(const Factorization& a, const Factorization& b) {
     } else if (i == a.size() || b[j].prime < a[i].prime) {
       out.push_back(b[j++]);
     } else {
-      out.push_back({a[i].prime, a[i].exponent + b[j].exponent});
+      out.push_back({a[i].prime, combine(a[i].exponent, b[j].exponent)});
       ++i;
       ++j;
     }
   }
   return out;
 }
+}  // namespace
+
+Factorization multiply(const Factorization& a, const Factorization& b) {
+  return mergeFactorizations(a, b, [](int x, int y) { return x + y; });
+}
 
 Factorization lcmOf(const Factorization& a, const Factorization& b) {
-  Factorization out;
-  std::size_t i = 0;
-  std::size_t j = 0;
-  while (i < a.size() || j < b.size()) {
-    if (j == b.size() || (i < a.size() && a[i].prime < b[j].prime)) {
-      out.push_back(a[i++]);
-    } else if (i == a.size() || b[j].prime < a[i].prime) {
-      out.push_back(b[j++]);
-    } else {
-      out.push_back({a[i].prime, std::max(a[i].exponent, b[j].exponent)});
-      ++i;
-      ++j;
-    }
-  }
-  return out;
+  return mergeFactorizations(a, b, [](int x, int y) { return std::max(x, y); });
 }
 
 const Factorization& hcnFactorization(std::int64_t hcn) {
