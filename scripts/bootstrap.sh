@@ -8,11 +8,13 @@
 # Installs only Debian packages, by name, and only those not installed yet (root, or a user with
 # sudo). Idempotent: with everything present it only rebuilds what changed.
 # Environment: BUILD_DIR (default build), JOBS (default: number of cores),
-#              RC_SEED (rapidcheck seed; default: a fresh one, printed), CTEST_ARGS (extra flags).
+#              RC_SEED (rapidcheck seed; default: a fresh one, printed), RC_EXTRA (more
+#              rapidcheck settings, e.g. "max_success=2000"), CTEST_ARGS (extra ctest flags).
 set -euo pipefail
 
 usage() {
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  # The header comment above, without its leading "# ".
+  awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
 }
 
 mode="${1:-}"
