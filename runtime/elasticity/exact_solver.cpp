@@ -71,12 +71,7 @@ BatchRange exactSearchRange(const config::ElasticityConfig& c) {
 namespace detail {
 
 BatchChoice solveExact(const config::ElasticityConfig& c) {
-  if (c.numGpusPerNode % c.modelParallelSize != 0) {
-    throw ElasticityError(
-        fmt::format("number of GPUs per node ({}) should be divisible by model parallel size ({})",
-                    c.numGpusPerNode, c.modelParallelSize));
-  }
-  const auto dpPerNode = static_cast<std::uint64_t>(c.numGpusPerNode / c.modelParallelSize);
+  const auto dpPerNode = static_cast<std::uint64_t>(dataParallelPerNode(c));
   const auto gpn = static_cast<std::uint64_t>(c.numGpusPerNode);
   const std::uint64_t nodeLo = (static_cast<std::uint64_t>(c.minGpus) + gpn - 1) / gpn;
   const std::uint64_t nodeHi = static_cast<std::uint64_t>(c.maxGpus) / gpn;

@@ -168,13 +168,7 @@ struct V02Result {
 // docs/compatibility.md): the data-parallel size is currentGpus / model_parallel_size in integer
 // arithmetic, and the micro batch is sized from it (DeepSpeed PR #8395).
 V02Result solveV02(const ElasticityConfig& c, std::int64_t currentGpus) {
-  if (c.numGpusPerNode % c.modelParallelSize != 0) {
-    throw ElasticityError(fmt::format(
-        "In Elasticity v0.2, number of GPUs per node:{} should be divisible by model parallel "
-        "size {}",
-        c.numGpusPerNode, c.modelParallelSize));
-  }
-  const std::int64_t dpPerNode = c.numGpusPerNode / c.modelParallelSize;
+  const std::int64_t dpPerNode = detail::dataParallelPerNode(c);
   const std::int64_t maxNodes = c.maxGpus / c.numGpusPerNode;
   if (maxNodes < 1) {
     // DeepSpeed turns 0 nodes into "no upper bound".
@@ -236,10 +230,8 @@ V02Result solveV02(const ElasticityConfig& c, std::int64_t currentGpus) {
         "world_size", fmt::format("{} (data-parallel size {})", currentGpus, currentDp),
         fmt::format("a size whose smallest batch (data-parallel size x smallest micro batch = "
                     "{}) fits max_train_batch_size {}; valid data-parallel sizes are {}",
-                    static_cast<Int128>(smallest) * currentDp > INT64_MAX
-                        ? std::string("overflow")
-                        : std::to_string(smallest * currentDp),
-                    c.maxTrainBatchSize, listText(result.choice.valid))});
+                    static_cast<Int128>(smallest) * currentDp, c.maxTrainBatchSize,
+                    listText(result.choice.valid))});
   }
   result.choice.batch = *pick;
   result.choice.valid = {currentDp};

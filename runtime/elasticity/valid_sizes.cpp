@@ -2,9 +2,23 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "runtime/common/error.hpp"
 #include "runtime/common/int128.hpp"
 
 namespace stretch::elasticity::detail {
+
+std::int64_t dataParallelPerNode(const config::ElasticityConfig& c) {
+  if (c.numGpusPerNode % c.modelParallelSize != 0) {
+    // DeepSpeed's v0.2 wording.
+    throw ElasticityError(fmt::format(
+        "In Elasticity v{}, number of GPUs per node:{} should be divisible by model parallel "
+        "size {}",
+        config::toString(c.version), c.numGpusPerNode, c.modelParallelSize));
+  }
+  return c.numGpusPerNode / c.modelParallelSize;
+}
 
 MicroUnits::MicroUnits(std::span<const std::int64_t> values, std::uint64_t scale,
                        std::uint64_t limit) {

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "runtime/config/elasticity_config.hpp"
 #include "runtime/elasticity/number_theory.hpp"
 
 namespace stretch::elasticity::detail {
@@ -37,6 +38,10 @@ std::uint64_t countValidSizes(std::uint64_t batch, const Factorization& batchFac
 std::vector<std::int64_t> listValidSizes(std::uint64_t batch, const Factorization& batchFactors,
                                          const MicroUnits& units, std::uint64_t lo,
                                          std::uint64_t hi);
+
+// num_gpus_per_node / model_parallel_size: the data-parallel ranks one node holds, the step of
+// the valid sizes for v0.2 and exact. Throws ElasticityError when the division is not exact.
+std::int64_t dataParallelPerNode(const config::ElasticityConfig& config);
 
 // The result of one solver run: the chosen batch and its valid sizes (in the units searched).
 struct BatchChoice {
