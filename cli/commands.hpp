@@ -20,5 +20,9 @@ struct Command {
 
 Command addElasticCommand(CLI::App& app);
 Command addConfigCommand(CLI::App& app);
+// `stretch report`: the build and the machine (DeepSpeed's ds_report).
+Command addReportCommand(CLI::App& app);
+// `stretch bench comm`: nccl-tests-style collective benchmark over ranks as processes.
+Command addBenchCommand(CLI::App& app);
 
 }  // namespace stretch::cli

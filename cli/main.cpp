@@ -18,8 +18,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough(false);
 
-  const std::vector<stretch::cli::Command> commands = {stretch::cli::addElasticCommand(app),
-                                                       stretch::cli::addConfigCommand(app)};
+  const std::vector<stretch::cli::Command> commands = {
+      stretch::cli::addElasticCommand(app), stretch::cli::addConfigCommand(app),
+      stretch::cli::addReportCommand(app), stretch::cli::addBenchCommand(app)};
 
   try {
     app.parse(argc, argv);

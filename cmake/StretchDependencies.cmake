@@ -24,6 +24,8 @@ stretch_require_package(CLI11 libcli11-dev)
 stretch_summary("fmt / spdlog" "found" "required")
 stretch_summary("nlohmann_json" "found" "required")
 stretch_summary("CLI11" "found" "required")
+set(THREADS_PREFER_PTHREAD_FLAG ON)
+find_package(Threads REQUIRED)
 
 if(STRETCH_BUILD_TESTS)
   stretch_require_package(GTest libgtest-dev)
@@ -79,6 +81,17 @@ if(STRETCH_GLOO_INCLUDE_DIR AND STRETCH_GLOO_LIBRARY)
 endif()
 stretch_resolve_optional(STRETCH_WITH_GLOO _gloo_found "Gloo" "${STRETCH_GLOO_LIBRARY}"
                          "install libgloo-dev")
+
+# hiredis (RedisStore, the rendezvous store for large jobs).
+find_path(STRETCH_HIREDIS_INCLUDE_DIR hiredis/hiredis.h)
+find_library(STRETCH_HIREDIS_LIBRARY hiredis)
+set(_redis_found FALSE)
+if(STRETCH_HIREDIS_INCLUDE_DIR AND STRETCH_HIREDIS_LIBRARY)
+  set(_redis_found TRUE)
+endif()
+stretch_resolve_optional(STRETCH_WITH_REDIS _redis_found "hiredis (RedisStore)"
+                         "${STRETCH_HIREDIS_LIBRARY}" "install libhiredis-dev")
+find_program(STRETCH_REDIS_SERVER redis-server)
 
 # NCCL + CUDA runtime (GPU collectives), usually under /usr/local/cuda.
 find_path(STRETCH_NCCL_INCLUDE_DIR nccl.h HINTS /usr/local/cuda/include ENV CUDA_HOME

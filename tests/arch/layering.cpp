@@ -26,6 +26,9 @@ const std::vector<Module>& modules() {
       {"runtime/elasticity", {"runtime/config", "runtime/common"}, {}},
       {"runtime/comm/gloo", {"runtime/comm"}, {"gloo"}},
       {"runtime/comm/nccl", {"runtime/comm", "runtime/accel"}, {"nccl", "cuda"}},
+      {"runtime/comm/redis", {"runtime/comm"}, {"redis"}},
+      // Registers whichever backends were built, for executables and the engine.
+      {"runtime/comm/builtin", {"runtime/comm", "runtime/comm/gloo", "runtime/comm/nccl"}, {}},
       {"runtime/engine",
        {"runtime/config", "runtime/elasticity", "runtime/comm", "runtime/accel"},
        {"torch"}},
@@ -78,6 +81,7 @@ std::string roomOf(const std::string& header) {
   static const std::vector<std::pair<std::regex, std::string>> kRooms = {
       {std::regex(R"(^(torch|ATen|c10|caffe2)/)"), "torch"},
       {std::regex(R"(^gloo/)"), "gloo"},
+      {std::regex(R"(^hiredis/)"), "redis"},
       {std::regex(R"(^nccl(_net)?\.h$)"), "nccl"},
       {std::regex(
            R"(^(cuda|cuda_runtime|cuda_runtime_api|cuda_fp16|cuda_bf16|cublas\w*)\.h$|^cuda/)"),

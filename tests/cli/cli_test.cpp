@@ -142,5 +142,84 @@ TEST_F(StretchCli, ConfigCommandResolvesTheBatch) {
   EXPECT_EQ(bad.exitCode, 2) << bad.out;
 }
 
+// `stretch report` must not depend on the caller's accelerator variables unless a test sets them.
+const char* kNoAcceleratorEnv = "env -u STRETCH_ACCELERATOR -u DS_ACCELERATOR";
+
+TEST_F(StretchCli, ReportPrintsEverySection) {
+  const Result r = runStretch("report", kNoAcceleratorEnv);
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  for (const char* text : {"Stretch environment report", "stretch version", "Accelerator",
+                           "selected", "CUDA", "Communication", "gloo", "nccl", "redis",
+                           "Libraries", "fmt", "nlohmann_json", "compiler", "build type"}) {
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << " missing from:\n" << r.out;
+  }
+}
+
+TEST_F(StretchCli, ReportJsonHasEveryKey) {
+  const Result r = runStretch("report --json", kNoAcceleratorEnv);
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_FALSE(j.at("stretch_version").get<std::string>().empty());
+
+  const auto& acc = j.at("accelerator");
+  const std::string name = acc.at("name");
+  EXPECT_TRUE(name == "cpu" || name == "cuda") << name;
+  EXPECT_EQ(acc.at("source"), "detection");
+  EXPECT_FALSE(acc.at("reason").get<std::string>().empty());
+  EXPECT_EQ(acc.at("communication_backend"), name == "cpu" ? "gloo" : "nccl");
+  ASSERT_FALSE(acc.at("devices").empty());
+  for (const auto& device : acc.at("devices")) {
+    EXPECT_GT(device.at("total_memory").get<std::uint64_t>(), 0u) << device;
+    EXPECT_LE(device.at("available_memory").get<std::uint64_t>(),
+              device.at("total_memory").get<std::uint64_t>());
+  }
+
+  const auto& cuda = j.at("cuda");
+  EXPECT_TRUE(cuda.at("built").is_boolean());
+  EXPECT_TRUE(cuda.at("device_count").is_number_integer());
+  if (cuda.at("device_count") == 0) {
+    EXPECT_EQ(name, "cpu");
+    EXPECT_TRUE(cuda.at("unavailable_reason").is_string());
+  }
+
+  for (const char* backend : {"gloo", "nccl", "redis"}) {
+    const auto& b = j.at("communication").at(backend);
+    if (b.at("built").get<bool>()) {
+      EXPECT_FALSE(b.at("version").get<std::string>().empty()) << backend;
+    } else {
+      EXPECT_FALSE(b.at("reason").get<std::string>().empty()) << backend;
+    }
+  }
+  EXPECT_EQ(j.at("communication").at("nccl").at("built"), cuda.at("built"));
+  for (const char* lib : {"fmt", "spdlog", "nlohmann_json"})
+    EXPECT_TRUE(j.at("libraries").at(lib).is_string()) << lib;
+  EXPECT_FALSE(j.at("build").at("compiler").get<std::string>().empty());
+  EXPECT_TRUE(j.at("build").contains("build_type"));
+}
+
+TEST_F(StretchCli, ReportSaysWhichVariableChoseTheAccelerator) {
+  const Result r = runStretch("report --json", "env -u STRETCH_ACCELERATOR DS_ACCELERATOR=CPU");
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  const auto acc = nlohmann::json::parse(r.out).at("accelerator");
+  EXPECT_EQ(acc.at("name"), "cpu");
+  EXPECT_EQ(acc.at("source"), "environment");
+  EXPECT_EQ(acc.at("reason"), "DS_ACCELERATOR=CPU");
+  EXPECT_EQ(acc.at("devices").size(), 1u);
+}
+
+TEST_F(StretchCli, ReportRejectsAnUnknownAcceleratorWithExit2) {
+  const Result r = runStretch("report", "STRETCH_ACCELERATOR=bogus");
+  EXPECT_EQ(r.exitCode, 2) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_NE(r.out.find("STRETCH_ACCELERATOR = bogus: expected one of cpu"), std::string::npos)
+      << r.out;
+
+  const Result json = runStretch("report --json", "STRETCH_ACCELERATOR=bogus");
+  EXPECT_EQ(json.exitCode, 2) << json.out;
+  const auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j.at("error"), "ConfigError");
+  EXPECT_NE(j.at("message").get<std::string>().find("STRETCH_ACCELERATOR"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace stretch

@@ -1,0 +1,76 @@
+#pragma once
+// initDistributed: DeepSpeed's deepspeed.comm.init_distributed for Stretch.
+//
+// 1. An already-initialised default group is reused (and its rank/size checked against any
+//    explicit arguments).
+// 2. Otherwise rank, world size, local rank, master address and port come from the arguments,
+//    else the launcher's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT),
+//    else, when autoMpiDiscovery is on and MPI started us, from OpenMPI
+//    (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE) or PMI (PMI_RANK/PMI_SIZE,
+//    MPI_LOCALRANKID). Missing or contradictory values give one DistributedInitError listing
+//    every variable that was found.
+// 3. Rank 0 starts a TCPStore server on MASTER_ADDR:MASTER_PORT (bound to that address only);
+//    every rank connects with the job token from STRETCH_STORE_TOKEN. "file://PATH" uses a
+//    FileStore instead; "tcp://HOST:PORT" overrides the master.
+// 4. The backend named by `backend` is built through the backend registry
+//    (runtime/comm/backend_registry.hpp) over a PrefixStore and installed as the default group.
+//
+// Timeout: the argument, else STRETCH_TIMEOUT or DEEPSPEED_TIMEOUT (minutes), else 10 minutes.
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "runtime/comm/process_group.hpp"
+#include "runtime/comm/types.hpp"
+
+namespace stretch::comm {
+
+using Environment = std::map<std::string, std::string>;
+
+// The process environment as a map (for discoverEnvironment).
+Environment processEnvironment();
+
+struct InitOptions {
+  std::string backend = "gloo";  // a registered backend name
+  bool autoMpiDiscovery = true;
+  int port = 29500;  // MASTER_PORT when the environment has none (DeepSpeed's default)
+  std::optional<Duration> timeout;
+  std::string initMethod;  // "", "env://", "tcp://HOST:PORT" or "file:///path"
+  int rank = -1;           // -1: from the environment
+  int worldSize = -1;      // -1: from the environment
+};
+
+// Where each value came from, for messages and `stretch report`.
+enum class EnvSource { Arguments, Launcher, OpenMpi, Pmi };
+std::string_view toString(EnvSource source) noexcept;
+
+struct DistributedEnv {
+  int rank = 0;
+  int worldSize = 1;
+  int localRank = 0;
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 29500;
+  Duration timeout = kDefaultTimeout;
+  std::string token;  // STRETCH_STORE_TOKEN, "" when unset
+  std::string initMethod = "env://";
+  EnvSource source = EnvSource::Launcher;
+};
+
+// Pure: works out the distributed environment from options and variables; throws
+// DistributedInitError with everything it found when that is impossible or inconsistent.
+DistributedEnv discoverEnvironment(const InitOptions& options, const Environment& env);
+
+// Discovers, builds the store and backend, and installs the result as the default group; or
+// returns the default group if one exists. Blocks until every rank has joined (timeout).
+std::shared_ptr<ProcessGroup> initDistributed(const InitOptions& options = {});
+
+// The default group, or nullptr before initDistributed / after destroyProcessGroup.
+std::shared_ptr<ProcessGroup> defaultGroup();
+bool isInitialized();
+// Installs `group` as the default (tests, the simulator, embedding applications).
+void setDefaultGroup(std::shared_ptr<ProcessGroup> group);
+void destroyProcessGroup();
+
+}  // namespace stretch::comm

@@ -1,0 +1,113 @@
+#pragma once
+// The key-value store ranks rendezvous through (c10d's Store): the Gloo and NCCL backends
+// exchange addresses and ids in it, the elastic agent keeps its rendezvous state in it.
+//
+// Contract, for every implementation (tests/runtime/comm/store_contract_test.cpp runs it):
+//  - Keys are non-empty strings; values are arbitrary bytes held in std::string.
+//  - get() and wait() block until every key exists or the store's timeout (or the one given)
+//    has passed, then throw StoreTimeoutError naming the missing keys and the timeout.
+//  - add() treats a missing key as 0 and stores the result as decimal text, so get() of an
+//    added key returns e.g. "3"; add() on a non-numeric value throws StoreError.
+//  - compareSet(key, expected, desired): if the key is missing and expected is empty, or the
+//    value equals expected, the value becomes desired; returns the value stored afterwards
+//    (expected itself when the key is missing and expected is not empty).
+//  - Implementations are safe to call from several threads at once; a Store object may be
+//    shared by several backends (through PrefixStore).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/comm/types.hpp"
+
+namespace stretch::comm {
+
+class Store {
+ public:
+  explicit Store(Duration timeout = kDefaultTimeout) : timeout_(timeout) {}
+  virtual ~Store();
+
+  virtual void set(const std::string& key, const std::string& value) = 0;
+  // Waits for the key (up to timeout()) and returns its value.
+  virtual std::string get(const std::string& key) = 0;
+  // Atomically adds `delta` to the integer at `key` (missing = 0) and returns the new value.
+  virtual std::int64_t add(const std::string& key, std::int64_t delta) = 0;
+  virtual std::string compareSet(const std::string& key, const std::string& expected,
+                                 const std::string& desired) = 0;
+  // True when every key exists now. Never blocks.
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+  // Blocks until every key exists; throws StoreTimeoutError after `timeout` (default timeout()).
+  virtual void wait(const std::vector<std::string>& keys,
+                    std::optional<Duration> timeout = std::nullopt) = 0;
+  // Removes the key; false when it did not exist.
+  virtual bool deleteKey(const std::string& key) = 0;
+  // Number of keys currently held (for a PrefixStore: in the whole underlying store).
+  virtual std::int64_t numKeys() = 0;
+
+  Duration timeout() const noexcept { return timeout_; }
+  void setTimeout(Duration timeout) noexcept { timeout_ = timeout; }
+
+ protected:
+  [[noreturn]] static void throwTimeout(std::string_view storeName,
+                                        const std::vector<std::string>& missing, Duration timeout);
+  // Validates a key (non-empty); throws StoreError naming the store otherwise.
+  static void checkKey(std::string_view storeName, const std::string& key);
+
+ private:
+  Duration timeout_;
+};
+
+// Keys live in this process only; for ranks that are threads (tests, the simulator).
+class HashStore final : public Store {
+ public:
+  explicit HashStore(Duration timeout = kDefaultTimeout);
+  ~HashStore() override;
+
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  std::string compareSet(const std::string& key, const std::string& expected,
+                         const std::string& desired) override;
+  bool check(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys,
+            std::optional<Duration> timeout = std::nullopt) override;
+  bool deleteKey(const std::string& key) override;
+  std::int64_t numKeys() override;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Prepends "<prefix>/" to every key of an underlying store, so several groups or generations
+// share one server without seeing each other's keys. Timeouts default to the underlying one.
+class PrefixStore final : public Store {
+ public:
+  PrefixStore(std::string prefix, std::shared_ptr<Store> store);
+
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  std::int64_t add(const std::string& key, std::int64_t delta) override;
+  std::string compareSet(const std::string& key, const std::string& expected,
+                         const std::string& desired) override;
+  bool check(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys,
+            std::optional<Duration> timeout = std::nullopt) override;
+  bool deleteKey(const std::string& key) override;
+  std::int64_t numKeys() override;
+
+  const std::string& prefix() const noexcept { return prefix_; }
+  const std::shared_ptr<Store>& underlying() const noexcept { return store_; }
+
+ private:
+  std::string join(const std::string& key) const;
+  std::vector<std::string> join(const std::vector<std::string>& keys) const;
+
+  std::string prefix_;
+  std::shared_ptr<Store> store_;
+};
+
+}  // namespace stretch::comm

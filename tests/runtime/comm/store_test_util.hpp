@@ -1,0 +1,135 @@
+#pragma once
+// Helpers for the store tests: temporary directories, free loopback ports, forked children
+// that are always reaped, and the measured duration of a call.
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <system_error>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+namespace stretch::comm::test {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
+                          "/stretch-store-test-XXXXXX";
+    if (::mkdtemp(pattern.data()) != nullptr)
+      path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty())
+      std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A loopback port nobody listened on a moment ago (the kernel's pick for an ephemeral bind).
+inline int freeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+// Forked children that are killed and reaped when the guard goes, whatever the test did.
+class Children {
+ public:
+  Children() = default;
+  ~Children() {
+    for (const pid_t pid : pids_) {
+      ::kill(pid, SIGKILL);
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+    }
+  }
+  Children(const Children&) = delete;
+  Children& operator=(const Children&) = delete;
+
+  // Runs `body` in a child that exits 0 when it returns, 1 when it throws; never returns into
+  // the test framework. Returns the pid, or -1 when fork failed.
+  pid_t spawn(const std::function<void()>& body) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        body();
+      } catch (...) {
+        code = 1;
+      }
+      ::_exit(code);
+    }
+    if (pid > 0)
+      pids_.push_back(pid);
+    return pid;
+  }
+
+  // Waits for every child until `timeout`; returns the exit codes (-1: did not exit in time or
+  // died of a signal). Children still running are killed by the destructor.
+  std::vector<int> join(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::vector<int> codes;
+    std::vector<pid_t> left;
+    for (const pid_t pid : pids_) {
+      int code = -1;
+      for (;;) {
+        int status = 0;
+        const pid_t rc = ::waitpid(pid, &status, WNOHANG);
+        if (rc == pid) {
+          code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+          break;
+        }
+        if (rc < 0 || std::chrono::steady_clock::now() >= deadline) {
+          left.push_back(pid);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      codes.push_back(code);
+    }
+    pids_ = left;
+    return codes;
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+// How long `body` took.
+inline std::chrono::milliseconds timed(const std::function<void()>& body) {
+  const auto start = std::chrono::steady_clock::now();
+  body();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start);
+}
+
+}  // namespace stretch::comm::test
