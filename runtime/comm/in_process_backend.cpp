@@ -218,6 +218,11 @@ class InProcessBackend final : public Backend {
       if (ranks[i] < 0 || ranks[i] >= size())
         throw CommError(fmt::format("{}: sub-group \"{}\" names rank {}: expected ranks in [0, {})",
                                     name(), groupName, ranks[i], size()));
+      if (i > 0 && ranks[i] <= ranks[i - 1])
+        throw CommError(
+            fmt::format("{}: sub-group \"{}\": ranks[{}] = {} after {}: expected "
+                        "strictly ascending ranks",
+                        name(), groupName, i, ranks[i], ranks[i - 1]));
       if (ranks[i] == rank_)
         myIndex = static_cast<int>(i);
     }
