@@ -31,6 +31,19 @@ BUSBW_TARGET = 1.0
 LATENCY_TARGET = 1.1
 
 
+def python_with_torch(explicit):
+    """The interpreter that runs the peer: --python, else this one if it imports torch, else Debian's."""
+    if explicit:
+        return explicit
+    for candidate in (sys.executable, "/usr/bin/python3"):
+        if candidate and subprocess.run([candidate, "-c", "import torch"], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL).returncode == 0:
+            return candidate
+    print("compare_comm: error: no python3 here imports torch; install python3-torch (Debian) or pass --python",
+          file=sys.stderr)
+    sys.exit(2)
+
+
 def run_json(cmd, what, timeout):
     print(f"compare_comm: running {what}: {' '.join(cmd)}", file=sys.stderr, flush=True)
     start = time.monotonic()
@@ -84,6 +97,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=1, help="alternate the two sweeps this many times, keep fastest")
     ap.add_argument("--quick", action="store_true", help="smaller sweep: 8 B .. 4M (same ranks and ops)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="limit per sweep, seconds")
+    ap.add_argument("--python", help="interpreter with torch for the peer (default: this one, else /usr/bin/python3)")
     ap.add_argument("--json", metavar="FILE", help="also write the merged rows and ratios to FILE")
     args = ap.parse_args()
     if args.quick:
@@ -101,7 +115,7 @@ def main():
     if args.iters:
         common += ["--iters", args.iters]
     ours_cmd = [stretch, "bench", "comm", "--backend", "gloo"] + common
-    torch_cmd = [sys.executable, PEER] + common
+    torch_cmd = [python_with_torch(args.python), PEER] + common
 
     load_before = os.getloadavg()
     ours, peer = {}, {}
@@ -119,8 +133,9 @@ def main():
               file=sys.stderr)
         return 2
 
-    import torch
-    print(f"# stretch bench comm (gloo backend) vs torch {torch.__version__} gloo; {os.cpu_count()} CPUs "
+    torch_version = subprocess.run([torch_cmd[0], "-c", "import torch; print(torch.__version__)"],
+                                   stdout=subprocess.PIPE, text=True).stdout.strip()
+    print(f"# stretch bench comm (gloo backend) vs torch {torch_version} gloo; {os.cpu_count()} CPUs "
           f"({platform.processor() or platform.machine()}), load average {load_before[0]:.2f} before, "
           f"{load_after[0]:.2f} after; dtype {args.dtype}; best of {max(args.repeat, 1)}")
     print(f"# targets: busbw ratio (ours/torch) >= {BUSBW_TARGET} from 64K; latency ratio (ours/torch) <= "
