@@ -71,6 +71,10 @@ if(NOT STRETCH_WITH_TORCH STREQUAL "OFF")
 endif()
 stretch_resolve_optional(STRETCH_WITH_TORCH _torch_found "LibTorch" "${Torch_DIR}"
                          "install libtorch-dev")
+if(STRETCH_WITH_TORCH_ENABLED)
+  # Checkpoint checksums (SHA-256). libssl-dev comes with libtorch-dev's dependencies.
+  find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+endif()
 
 # Gloo (CPU collectives).
 find_path(STRETCH_GLOO_INCLUDE_DIR gloo/config.h)

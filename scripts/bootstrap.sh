@@ -29,18 +29,19 @@ build_dir="${BUILD_DIR:-$root/build}"
 jobs="${JOBS:-$(nproc)}"
 
 # Packages the core build and the test suite need. Gloo (CPU collectives) and hiredis
-# (RedisStore) are installed by default; LibTorch, NCCL and Qt stay optional (AUTO): the build
-# uses them when present and says so in its configure summary.
+# (RedisStore) and LibTorch (the training engine) are installed by default; NCCL and Qt stay
+# optional (AUTO): the build uses them when present and says so in its configure summary.
 packages=(
   cmake ninja-build g++ ccache pkg-config
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
-  libgloo-dev libhiredis-dev
+  libgloo-dev libhiredis-dev libtorch-dev libssl-dev
 )
 if [[ "$mode" == "test" ]]; then
   # libFuzzer smoke run (clang), and the live DeepSpeed reference check (python3 + numpy).
   # RedisStore's contract suite runs against a real redis-server on loopback.
-  packages+=(clang libclang-rt-14-dev python3 python3-numpy redis-server)
+  # python3-torch: the engine's interop and sampler tests load and compare with PyTorch.
+  packages+=(clang libclang-rt-14-dev python3 python3-numpy redis-server python3-torch)
 fi
 
 missing=()

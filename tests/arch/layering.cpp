@@ -31,7 +31,7 @@ const std::vector<Module>& modules() {
       {"runtime/comm/builtin", {"runtime/comm", "runtime/comm/gloo", "runtime/comm/nccl"}, {}},
       {"runtime/engine",
        {"runtime/config", "runtime/elasticity", "runtime/comm", "runtime/accel"},
-       {"torch"}},
+       {"torch", "json"}},
       {"runtime/agent", {"runtime/config", "runtime/elasticity", "runtime/comm"}, {}},
       {"sim",
        {"runtime/common", "runtime/config", "runtime/elasticity", "runtime/comm", "runtime/agent"},
@@ -43,6 +43,7 @@ const std::vector<Module>& modules() {
       {"cli", {"*"}, {"*"}},
       {"tests", {"*"}, {"*"}},
       {"bench", {"*"}, {"*"}},
+      {"examples", {"*"}, {"*"}},
   };
   return kModules;
 }

@@ -1,0 +1,642 @@
+#include "runtime/engine/checkpoint_io.hpp"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <functional>
+#include <memory>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+namespace stretch::engine {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string quoted(const fs::path& path) {
+  return "'" + path.string() + "'";
+}
+
+std::string errnoText(int error) {
+  return std::strerror(error);
+}
+
+// The first line of a LibTorch message (they append C++ stack traces).
+std::string firstLine(std::string_view text) {
+  const std::size_t end = text.find('\n');
+  return std::string(text.substr(0, end));
+}
+
+[[noreturn]] void fail(const std::string& message) {
+  throw CheckpointError(message);
+}
+
+[[noreturn]] void failDetail(std::string path, std::string value, std::string expected) {
+  throw CheckpointError(ErrorDetail{std::move(path), std::move(value), std::move(expected)});
+}
+
+// ---- SHA-256 ----
+
+struct DigestDeleter {
+  void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
+};
+
+class Sha256 {
+ public:
+  Sha256() : ctx_(EVP_MD_CTX_new()) {
+    if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1) {
+      throw InternalError("OpenSSL: cannot initialise a SHA-256 digest");
+    }
+  }
+  void update(const void* data, std::size_t size) {
+    if (size > 0 && EVP_DigestUpdate(ctx_.get(), data, size) != 1) {
+      throw InternalError("OpenSSL: SHA-256 update failed");
+    }
+  }
+  std::string hex() {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+    unsigned int size = 0;
+    if (EVP_DigestFinal_ex(ctx_.get(), digest.data(), &size) != 1) {
+      throw InternalError("OpenSSL: SHA-256 final failed");
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(2 * size);
+    for (unsigned int i = 0; i < size; ++i) {
+      out.push_back(kHex[digest[i] >> 4]);
+      out.push_back(kHex[digest[i] & 0xf]);
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<EVP_MD_CTX, DigestDeleter> ctx_;
+};
+
+bool isSha256Hex(std::string_view s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// ---- POSIX helpers ----
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+  }
+  int get() const { return fd_; }
+  // Closes now and reports close()'s error (NFS reports write errors there).
+  int close() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+
+ private:
+  int fd_;
+};
+
+void fsyncDirectory(const fs::path& dir) {
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    fail("cannot open directory " + quoted(dir) + " to sync it: " + errnoText(errno));
+  }
+  if (::fsync(fd.get()) != 0 && errno != EINVAL && errno != EROFS) {
+    fail("cannot sync directory " + quoted(dir) + ": " + errnoText(errno));
+  }
+}
+
+std::atomic<std::uint64_t> gTempCounter{0};
+
+// Reads a whole file. nullopt when it does not exist.
+std::optional<std::string> readWholeFile(const fs::path& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) {
+      return std::nullopt;
+    }
+    fail("cannot open checkpoint file " + quoted(path) + ": " + errnoText(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    fail("cannot stat checkpoint file " + quoted(path) + ": " + errnoText(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    fail("checkpoint file " + quoted(path) + " is not a regular file");
+  }
+  std::string out;
+  out.reserve(static_cast<std::size_t>(st.st_size));
+  std::array<char, 1 << 16> buffer{};
+  for (;;) {
+    const ssize_t got = ::read(fd.get(), buffer.data(), buffer.size());
+    if (got < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      fail("cannot read checkpoint file " + quoted(path) + ": " + errnoText(errno));
+    }
+    if (got == 0) {
+      break;
+    }
+    out.append(buffer.data(), static_cast<std::size_t>(got));
+  }
+  return out;
+}
+
+std::string fileNameOf(const fs::path& path) {
+  return path.filename().string();
+}
+
+// A manifest file name must stay inside the tag directory.
+bool isSafeRelativeName(const std::string& name) {
+  if (name.empty() || name.find('\0') != std::string::npos) {
+    return false;
+  }
+  const fs::path p(name);
+  if (p.is_absolute() || p.has_root_path()) {
+    return false;
+  }
+  for (const auto& part : p) {
+    if (part == ".." || part == "." || part.empty()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void checkRecordAgainst(const fs::path& file, const FileRecord& record, std::uint64_t bytes,
+                        const std::function<std::string()>& digest) {
+  if (bytes != record.bytes) {
+    failDetail(file.string(), std::to_string(bytes) + " bytes",
+               std::to_string(record.bytes) + " bytes as listed in " +
+                   CheckpointManifest::kFileName +
+                   (bytes < record.bytes ? " (the file is truncated)"
+                                         : " (the file is longer than written)"));
+  }
+  const std::string actual = digest();
+  if (actual != record.sha256) {
+    failDetail(file.string(), "sha256 " + actual,
+               "sha256 " + record.sha256 + " as listed in " + CheckpointManifest::kFileName +
+                   " (the file is corrupt)");
+  }
+}
+
+}  // namespace
+
+// ---- state dicts ----
+
+c10::IValue toIValue(const StateDict& dict) {
+  c10::impl::GenericDict out(c10::StringType::get(), c10::AnyType::get());
+  for (const auto& [key, value] : dict) {
+    out.insert(key, value);
+  }
+  return out;
+}
+
+StateDict toStateDict(const c10::IValue& value, const std::string& what) {
+  if (!value.isGenericDict()) {
+    fail(what + " is of type " + value.tagKind() + ", expected a dict with string keys");
+  }
+  StateDict out;
+  for (const auto& entry : value.toGenericDict()) {
+    if (!entry.key().isString()) {
+      fail(what + " has a key of type " + entry.key().tagKind() +
+           ", expected a dict with string keys");
+    }
+    out.emplace(entry.key().toStringRef(), entry.value());
+  }
+  return out;
+}
+
+// ---- hashing and durable writes ----
+
+std::string sha256Hex(std::string_view bytes) {
+  Sha256 sha;
+  sha.update(bytes.data(), bytes.size());
+  return sha.hex();
+}
+
+std::string sha256OfFile(const fs::path& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    fail("cannot open checkpoint file " + quoted(path) + ": " + errnoText(errno));
+  }
+  Sha256 sha;
+  std::array<char, 1 << 16> buffer{};
+  for (;;) {
+    const ssize_t got = ::read(fd.get(), buffer.data(), buffer.size());
+    if (got < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      fail("cannot read checkpoint file " + quoted(path) + ": " + errnoText(errno));
+    }
+    if (got == 0) {
+      break;
+    }
+    sha.update(buffer.data(), static_cast<std::size_t>(got));
+  }
+  return sha.hex();
+}
+
+FileRecord writeFileAtomically(const fs::path& path, std::string_view bytes) {
+  if (path.filename().empty()) {
+    fail("cannot write " + quoted(path) + ": expected a file path");
+  }
+  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    fail("cannot create directory " + quoted(dir) + ": " + ec.message());
+  }
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid()) + "." +
+                       std::to_string(gTempCounter.fetch_add(1));
+  {
+    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (fd.get() < 0) {
+      fail("cannot create " + quoted(tmp) + ": " + errnoText(errno));
+    }
+    auto abandon = [&](const std::string& what) {
+      const int error = errno;
+      fd.close();
+      ::unlink(tmp.c_str());
+      fail("cannot " + what + " " + quoted(tmp) + " (for " + quoted(path) +
+           "): " + errnoText(error));
+    };
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t put = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+      if (put < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        abandon("write");
+      }
+      done += static_cast<std::size_t>(put);
+    }
+    if (::fsync(fd.get()) != 0) {
+      abandon("sync");
+    }
+    if (fd.close() != 0) {
+      const int error = errno;
+      ::unlink(tmp.c_str());
+      fail("cannot close " + quoted(tmp) + " (for " + quoted(path) + "): " + errnoText(error));
+    }
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(tmp.c_str());
+    fail("cannot rename " + quoted(tmp) + " to " + quoted(path) + ": " + errnoText(error));
+  }
+  fsyncDirectory(dir);
+  return FileRecord{fileNameOf(path), bytes.size(), sha256Hex(bytes)};
+}
+
+void writeTextAtomically(const fs::path& path, std::string_view text) {
+  writeFileAtomically(path, text);
+}
+
+// ---- state files ----
+
+std::vector<char> serializeState(const c10::IValue& value) {
+  try {
+    return torch::jit::pickle_save(value);
+  } catch (const std::exception& e) {
+    fail("cannot serialise checkpoint state: " + firstLine(e.what()));
+  }
+}
+
+c10::IValue deserializeState(const std::vector<char>& bytes, const std::string& what) {
+  try {
+    return torch::jit::pickle_load(bytes);
+  } catch (const std::exception& e) {
+    fail(what + " is not a readable torch.save / pickle_save archive (" +
+         std::to_string(bytes.size()) + " bytes): " + firstLine(e.what()));
+  }
+}
+
+FileRecord saveStateFile(const fs::path& path, const c10::IValue& value) {
+  const std::vector<char> bytes = serializeState(value);
+  return writeFileAtomically(path, std::string_view(bytes.data(), bytes.size()));
+}
+
+FileRecord saveStateFile(const fs::path& path, const StateDict& state) {
+  return saveStateFile(path, toIValue(state));
+}
+
+c10::IValue loadStateFile(const fs::path& path) {
+  const std::optional<std::string> bytes = readWholeFile(path);
+  if (!bytes) {
+    fail("checkpoint file " + quoted(path) + " is missing");
+  }
+  return deserializeState(std::vector<char>(bytes->begin(), bytes->end()),
+                          "checkpoint file " + quoted(path));
+}
+
+StateDict loadStateDict(const fs::path& path) {
+  return toStateDict(loadStateFile(path), "checkpoint file " + quoted(path));
+}
+
+// ---- DeepSpeed's layout ----
+
+std::string modelStatesName(int mpRank) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "mp_rank_%02d_model_states.pt", mpRank);
+  return buf;
+}
+
+std::string zeroOptimStatesName(int dpRank, int mpRank, bool bf16) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%szero_pp_rank_%d_mp_rank_%02d_optim_states.pt",
+                bf16 ? "bf16_" : "", dpRank, mpRank);
+  return buf;
+}
+
+void validateTag(const std::string& tag) {
+  const bool bad = tag.empty() || tag == "." || tag == ".." ||
+                   tag.find_first_of(std::string_view("/\n\r\0", 4)) != std::string::npos;
+  if (bad) {
+    failDetail("checkpoint tag", "'" + tag + "'",
+               "a non-empty directory name without '/', NUL or line breaks, not '.' or '..'");
+  }
+}
+
+std::optional<std::string> readLatest(const fs::path& dir) {
+  const fs::path path = dir / "latest";
+  const std::optional<std::string> text = readWholeFile(path);
+  if (!text) {
+    return std::nullopt;
+  }
+  static constexpr std::string_view kSpace = " \t\r\n\f\v";
+  const std::size_t begin = text->find_first_not_of(kSpace);
+  const std::size_t end = text->find_last_not_of(kSpace);
+  const std::string tag = begin == std::string::npos ? "" : text->substr(begin, end - begin + 1);
+  if (tag.empty() || tag == "." || tag == ".." ||
+      tag.find_first_of(std::string_view("/\n\r\0", 4)) != std::string::npos) {
+    failDetail(path.string(), "'" + tag.substr(0, 80) + "'", "the tag of a checkpoint directory");
+  }
+  return tag;
+}
+
+void writeLatest(const fs::path& dir, const std::string& tag) {
+  validateTag(tag);
+  writeTextAtomically(dir / "latest", tag);
+}
+
+// ---- manifest ----
+
+std::string stretchVersionString() {
+#ifdef STRETCH_VERSION
+  return STRETCH_VERSION;
+#else
+  return "unknown";
+#endif
+}
+
+void CheckpointManifest::add(FileRecord record) {
+  for (FileRecord& existing : files) {
+    if (existing.name == record.name) {
+      existing = std::move(record);
+      return;
+    }
+  }
+  files.push_back(std::move(record));
+}
+
+const FileRecord* CheckpointManifest::find(std::string_view name) const {
+  for (const FileRecord& r : files) {
+    if (r.name == name) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+namespace {
+
+nlohmann::ordered_json recordsArray(const std::vector<FileRecord>& records) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const FileRecord& r : records) {
+    nlohmann::ordered_json f;
+    f["name"] = r.name;
+    f["bytes"] = r.bytes;
+    f["sha256"] = r.sha256;
+    list.push_back(std::move(f));
+  }
+  return list;
+}
+
+const nlohmann::json& field(const nlohmann::json& obj, const char* key) {
+  static const nlohmann::json kMissing = nlohmann::json::value_t::discarded;
+  const auto it = obj.find(key);
+  return it == obj.end() ? kMissing : *it;
+}
+
+[[noreturn]] void badJson(const std::string& source, const std::string& key,
+                          const nlohmann::json& value, const std::string& expected) {
+  std::string shown = value.is_discarded() ? "missing" : value.dump();
+  if (shown.size() > 80) {
+    shown = shown.substr(0, 77) + "...";
+  }
+  failDetail(source + ": " + key, shown, expected);
+}
+
+nlohmann::json parseJson(std::string_view text, const std::string& source) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail(source + " is not valid JSON: " + e.what());
+  }
+}
+
+std::vector<FileRecord> readRecords(const nlohmann::json& list, const std::string& source,
+                                    const std::string& prefix) {
+  if (!list.is_array()) {
+    badJson(source, prefix.empty() ? "<root>" : prefix, list, "an array");
+  }
+  std::vector<FileRecord> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string key = prefix + "[" + std::to_string(i) + "]";
+    const nlohmann::json& f = list[i];
+    if (!f.is_object()) {
+      badJson(source, key, f, "an object with name, bytes and sha256");
+    }
+    FileRecord r;
+    const nlohmann::json& name = field(f, "name");
+    if (!name.is_string() || !isSafeRelativeName(name.get<std::string>())) {
+      badJson(source, key + ".name", name, "a relative file name inside the tag directory");
+    }
+    r.name = name.get<std::string>();
+    const nlohmann::json& bytes = field(f, "bytes");
+    if (!bytes.is_number_unsigned()) {
+      badJson(source, key + ".bytes", bytes, "a non-negative integer");
+    }
+    r.bytes = bytes.get<std::uint64_t>();
+    const nlohmann::json& sha = field(f, "sha256");
+    if (!sha.is_string() || !isSha256Hex(sha.get<std::string>())) {
+      badJson(source, key + ".sha256", sha, "64 lower-case hex digits");
+    }
+    r.sha256 = sha.get<std::string>();
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string recordsToJson(const std::vector<FileRecord>& records) {
+  return recordsArray(records).dump();
+}
+
+std::vector<FileRecord> recordsFromJson(std::string_view text, const std::string& source) {
+  return readRecords(parseJson(text, source), source, "");
+}
+
+std::string CheckpointManifest::toJson() const {
+  nlohmann::ordered_json j;
+  j["format"] = "stretch-checkpoint-manifest";
+  j["format_version"] = kFormatVersion;
+  j["stretch_version"] = version;
+  j["tag"] = tag;
+  j["dp_world_size"] = dpWorldSize;
+  j["zero_stage"] = zeroStage;
+  j["files"] = recordsArray(files);
+  return j.dump(2) + "\n";
+}
+
+CheckpointManifest CheckpointManifest::fromJson(std::string_view text, const std::string& source) {
+  const nlohmann::json j = parseJson(text, source);
+  if (!j.is_object()) {
+    badJson(source, "<root>", j, "an object");
+  }
+  const nlohmann::json& format = field(j, "format");
+  if (!format.is_string() || format.get<std::string>() != "stretch-checkpoint-manifest") {
+    badJson(source, "format", format, "\"stretch-checkpoint-manifest\"");
+  }
+  const nlohmann::json& formatVersion = field(j, "format_version");
+  if (!formatVersion.is_number_integer() || formatVersion.get<std::int64_t>() != kFormatVersion) {
+    badJson(source, "format_version", formatVersion, std::to_string(kFormatVersion));
+  }
+  CheckpointManifest m;
+  const nlohmann::json& version = field(j, "stretch_version");
+  if (!version.is_string()) {
+    badJson(source, "stretch_version", version, "a string");
+  }
+  m.version = version.get<std::string>();
+  const nlohmann::json& tag = field(j, "tag");
+  if (!tag.is_string()) {
+    badJson(source, "tag", tag, "a string");
+  }
+  m.tag = tag.get<std::string>();
+  const nlohmann::json& world = field(j, "dp_world_size");
+  if (!world.is_number_integer() || world.get<std::int64_t>() < 1) {
+    badJson(source, "dp_world_size", world, "a positive integer");
+  }
+  m.dpWorldSize = world.get<std::int64_t>();
+  const nlohmann::json& stage = field(j, "zero_stage");
+  if (!stage.is_number_integer() || stage.get<std::int64_t>() < 0 ||
+      stage.get<std::int64_t>() > 3) {
+    badJson(source, "zero_stage", stage, "an integer in [0, 3]");
+  }
+  m.zeroStage = stage.get<int>();
+  const nlohmann::json& list = field(j, "files");
+  m.files = readRecords(list, source, "files");
+  for (std::size_t i = 0; i < m.files.size(); ++i) {
+    for (std::size_t k = 0; k < i; ++k) {
+      if (m.files[k].name == m.files[i].name) {
+        badJson(source, "files[" + std::to_string(i) + "].name", list[i]["name"],
+                "a name listed once");
+      }
+    }
+  }
+  return m;
+}
+
+void writeManifest(const fs::path& tagDir, const CheckpointManifest& manifest) {
+  writeTextAtomically(tagDir / CheckpointManifest::kFileName, manifest.toJson());
+}
+
+CheckpointManifest readManifest(const fs::path& tagDir) {
+  const fs::path path = tagDir / CheckpointManifest::kFileName;
+  const std::optional<std::string> text = readWholeFile(path);
+  if (!text) {
+    fail("checkpoint manifest " + quoted(path) +
+         " is missing (the checkpoint is incomplete or was not written by Stretch)");
+  }
+  return CheckpointManifest::fromJson(*text, path.string());
+}
+
+void verifyFile(const fs::path& tagDir, const FileRecord& record) {
+  if (!isSafeRelativeName(record.name)) {
+    failDetail("manifest file name", "'" + record.name + "'",
+               "a relative file name inside the tag directory");
+  }
+  const fs::path file = tagDir / record.name;
+  std::error_code ec;
+  const fs::file_status status = fs::status(file, ec);
+  if (ec || !fs::exists(status)) {
+    failDetail(file.string(), "missing",
+               "a file of " + std::to_string(record.bytes) + " bytes listed in " +
+                   CheckpointManifest::kFileName);
+  }
+  if (!fs::is_regular_file(status)) {
+    failDetail(file.string(), "not a regular file",
+               "a file listed in " + std::string(CheckpointManifest::kFileName));
+  }
+  const std::uintmax_t size = fs::file_size(file, ec);
+  if (ec) {
+    fail("cannot stat checkpoint file " + quoted(file) + ": " + ec.message());
+  }
+  checkRecordAgainst(file, record, size, [&] { return sha256OfFile(file); });
+}
+
+void verifyAll(const fs::path& tagDir, const CheckpointManifest& manifest) {
+  for (const FileRecord& r : manifest.files) {
+    verifyFile(tagDir, r);
+  }
+}
+
+c10::IValue loadVerifiedStateFile(const fs::path& tagDir, const CheckpointManifest& manifest,
+                                  const std::string& name) {
+  const FileRecord* record = manifest.find(name);
+  if (record == nullptr) {
+    failDetail((tagDir / name).string(), "not listed",
+               "a file listed in " + (tagDir / CheckpointManifest::kFileName).string());
+  }
+  if (!isSafeRelativeName(name)) {
+    failDetail("manifest file name", "'" + name + "'",
+               "a relative file name inside the tag directory");
+  }
+  const fs::path file = tagDir / name;
+  const std::optional<std::string> bytes = readWholeFile(file);
+  if (!bytes) {
+    failDetail(file.string(), "missing",
+               "a file of " + std::to_string(record->bytes) + " bytes listed in " +
+                   CheckpointManifest::kFileName);
+  }
+  checkRecordAgainst(file, *record, bytes->size(), [&] { return sha256Hex(*bytes); });
+  return deserializeState(std::vector<char>(bytes->begin(), bytes->end()),
+                          "checkpoint file " + quoted(file));
+}
+
+c10::IValue loadStateFile(const fs::path& path, const CheckpointManifest& manifest) {
+  return loadVerifiedStateFile(path.parent_path(), manifest, path.filename().string());
+}
+
+}  // namespace stretch::engine

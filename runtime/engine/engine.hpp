@@ -1,0 +1,202 @@
+#pragma once
+// The training engine: DeepSpeed's deepspeed.initialize / engine.forward / backward / step on
+// LibTorch, over runtime/comm. docs/engine.md shows the loop a user writes and every config key.
+//
+//   auto [engine, optimizer, loader, scheduler] = stretch::engine::initialize(model, config, opts);
+//   for (...) {                                   // every micro batch
+//     auto batch = loader->next();
+//     auto loss = lossFn(engine->forward(batch.inputs), batch.targets);
+//     engine->backward(loss);
+//     engine->step();                             // updates weights at each GAS boundary
+//   }
+//
+// Memory layout: every trainable parameter becomes a view into one flat buffer of the model's
+// dtype, and its .grad a view into one flat gradient buffer, both padded to a multiple of the
+// data-parallel size, so that reductions and ZeRO partitions are slices of one tensor (no
+// flatten/unflatten copies). The fp32 master weights the optimizer steps are the flat buffer
+// itself (fp32 model, stage 0), the rank's slice of it (fp32, ZeRO 1/2), or a separate fp32
+// copy of the rank's slice (fp16/bf16 models).
+//
+// Semantics follow DeepSpeed v0.18.2 (../shared/reference/deepspeed_engine.md §1):
+//  - boundary when (micro_steps + 1) % gradient_accumulation_steps == 0; micro_steps counts
+//    step() calls; global_steps counts boundaries including skipped (overflow) ones;
+//  - backward scales the loss by 1/GAS (and by the loss scale for fp16) and returns loss/GAS;
+//  - gradients are reduced at the boundary (ZeRO 0: all_reduce in buckets; ZeRO 1: reduce_scatter
+//    at the boundary; ZeRO 2: reduce_scatter after every backward, accumulated in fp32 by the
+//    owner), with predivide/postscale, prescale_gradients and "gradient_allreduce_op": "sum";
+//  - gradient clipping by the global L2 norm (coef = min(1, clip / (norm + 1e-6)));
+//  - fp16: dynamic or static loss scaling; an overflow (inf/NaN in any rank's grads) skips the
+//    update and the LR scheduler step; bf16: no scaling;
+//  - the LR scheduler steps after each applied update.
+// Deliberate differences are listed in docs/compatibility.md.
+
+#include <ATen/core/ivalue.h>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/nn/modules/container/any.h>
+#include <torch/types.h>
+
+#include "runtime/comm/process_group.hpp"
+#include "runtime/config/ds_config.hpp"
+#include "runtime/engine/checkpoint_io.hpp"
+#include "runtime/engine/data.hpp"
+#include "runtime/engine/loss_scaler.hpp"
+#include "runtime/engine/lr_schedules.hpp"
+#include "runtime/engine/optimizer.hpp"
+
+namespace stretch::engine {
+
+struct InitOptions {
+  // Override config["optimizer"] / config["scheduler"] (DeepSpeed's precedence).
+  std::shared_ptr<FlatOptimizer> optimizer;
+  std::shared_ptr<LrSchedule> lrScheduler;
+  // The data-parallel group; default: comm::defaultGroup(), else a group of one.
+  std::shared_ptr<comm::ProcessGroup> processGroup;
+  // When given, initialize() builds a DataLoader of micro batches for this rank.
+  std::optional<TensorDataset> trainingData;
+  std::uint64_t dataSeed = 0;
+  // Where the model lives; default: the accelerator's current device (cpu, or cuda:LOCAL_RANK).
+  std::optional<torch::Device> device;
+  // Global world size for the elastic batch (default: the group's size).
+  std::optional<std::int64_t> worldSize;
+};
+
+class Engine;
+
+struct Initialized {
+  std::shared_ptr<Engine> engine;
+  std::shared_ptr<FlatOptimizer> optimizer;
+  std::shared_ptr<DataLoader> dataLoader;   // null without trainingData
+  std::shared_ptr<LrSchedule> lrScheduler;  // null without a scheduler
+};
+
+// Wraps `model` (moved to the device and dtype, its parameters re-homed into flat buffers and
+// broadcast from rank 0). Throws ConfigError for config problems (batch triple, optimizer,
+// scheduler, unsupported ZeRO stage), naming the key.
+Initialized initialize(torch::nn::AnyModule model, const config::DsConfig& config,
+                       InitOptions options = {});
+
+// Per-phase wall-clock totals (wall_clock_breakdown), in milliseconds.
+struct Timers {
+  double forward = 0;
+  double backward = 0;
+  double allreduce = 0;
+  double step = 0;
+};
+
+// What loadCheckpoint found.
+struct LoadedCheckpoint {
+  std::filesystem::path path;  // dir/tag
+  std::string tag;
+  StateDict clientState;  // the keys saveCheckpoint's clientState added
+  std::int64_t savedDpWorldSize = 0;
+};
+
+class Engine {
+ public:
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+  ~Engine();
+
+  torch::Tensor forward(const torch::Tensor& input);
+  // Returns the GAS-scaled loss (loss / gradient_accumulation_steps), as DeepSpeed does.
+  torch::Tensor backward(const torch::Tensor& loss);
+  void step();
+
+  bool isGradientAccumulationBoundary() const noexcept;
+  std::int64_t globalSteps() const noexcept { return globalSteps_; }
+  std::int64_t microSteps() const noexcept { return microSteps_; }
+  std::int64_t skippedSteps() const noexcept { return skippedSteps_; }
+  std::int64_t globalSamples() const noexcept { return globalSamples_; }
+  std::int64_t trainBatchSize() const noexcept { return batch_.trainBatchSize; }
+  std::int64_t microBatchSize() const noexcept { return batch_.microBatchPerGpu; }
+  std::int64_t gradientAccumulationSteps() const noexcept { return batch_.gradientAccumulation; }
+  int dpRank() const noexcept;
+  int dpWorldSize() const noexcept;
+  int zeroStage() const noexcept { return zeroStage_; }
+  torch::Device device() const noexcept { return device_; }
+  torch::ScalarType dtype() const noexcept { return dtype_; }
+  double lossScale() const;
+  // The global gradient norm of the last applied step (unscaled, before clipping); computed
+  // only when gradient_clipping is on.
+  std::optional<double> lastGradNorm() const noexcept { return lastGradNorm_; }
+  std::vector<double> learningRates() const;
+  // Bytes of optimizer state and fp32 master weights this rank holds (1/N of stage 0's with
+  // ZeRO 1/2 on N ranks, up to padding).
+  std::int64_t optimizerStateBytes() const;
+  const Timers& timers() const noexcept { return timers_; }
+  torch::nn::AnyModule& module() noexcept { return model_; }
+  FlatOptimizer& optimizer() noexcept { return *optimizer_; }
+  LrSchedule* lrScheduler() noexcept { return scheduler_.get(); }
+  DataLoader* dataLoader() noexcept { return loader_.get(); }
+
+  // DeepSpeed's layout: dir/tag/mp_rank_00_model_states.pt (rank 0), per-rank
+  // zero_pp_rank_R_mp_rank_00_optim_states.pt (ZeRO 1/2; written by every rank), dir/latest
+  // (written last). Collective: every rank calls it. Returns dir/tag.
+  std::filesystem::path saveCheckpoint(const std::filesystem::path& dir,
+                                       std::optional<std::string> tag = std::nullopt,
+                                       const StateDict& clientState = {});
+  // Collective. tag: nullopt reads dir/latest; no latest → nullopt (DeepSpeed warns and returns
+  // None). Any data-parallel size may load a checkpoint written at any other: ZeRO shards are
+  // re-partitioned. Throws CheckpointError for missing, truncated or corrupt files.
+  std::optional<LoadedCheckpoint> loadCheckpoint(const std::filesystem::path& dir,
+                                                 std::optional<std::string> tag = std::nullopt,
+                                                 bool loadOptimizerStates = true,
+                                                 bool loadLrSchedulerStates = true);
+
+ private:
+  friend Initialized initialize(torch::nn::AnyModule, const config::DsConfig&, InitOptions);
+  Engine() = default;
+
+  void setUp(torch::nn::AnyModule model, const config::DsConfig& config, InitOptions& options);
+  void reduceBoundaryGradients();
+  void reduceScatterInto(const torch::Tensor& flat, torch::Tensor& out);
+  void scaleForAverage(torch::Tensor& t, bool beforeReduction) const;
+  bool anyRankOverflowed(const torch::Tensor& grad);
+  double globalNorm(const torch::Tensor& grad);
+  void applyUpdate(const torch::Tensor& grad32, double scale);
+  void publishMaster();
+  void applySchedule(const std::vector<double>& lrs);
+  std::vector<FileRecord> gatherRecords(const std::vector<FileRecord>& mine);
+  void printProgress();
+  comm::Backend& backend() const;
+
+  config::DsConfig config_;
+  config::BatchTriple batch_;
+  torch::nn::AnyModule model_;
+  std::shared_ptr<comm::ProcessGroup> group_;
+  torch::Device device_ = torch::kCPU;
+  torch::ScalarType dtype_ = torch::kFloat32;
+  int zeroStage_ = 0;
+
+  std::vector<torch::Tensor> params_;  // trainable, in module order
+  std::vector<std::string> paramNames_;
+  std::int64_t numel_ = 0;          // trainable elements
+  std::int64_t partitionSize_ = 0;  // elements per rank (padded)
+  torch::Tensor flatParams_;        // model dtype, partitionSize_ * world
+  torch::Tensor flatGrads_;         // model dtype, same size; params' .grad are views
+  torch::Tensor master_;            // fp32: the optimizer's tensor (see header comment)
+  torch::Tensor gradAccum32_;       // ZeRO 2: the owner's fp32 accumulated partition
+
+  std::shared_ptr<FlatOptimizer> optimizer_;
+  std::shared_ptr<LrSchedule> scheduler_;
+  std::unique_ptr<LossScaler> scaler_;
+  std::shared_ptr<DataLoader> loader_;
+
+  std::int64_t globalSteps_ = 0;
+  std::int64_t microSteps_ = 0;
+  std::int64_t skippedSteps_ = 0;
+  std::int64_t globalSamples_ = 0;
+  std::optional<double> lastGradNorm_;
+  Timers timers_;
+  std::int64_t bucketElements_ = 500'000'000;
+};
+
+}  // namespace stretch::engine

@@ -1,0 +1,390 @@
+// Engine::saveCheckpoint / loadCheckpoint: DeepSpeed's file layout, written durably and checked
+// on load (runtime/engine/checkpoint_io.hpp), and elastic: the optimizer state is stored by
+// element range of the unpadded flat parameter vector, so a job of any data-parallel size and
+// ZeRO stage can load a checkpoint written by any other.
+//
+// dir/tag/mp_rank_00_model_states.pt (rank 0): module (state dict in the model's dtype),
+//   lr_scheduler {last_batch_iteration}, global_steps, global_samples, skipped_steps,
+//   micro_steps, dp_world_size, mp_world_size, zero_stage, loss_scaler {...},
+//   data_sampler {epoch, consumed}, param_shapes, ds_config, ds_version, optimizer (stage 0:
+//   the whole optimizer shard, see below; None with ZeRO), and the client state's keys.
+// dir/tag/zero_pp_rank_R_mp_rank_00_optim_states.pt (ZeRO 1/2, rank R): optimizer_state_dict =
+//   {begin, end: the element range, fp32: master weights [begin, end), one tensor per optimizer
+//   state (exp_avg, ...) over the same range, scalars {step, ...}, type, numel}.
+// dir/tag/manifest.json: every file's size and SHA-256; dir/latest: the tag, written last.
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include "runtime/common/error.hpp"
+#include "runtime/config/ds_config.hpp"
+#include "runtime/engine/checkpoint_io.hpp"
+#include "runtime/engine/engine.hpp"
+#include "runtime/engine/tensor_view.hpp"
+
+namespace stretch::engine {
+
+namespace {
+
+constexpr const char* kVersion = "stretch 0.1.0";
+
+using GenericDict = c10::impl::GenericDict;
+
+GenericDict newDict() {
+  return GenericDict(c10::StringType::get(), c10::AnyType::get());
+}
+
+const c10::IValue& field(const GenericDict& dict, const std::string& key,
+                         const std::filesystem::path& file) {
+  const auto it = dict.find(key);
+  if (it == dict.end())
+    throw CheckpointError(fmt::format("{}: the key '{}' is missing", file.string(), key));
+  return it->value();
+}
+
+std::int64_t intField(const GenericDict& dict, const std::string& key,
+                      const std::filesystem::path& file) {
+  const auto& v = field(dict, key, file);
+  if (!v.isInt())
+    throw CheckpointError(fmt::format("{}: '{}' is not an integer", file.string(), key));
+  return v.toInt();
+}
+
+double doubleField(const GenericDict& dict, const std::string& key,
+                   const std::filesystem::path& file) {
+  const auto& v = field(dict, key, file);
+  if (v.isDouble())
+    return v.toDouble();
+  if (v.isInt())
+    return static_cast<double>(v.toInt());
+  throw CheckpointError(fmt::format("{}: '{}' is not a number", file.string(), key));
+}
+
+GenericDict dictField(const GenericDict& dict, const std::string& key,
+                      const std::filesystem::path& file) {
+  const auto& v = field(dict, key, file);
+  if (!v.isGenericDict())
+    throw CheckpointError(fmt::format("{}: '{}' is not a dict", file.string(), key));
+  return v.toGenericDict();
+}
+
+torch::Tensor tensorField(const GenericDict& dict, const std::string& key,
+                          const std::filesystem::path& file) {
+  const auto& v = field(dict, key, file);
+  if (!v.isTensor())
+    throw CheckpointError(fmt::format("{}: '{}' is not a tensor", file.string(), key));
+  return v.toTensor();
+}
+
+const std::set<std::string>& engineKeys() {
+  static const std::set<std::string> keys = {
+      "module",        "optimizer",    "lr_scheduler",  "global_steps",  "global_samples",
+      "skipped_steps", "micro_steps",  "dp_world_size", "mp_world_size", "zero_stage",
+      "loss_scaler",   "data_sampler", "param_shapes",  "ds_config",     "ds_version",
+      "buffer_names",  "numel"};
+  return keys;
+}
+
+}  // namespace
+
+std::filesystem::path Engine::saveCheckpoint(const std::filesystem::path& dir,
+                                             std::optional<std::string> tag,
+                                             const StateDict& clientState) {
+  if (dir.empty())
+    throw ConfigError(ErrorDetail{"save_dir", "\"\"", "a directory"});
+  const std::string name = tag.value_or(fmt::format("global_step{}", globalSteps_));
+  const std::filesystem::path path = dir / name;
+  const int rank = dpRank();
+  if (rank == 0)
+    std::filesystem::create_directories(path);
+  group_->barrier()->wait();
+  std::filesystem::create_directories(path);  // shared or node-local storage alike
+
+  // The optimizer shard this rank owns: the unpadded element range of its partition.
+  const std::int64_t begin = zeroStage_ >= 1 ? std::min(numel_, rank * partitionSize_) : 0;
+  const std::int64_t end = zeroStage_ >= 1 ? std::min(numel_, begin + partitionSize_) : numel_;
+  auto shard = newDict();
+  shard.insert("type", optimizer_->name());
+  shard.insert("begin", begin);
+  shard.insert("end", end);
+  shard.insert("numel", numel_);
+  shard.insert("fp32", master_.narrow(0, 0, end - begin).detach().to(torch::kCPU).clone());
+  auto states = newDict();
+  for (const auto& [key, t] : optimizer_->stateTensors()) {
+    if (t.defined())
+      states.insert(key, t.narrow(0, 0, end - begin).detach().to(torch::kCPU).clone());
+  }
+  shard.insert("state", states);
+  auto scalars = newDict();
+  for (const auto& [key, v] : optimizer_->scalarState())
+    scalars.insert(key, v);
+  shard.insert("scalars", scalars);
+
+  std::vector<FileRecord> records;
+  if (zeroStage_ >= 1) {
+    auto file = newDict();
+    file.insert("optimizer_state_dict", shard);
+    file.insert("ds_version", kVersion);
+    records.push_back(saveStateFile(path / zeroOptimStatesName(rank), file));
+  }
+  if (rank == 0) {
+    auto module = newDict();
+    torch::NoGradGuard noGrad;
+    for (const auto& item : model_.ptr()->named_parameters(true))
+      module.insert(item.key(), item.value().detach().to(torch::kCPU).clone());
+    std::vector<std::string> bufferNames;
+    for (const auto& item : model_.ptr()->named_buffers(true)) {
+      module.insert(item.key(), item.value().detach().to(torch::kCPU).clone());
+      bufferNames.push_back(item.key());
+    }
+    auto shapes = newDict();
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      shapes.insert(paramNames_[i], c10::IValue(params_[i].sizes().vec()));
+    auto scheduler = newDict();
+    if (scheduler_)
+      scheduler.insert(std::string(kLastBatchIterationKey), scheduler_->lastBatchIteration());
+    auto scaler = newDict();
+    if (scaler_) {
+      const auto s = scaler_->state();
+      scaler.insert("cur_scale", s.curScale);
+      scaler.insert("cur_iter", s.curIter);
+      scaler.insert("last_overflow_iter", s.lastOverflowIter);
+      scaler.insert("cur_hysteresis", s.curHysteresis);
+    }
+    auto sampler = newDict();
+    if (loader_) {
+      sampler.insert("epoch", loader_->position().epoch);
+      sampler.insert("consumed", loader_->position().consumed);
+    }
+    auto file = newDict();
+    file.insert("module", module);
+    file.insert("buffer_names", c10::IValue(bufferNames));
+    file.insert("optimizer", zeroStage_ == 0 ? c10::IValue(shard) : c10::IValue());
+    file.insert("param_shapes", shapes);
+    file.insert("numel", numel_);
+    file.insert("lr_scheduler", scheduler_ ? c10::IValue(scheduler) : c10::IValue());
+    file.insert("loss_scaler", scaler_ ? c10::IValue(scaler) : c10::IValue());
+    file.insert("data_sampler", loader_ ? c10::IValue(sampler) : c10::IValue());
+    file.insert("global_steps", globalSteps_);
+    file.insert("global_samples", globalSamples_);
+    file.insert("skipped_steps", skippedSteps_);
+    file.insert("micro_steps", microSteps_);
+    file.insert("dp_world_size", static_cast<std::int64_t>(dpWorldSize()));
+    file.insert("mp_world_size", static_cast<std::int64_t>(1));
+    file.insert("zero_stage", static_cast<std::int64_t>(zeroStage_));
+    file.insert("ds_config", config::toJson(config_));
+    file.insert("ds_version", kVersion);
+    for (const auto& [key, value] : clientState) {
+      if (engineKeys().count(key) > 0) {
+        throw ConfigError(
+            ErrorDetail{"client_state." + key, "set", "a key the engine does not write itself"});
+      }
+      file.insert(key, value);  // DeepSpeed merges client_state at the top level
+    }
+    records.push_back(saveStateFile(path / modelStatesName(), file));
+  }
+  // Rank 0 writes the manifest of every rank's files, then `latest`.
+  std::vector<FileRecord> all = gatherRecords(records);
+  if (rank == 0) {
+    CheckpointManifest manifest;
+    manifest.tag = name;
+    manifest.version = kVersion;
+    manifest.dpWorldSize = dpWorldSize();
+    manifest.zeroStage = zeroStage_;
+    manifest.files = all;
+    writeManifest(path, manifest);
+    writeLatest(dir, name);
+  }
+  group_->barrier()->wait();
+  return path;
+}
+
+std::vector<FileRecord> Engine::gatherRecords(const std::vector<FileRecord>& mine) {
+  // Each rank's records as JSON text, padded to the longest, all-gathered as bytes.
+  const std::string text = recordsToJson(mine);
+  const int world = dpWorldSize();
+  if (world == 1)
+    return mine;
+  std::vector<std::int64_t> length = {static_cast<std::int64_t>(text.size())};
+  group_->allReduce(comm::BufferView::of(std::span(length)), comm::ReduceOp::Max)->wait();
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(length[0]) *
+                                static_cast<std::size_t>(world));
+  std::vector<std::uint8_t> in(static_cast<std::size_t>(length[0]), ' ');
+  std::copy(text.begin(), text.end(), in.begin());
+  group_->allGather(comm::BufferView::of(std::span(in)), comm::BufferView::of(std::span(out)))
+      ->wait();
+  std::vector<FileRecord> all;
+  for (int r = 0; r < world; ++r) {
+    const auto* p = out.data() + static_cast<std::size_t>(r) * in.size();
+    const auto records = recordsFromJson(std::string(p, p + in.size()));
+    all.insert(all.end(), records.begin(), records.end());
+  }
+  return all;
+}
+
+std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::filesystem::path& dir,
+                                                       std::optional<std::string> tag,
+                                                       bool loadOptimizerStates,
+                                                       bool loadLrSchedulerStates) {
+  std::string name;
+  if (tag) {
+    name = *tag;
+  } else {
+    const auto latest = readLatest(dir);
+    if (!latest) {
+      if (dpRank() == 0) {
+        spdlog::warn(
+            "loadCheckpoint: {} has no 'latest' file and no tag was given; nothing "
+            "loaded",
+            dir.string());
+      }
+      return std::nullopt;
+    }
+    name = *latest;
+  }
+  const std::filesystem::path path = dir / name;
+  const CheckpointManifest manifest = readManifest(path);
+  const std::filesystem::path modelFile = path / modelStatesName();
+  const GenericDict model = loadStateFile(modelFile, manifest).toGenericDict();
+
+  // Weights: every rank reads the (replicated) model states.
+  const GenericDict module = dictField(model, "module", modelFile);
+  {
+    torch::NoGradGuard noGrad;
+    for (const auto& item : model_.ptr()->named_parameters(true)) {
+      const auto t = tensorField(module, item.key(), modelFile);
+      if (t.sizes() != item.value().sizes()) {
+        throw CheckpointError(fmt::format("{}: module.{} has shape {}, the model's is {}",
+                                          modelFile.string(), item.key(), fmt::join(t.sizes(), "x"),
+                                          fmt::join(item.value().sizes(), "x")));
+      }
+      item.value().copy_(t);
+    }
+    for (const auto& item : model_.ptr()->named_buffers(true))
+      item.value().copy_(tensorField(module, item.key(), modelFile));
+  }
+  const std::int64_t savedNumel = intField(model, "numel", modelFile);
+  if (savedNumel != numel_) {
+    throw CheckpointError(fmt::format("{}: {} trainable elements, the model has {}",
+                                      modelFile.string(), savedNumel, numel_));
+  }
+  const std::int64_t savedWorld = intField(model, "dp_world_size", modelFile);
+  const std::int64_t savedStage = intField(model, "zero_stage", modelFile);
+
+  if (loadOptimizerStates) {
+    // This rank's range of the unpadded flat vector, gathered from the shards that overlap it.
+    const std::int64_t begin = zeroStage_ >= 1 ? std::min(numel_, dpRank() * partitionSize_) : 0;
+    const std::int64_t end = zeroStage_ >= 1 ? std::min(numel_, begin + partitionSize_) : numel_;
+    torch::Tensor fp32 = torch::zeros({master_.numel()}, torch::kFloat32);
+    std::map<std::string, torch::Tensor> stateTensors;
+    std::map<std::string, double> scalars;
+    std::string savedType;
+    auto absorb = [&](const GenericDict& shard, const std::filesystem::path& file) {
+      savedType = field(shard, "type", file).toStringRef();
+      const std::int64_t b = intField(shard, "begin", file);
+      const std::int64_t e = intField(shard, "end", file);
+      const std::int64_t lo = std::max(b, begin);
+      const std::int64_t hi = std::min(e, end);
+      if (lo < hi) {
+        fp32.narrow(0, lo - begin, hi - lo)
+            .copy_(tensorField(shard, "fp32", file).narrow(0, lo - b, hi - lo));
+        const GenericDict states = dictField(shard, "state", file);
+        for (const auto& item : states) {
+          const std::string key = item.key().toStringRef();
+          auto& dst = stateTensors[key];
+          if (!dst.defined())
+            dst = torch::zeros({master_.numel()}, torch::kFloat32);
+          dst.narrow(0, lo - begin, hi - lo)
+              .copy_(item.value().toTensor().narrow(0, lo - b, hi - lo));
+        }
+      }
+      for (const auto& item : dictField(shard, "scalars", file))
+        scalars[item.key().toStringRef()] = item.value().toDouble();
+    };
+    if (savedStage == 0) {
+      absorb(dictField(model, "optimizer", modelFile), modelFile);
+    } else {
+      const std::int64_t savedPartition = (numel_ + savedWorld - 1) / savedWorld;
+      for (std::int64_t r = 0; r < savedWorld; ++r) {
+        const std::int64_t b = std::min(numel_, r * savedPartition);
+        const std::int64_t e = std::min(numel_, b + savedPartition);
+        if (std::max(b, begin) >= std::min(e, end) && r != 0)
+          continue;  // no overlap (rank 0's shard is always read for the scalars)
+        const auto file = path / zeroOptimStatesName(static_cast<int>(r));
+        const GenericDict data = loadStateFile(file, manifest).toGenericDict();
+        absorb(dictField(data, "optimizer_state_dict", file), file);
+      }
+    }
+    if (savedType != optimizer_->name()) {
+      throw CheckpointError(fmt::format("{}: optimizer state of {} cannot be loaded into {}",
+                                        path.string(), savedType, optimizer_->name()));
+    }
+    {
+      torch::NoGradGuard noGrad;
+      master_.copy_(fp32.to(master_.device()));
+      for (auto& [key, t] : stateTensors)
+        t = t.to(master_.device());
+      optimizer_->loadState(stateTensors, scalars);
+      // The model's weights from the fp32 masters (exact for fp32; the module file holds the
+      // rounded half-precision copy).
+      publishMaster();
+    }
+  }
+
+  if (loadLrSchedulerStates && scheduler_) {
+    const auto& s = field(model, "lr_scheduler", modelFile);
+    if (s.isGenericDict()) {
+      LrScheduleState state;
+      state.lastBatchIteration =
+          intField(s.toGenericDict(), std::string(kLastBatchIterationKey), modelFile);
+      scheduler_->loadState(state);
+      applySchedule(scheduler_->getLr());
+    }
+  }
+  if (scaler_) {
+    const auto& s = field(model, "loss_scaler", modelFile);
+    if (s.isGenericDict()) {
+      const GenericDict d = s.toGenericDict();
+      auto state = scaler_->state();
+      state.curScale = doubleField(d, "cur_scale", modelFile);
+      state.curIter = intField(d, "cur_iter", modelFile);
+      state.lastOverflowIter = intField(d, "last_overflow_iter", modelFile);
+      state.curHysteresis = intField(d, "cur_hysteresis", modelFile);
+      scaler_->loadState(state);
+    }
+  }
+  if (loader_) {
+    const auto& s = field(model, "data_sampler", modelFile);
+    if (s.isGenericDict()) {
+      const GenericDict d = s.toGenericDict();
+      loader_->setPosition({intField(d, "epoch", modelFile), intField(d, "consumed", modelFile)});
+    }
+  }
+  globalSteps_ = intField(model, "global_steps", modelFile);
+  globalSamples_ = intField(model, "global_samples", modelFile);
+  skippedSteps_ = intField(model, "skipped_steps", modelFile);
+  microSteps_ = intField(model, "micro_steps", modelFile);
+  flatGrads_.zero_();
+  if (gradAccum32_.defined())
+    gradAccum32_.zero_();
+
+  LoadedCheckpoint loaded;
+  loaded.path = path;
+  loaded.tag = name;
+  loaded.savedDpWorldSize = savedWorld;
+  for (const auto& item : model) {
+    const std::string key = item.key().toStringRef();
+    if (engineKeys().count(key) == 0)
+      loaded.clientState[key] = item.value();
+  }
+  group_->barrier()->wait();
+  return loaded;
+}
+
+}  // namespace stretch::engine

@@ -1,0 +1,13 @@
+# The engine's training semantics (ranks as threads over the in-process backend).
+stretch_add_test(engine_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_test.cpp
+  DEPS stretch_engine
+  LABELS unit
+  TIMEOUT 300)
+
+# Checkpoints: exact and elastic resume, client state, corruption.
+stretch_add_test(engine_checkpoint_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_checkpoint_test.cpp
+  DEPS stretch_engine
+  LABELS unit
+  TIMEOUT 300)

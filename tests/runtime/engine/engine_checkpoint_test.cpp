@@ -1,0 +1,279 @@
+// Engine checkpoints: exact resume (bitwise on the CPU at the same world size and stage),
+// elastic resume at other world sizes and ZeRO stages, restored counters, schedule and data
+// position, client state, and clear errors for missing, truncated or corrupted files.
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <gtest/gtest.h>
+
+#include "runtime/engine/checkpoint_io.hpp"
+#include "runtime/engine/engine.hpp"
+#include "tests/runtime/comm/rank_threads.hpp"
+#include "tests/runtime/engine/engine_test_util.hpp"
+
+namespace stretch::engine {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Mlp;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "stretch-ckpt-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// A data set of 96 samples; the job trains with a global batch of 24 (micro batch 24 / ranks /
+// gas) so every world size in the tests keeps the same global batch.
+TensorDataset dataset() {
+  torch::manual_seed(11);
+  auto x = torch::randn({96, 6});
+  auto y = torch::randn({96, 3});
+  return {x, y};
+}
+
+std::string configFor(int ranks, int stage, int gas = 1) {
+  return fmt::format(
+      R"({{"train_batch_size": 24, "gradient_accumulation_steps": {},
+          "zero_optimization": {{"stage": {}}},
+          "optimizer": {{"type": "AdamW", "params": {{"lr": 0.01, "weight_decay": 0.01}}}},
+          "scheduler": {{"type": "WarmupDecayLR",
+                        "params": {{"warmup_num_steps": 3, "total_num_steps": 40,
+                                   "warmup_max_lr": 0.01}}}}}})",
+      gas, stage);
+  (void)ranks;
+}
+
+struct TrainRun {
+  std::vector<double> losses;  // the job's mean loss per micro step (mean over the ranks)
+  torch::Tensor weights;       // rank 0's flat weights at the end
+  std::vector<std::int64_t> counters;
+  std::int64_t consumedAfterLoad = -1;
+};
+
+// Trains `steps` optimizer steps on `ranks` threads; optionally loads `loadFrom` first (with
+// freshly initialised models that differ from the saved ones) and saves to `saveTo` at the end.
+TrainRun train(int ranks, int stage, int steps, const fs::path& loadFrom = {},
+               const fs::path& saveTo = {}, int gas = 1, std::uint64_t modelSeed = 0) {
+  auto groups = test::makeGroups(ranks);
+  std::vector<Mlp> models;
+  for (int r = 0; r < ranks; ++r) {
+    torch::manual_seed(modelSeed);
+    models.emplace_back(6, 12, 3);
+  }
+  const auto config = test::parse(configFor(ranks, stage, gas));
+  const TensorDataset data = dataset();  // here: the threads would race on the default generator
+  TrainRun run;
+  std::vector<std::vector<double>> rankLosses(static_cast<std::size_t>(ranks));
+  comm::test::runRanks(ranks, [&](int r) {
+    InitOptions options;
+    options.processGroup = groups.groups[static_cast<std::size_t>(r)];
+    options.device = torch::Device(torch::kCPU);
+    options.trainingData = data;
+    options.dataSeed = 5;
+    auto init =
+        initialize(torch::nn::AnyModule(models[static_cast<std::size_t>(r)]), config, options);
+    auto& engine = *init.engine;
+    if (!loadFrom.empty()) {
+      auto loaded = engine.loadCheckpoint(loadFrom);
+      ASSERT_TRUE(loaded.has_value());
+      if (r == 0)
+        run.consumedAfterLoad = init.dataLoader->position().consumed;
+    }
+    const std::int64_t target = engine.globalSteps() + steps;
+    while (engine.globalSteps() < target) {
+      auto batch = init.dataLoader->next();
+      auto loss = torch::mse_loss(engine.forward(batch.inputs), batch.targets);
+      engine.backward(loss);
+      engine.step();
+      rankLosses[static_cast<std::size_t>(r)].push_back(loss.item<double>());
+    }
+    if (!saveTo.empty()) {
+      StateDict client;
+      client["note"] = c10::IValue(std::string("hello"));
+      client["epoch_hint"] = c10::IValue(static_cast<std::int64_t>(7));
+      engine.saveCheckpoint(saveTo, std::nullopt, client);
+    }
+    if (r == 0) {
+      run.weights = test::flatWeights(*models[0]);
+      run.counters = {engine.globalSteps(), engine.microSteps(), engine.skippedSteps(),
+                      engine.globalSamples(), init.lrScheduler->lastBatchIteration()};
+    }
+  });
+  // Every rank's micro batch has the same size, so the mean of the ranks' means is the job's.
+  for (std::size_t i = 0; i < rankLosses[0].size(); ++i) {
+    double sum = 0;
+    for (const auto& l : rankLosses)
+      sum += l[i];
+    run.losses.push_back(sum / ranks);
+  }
+  return run;
+}
+
+class ExactResume : public ::testing::TestWithParam<int> {};
+
+TEST_P(ExactResume, SaveLoadAndContinueIsBitwiseIdenticalToTrainingStraight) {
+  const int stage = GetParam();
+  TempDir dir;
+  const TrainRun straight = train(2, stage, 10);
+  const TrainRun first = train(2, stage, 5, {}, dir.path());
+  ASSERT_TRUE(fs::exists(dir.path() / "latest"));
+  ASSERT_TRUE(fs::exists(dir.path() / "global_step5" / modelStatesName()));
+  if (stage >= 1) {
+    EXPECT_TRUE(fs::exists(dir.path() / "global_step5" / zeroOptimStatesName(0)));
+    EXPECT_TRUE(fs::exists(dir.path() / "global_step5" / zeroOptimStatesName(1)));
+  }
+  // The resumed job starts from other random weights: everything must come from the checkpoint.
+  const TrainRun resumed = train(2, stage, 5, dir.path(), {}, 1, /*modelSeed=*/99);
+  EXPECT_TRUE(torch::equal(resumed.weights, straight.weights))
+      << (resumed.weights - straight.weights).abs().max().item<double>();
+  EXPECT_EQ(resumed.counters, straight.counters);
+  std::vector<double> tail(straight.losses.begin() + 5, straight.losses.end());
+  EXPECT_EQ(resumed.losses, tail);
+}
+
+INSTANTIATE_TEST_SUITE_P(ZeroStages, ExactResume, ::testing::Values(0, 1, 2),
+                         [](const auto& param) { return "Stage" + std::to_string(param.param); });
+
+TEST(ElasticResume, ACheckpointFromFourRanksContinuesOnTwoAndOneWithTheSameLossCurve) {
+  TempDir dir;
+  const TrainRun straight = train(4, 2, 12, {}, {}, 1);
+  train(4, 2, 6, {}, dir.path(), 1);
+  std::vector<double> tail(straight.losses.begin() + 6, straight.losses.end());
+  // Same global batch: two ranks with micro batch 12, one rank with 24, other ZeRO stages.
+  for (auto [ranks, stage] : {std::pair{2, 1}, std::pair{1, 0}, std::pair{2, 2}}) {
+    SCOPED_TRACE(fmt::format("{} ranks, stage {}", ranks, stage));
+    const TrainRun resumed = train(ranks, stage, 6, dir.path(), {}, 1, 99);
+    EXPECT_TRUE(torch::allclose(resumed.weights, straight.weights, 1e-5, 1e-6))
+        << (resumed.weights - straight.weights).abs().max().item<double>();
+    EXPECT_EQ(resumed.counters[0], straight.counters[0]);  // global steps
+    EXPECT_EQ(resumed.counters[3], straight.counters[3]);  // global samples
+    EXPECT_EQ(resumed.counters[4], straight.counters[4]);  // scheduler position
+    EXPECT_EQ(resumed.consumedAfterLoad, 6 * 24 - 96);     // epoch 1, 48 samples in
+    ASSERT_EQ(resumed.losses.size(), tail.size());
+    for (std::size_t i = 0; i < tail.size(); ++i)
+      EXPECT_NEAR(resumed.losses[i], tail[i], 1e-5 * tail[i]) << "step " << i;
+  }
+}
+
+TEST(CheckpointFiles, ClientStateComesBackAndLatestNamesTheTag) {
+  TempDir dir;
+  auto groups = test::makeGroups(1);
+  torch::manual_seed(0);
+  Mlp model(6, 12, 3);
+  InitOptions options;
+  options.device = torch::Device(torch::kCPU);
+  auto engine =
+      initialize(torch::nn::AnyModule(model), test::parse(configFor(1, 0)), options).engine;
+  StateDict client;
+  client["note"] = c10::IValue(std::string("hello"));
+  client["best_loss"] = c10::IValue(0.25);
+  const auto path = engine->saveCheckpoint(dir.path(), std::string("my_tag"), client);
+  EXPECT_EQ(path, dir.path() / "my_tag");
+  EXPECT_EQ(readLatest(dir.path()), std::optional<std::string>("my_tag"));
+  auto loaded = engine->loadCheckpoint(dir.path());
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->tag, "my_tag");
+  EXPECT_EQ(loaded->clientState.size(), 2u);
+  EXPECT_EQ(loaded->clientState.at("note").toStringRef(), "hello");
+  EXPECT_EQ(loaded->clientState.at("best_loss").toDouble(), 0.25);
+  // A client key that would overwrite the engine's own is refused.
+  StateDict clash;
+  clash["global_steps"] = c10::IValue(static_cast<std::int64_t>(1));
+  EXPECT_THROW(engine->saveCheckpoint(dir.path(), std::string("t2"), clash), ConfigError);
+  // No latest and no tag: nothing loaded, as DeepSpeed.
+  TempDir empty;
+  EXPECT_FALSE(engine->loadCheckpoint(empty.path()).has_value());
+}
+
+class Corruption : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    torch::manual_seed(0);
+    model_ = Mlp(6, 12, 3);
+    InitOptions options;
+    options.device = torch::Device(torch::kCPU);
+    engine_ =
+        initialize(torch::nn::AnyModule(model_), test::parse(configFor(1, 0)), options).engine;
+    path_ = engine_->saveCheckpoint(dir_.path());
+    file_ = path_ / modelStatesName();
+  }
+
+  void expectErrorNamingTheFile(const std::string& what) {
+    try {
+      engine_->loadCheckpoint(dir_.path());
+      ADD_FAILURE() << what << ": loaded";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find(modelStatesName()), std::string::npos)
+          << what << ": " << e.what();
+    }
+  }
+
+  TempDir dir_;
+  Mlp model_{nullptr};
+  std::shared_ptr<Engine> engine_;
+  fs::path path_;
+  fs::path file_;
+};
+
+TEST_F(Corruption, TruncatedFile) {
+  fs::resize_file(file_, fs::file_size(file_) / 2);
+  expectErrorNamingTheFile("truncated");
+}
+
+TEST_F(Corruption, FlippedByte) {
+  std::fstream f(file_, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(fs::file_size(file_) / 3));
+  f.put('\x5a');
+  f.close();
+  expectErrorNamingTheFile("flipped byte");
+}
+
+TEST_F(Corruption, MissingFile) {
+  fs::remove(file_);
+  expectErrorNamingTheFile("missing");
+}
+
+TEST_F(Corruption, WeightsAreUntouchedWhenTheLoadFails) {
+  const auto before = test::flatWeights(*model_);
+  fs::resize_file(file_, 100);
+  EXPECT_THROW(engine_->loadCheckpoint(dir_.path()), CheckpointError);
+  EXPECT_TRUE(torch::equal(test::flatWeights(*model_), before));
+}
+
+TEST(CheckpointShape, AModelOfAnotherShapeIsRefused) {
+  TempDir dir;
+  torch::manual_seed(0);
+  Mlp small(6, 12, 3);
+  Mlp other(6, 13, 3);
+  InitOptions options;
+  options.device = torch::Device(torch::kCPU);
+  auto a = initialize(torch::nn::AnyModule(small), test::parse(configFor(1, 0)), options).engine;
+  a->saveCheckpoint(dir.path());
+  auto b = initialize(torch::nn::AnyModule(other), test::parse(configFor(1, 0)), options).engine;
+  try {
+    b->loadCheckpoint(dir.path());
+    ADD_FAILURE() << "loaded into a model of another shape";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("fc1.weight"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace stretch::engine

@@ -1,0 +1,354 @@
+// The engine's training semantics: data-parallel equivalence for ZeRO 0/1/2, gradient
+// accumulation counters, averaging options, clipping, fp16 overflow skipping, bf16, the
+// optimizer memory ZeRO saves, and config errors. Ranks are threads over the in-process backend.
+
+#include "runtime/engine/engine.hpp"
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <gtest/gtest.h>
+
+#include "runtime/comm/in_process_backend.hpp"
+#include "runtime/common/error.hpp"
+#include "runtime/config/ds_config.hpp"
+#include "tests/runtime/comm/rank_threads.hpp"
+#include "tests/runtime/engine/engine_test_util.hpp"
+
+namespace stretch::engine {
+namespace {
+
+using test::makeGroups;
+using test::Mlp;
+using test::parse;
+
+// Trains `steps` optimizer steps on `ranks` threads, rank r taking rows
+// [step * tb + (micro * ranks + r) * mb, + mb) of the data, and returns rank 0's flat weights.
+torch::Tensor trainDataParallel(int ranks, int micro, int gas, int steps, const std::string& extra,
+                                const torch::Tensor& x, const torch::Tensor& y,
+                                std::vector<std::int64_t>* stateBytes = nullptr) {
+  const int tb = ranks * micro * gas;
+  const std::string json = fmt::format(
+      R"({{"train_batch_size": {}, "train_micro_batch_size_per_gpu": {},
+          "gradient_accumulation_steps": {},
+          "optimizer": {{"type": "AdamW", "params": {{"lr": 0.01, "weight_decay": 0.01}}}}{}}})",
+      tb, micro, gas, extra);
+  const auto config = parse(json);
+  auto groups = makeGroups(ranks);
+  std::vector<torch::Tensor> weights(static_cast<std::size_t>(ranks));
+  if (stateBytes != nullptr)
+    stateBytes->assign(static_cast<std::size_t>(ranks), 0);
+  // Models are built here, one after the other: LibTorch's default generator is shared by the
+  // threads, so building them concurrently would interleave their random draws.
+  const auto models = test::seededModels(ranks);
+  comm::test::runRanks(ranks, [&](int r) {
+    Mlp model = models[static_cast<std::size_t>(r)];
+    InitOptions options;
+    options.processGroup = groups.groups[static_cast<std::size_t>(r)];
+    options.device = torch::Device(torch::kCPU);
+    auto engine = initialize(torch::nn::AnyModule(model), config, options).engine;
+    for (int s = 0; s < steps; ++s) {
+      for (int m = 0; m < gas; ++m) {
+        const std::int64_t begin = s * tb + (m * ranks + r) * micro;
+        auto out = engine->forward(x.narrow(0, begin, micro));
+        auto loss = torch::mse_loss(out, y.narrow(0, begin, micro));
+        engine->backward(loss);
+        engine->step();
+      }
+    }
+    EXPECT_EQ(engine->globalSteps(), steps);
+    EXPECT_EQ(engine->microSteps(), steps * gas);
+    EXPECT_EQ(engine->globalSamples(), static_cast<std::int64_t>(steps) * tb);
+    weights[static_cast<std::size_t>(r)] = test::flatWeights(*model);
+    if (stateBytes != nullptr)
+      (*stateBytes)[static_cast<std::size_t>(r)] = engine->optimizerStateBytes();
+  });
+  for (int r = 1; r < ranks; ++r)
+    EXPECT_TRUE(torch::equal(weights[0], weights[static_cast<std::size_t>(r)])) << "rank " << r;
+  return weights[0];
+}
+
+class DataParallelEquivalence : public ::testing::TestWithParam<int> {};
+
+TEST_P(DataParallelEquivalence, RanksTimesMicroTimesGasEqualsOneRankWithTheWholeBatch) {
+  const int stage = GetParam();
+  torch::manual_seed(1);
+  const auto x = torch::randn({4 * 2 * 3 * 5, 6});
+  const auto y = torch::randn({4 * 2 * 3 * 5, 3});
+  const std::string zero = fmt::format(R"(, "zero_optimization": {{"stage": {}}})", stage);
+  const auto reference = trainDataParallel(1, 24, 1, 5, zero, x, y);
+  for (auto [ranks, micro, gas] : {std::tuple{4, 2, 3}, std::tuple{2, 3, 4}, std::tuple{3, 8, 1}}) {
+    SCOPED_TRACE(fmt::format("stage {}, {} ranks x micro {} x gas {}", stage, ranks, micro, gas));
+    const auto w = trainDataParallel(ranks, micro, gas, 5, zero, x, y);
+    EXPECT_TRUE(torch::allclose(w, reference, 1e-6, 1e-7))
+        << "max difference " << (w - reference).abs().max().item<double>();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ZeroStages, DataParallelEquivalence, ::testing::Values(0, 1, 2),
+                         [](const auto& param) { return "Stage" + std::to_string(param.param); });
+
+TEST(EngineZero, StagesOneAndTwoGiveTheSameWeightsAsStageZero) {
+  torch::manual_seed(2);
+  const auto x = torch::randn({4 * 2 * 2 * 4, 6});
+  const auto y = torch::randn({4 * 2 * 2 * 4, 3});
+  std::vector<std::int64_t> bytes0, bytes1, bytes2;
+  const auto w0 =
+      trainDataParallel(4, 2, 2, 4, R"(, "zero_optimization": {"stage": 0})", x, y, &bytes0);
+  const auto w1 =
+      trainDataParallel(4, 2, 2, 4, R"(, "zero_optimization": {"stage": 1})", x, y, &bytes1);
+  const auto w2 =
+      trainDataParallel(4, 2, 2, 4, R"(, "zero_optimization": {"stage": 2})", x, y, &bytes2);
+  EXPECT_TRUE(torch::allclose(w1, w0, 1e-6, 1e-7));
+  EXPECT_TRUE(torch::allclose(w2, w0, 1e-6, 1e-7));
+  // Per-rank optimizer memory (Adam state + fp32 master): about 1/4 of stage 0's on 4 ranks.
+  const double ratio1 = static_cast<double>(bytes1[0]) / static_cast<double>(bytes0[0]);
+  EXPECT_NEAR(ratio1, 0.25, 0.02) << bytes1[0] << " vs " << bytes0[0];
+  // Stage 2 also keeps the owner's fp32 gradient accumulator (one more partition).
+  const double ratio2 = static_cast<double>(bytes2[0]) / static_cast<double>(bytes0[0]);
+  EXPECT_NEAR(ratio2, 4.0 / 12.0, 0.03) << bytes2[0] << " vs " << bytes0[0];
+}
+
+TEST(EngineZero, SmallBucketsGiveTheSameResultAsOneBucket) {
+  torch::manual_seed(3);
+  const auto x = torch::randn({2 * 2 * 2 * 3, 6});
+  const auto y = torch::randn({2 * 2 * 2 * 3, 3});
+  for (int stage : {0, 1, 2}) {
+    const auto one = trainDataParallel(
+        2, 2, 2, 3, fmt::format(R"(, "zero_optimization": {{"stage": {}}})", stage), x, y);
+    const auto many = trainDataParallel(
+        2, 2, 2, 3,
+        fmt::format(R"(, "zero_optimization": {{"stage": {}, "reduce_bucket_size": 10}})", stage),
+        x, y);
+    EXPECT_TRUE(torch::allclose(one, many, 1e-6, 1e-7)) << "stage " << stage;
+  }
+}
+
+TEST(EngineAveraging, PredivideAndPrescaleGiveTheMeanAndSumGivesNTimesIt) {
+  torch::manual_seed(4);
+  const auto x = torch::randn({16, 6});
+  const auto y = torch::randn({16, 3});
+  // SGD makes the update proportional to the gradient, so "sum" must move N times as far.
+  auto run = [&](const std::string& extra, int ranks) {
+    const std::string json = fmt::format(
+        R"({{"train_batch_size": {}, "train_micro_batch_size_per_gpu": 2,
+            "optimizer": {{"type": "SGD", "params": {{"lr": 0.01}}}}{}}})",
+        2 * ranks, extra);
+    auto groups = makeGroups(ranks);
+    std::vector<torch::Tensor> deltas(static_cast<std::size_t>(ranks));
+    const auto models = test::seededModels(ranks);
+    comm::test::runRanks(ranks, [&](int r) {
+      Mlp model = models[static_cast<std::size_t>(r)];
+      const auto before = test::flatWeights(*model);
+      InitOptions options;
+      options.processGroup = groups.groups[static_cast<std::size_t>(r)];
+      options.device = torch::Device(torch::kCPU);
+      auto engine = initialize(torch::nn::AnyModule(model), parse(json), options).engine;
+      engine->backward(
+          torch::mse_loss(engine->forward(x.narrow(0, 2 * r, 2)), y.narrow(0, 2 * r, 2)));
+      engine->step();
+      deltas[static_cast<std::size_t>(r)] = test::flatWeights(*model) - before;
+    });
+    return deltas[0];
+  };
+  const auto mean = run("", 4);
+  EXPECT_TRUE(torch::allclose(run(R"(, "gradient_predivide_factor": 2.0)", 4), mean, 1e-5, 1e-8));
+  EXPECT_TRUE(torch::allclose(run(R"(, "prescale_gradients": true)", 4), mean, 1e-5, 1e-8));
+  const auto sum = run(R"(, "gradient_allreduce_op": "sum")", 4);
+  // Deltas of fp32 weights carry ~1e-4 relative rounding.
+  EXPECT_TRUE(torch::allclose(sum, mean * 4, 1e-3, 1e-7)) << (sum / mean).slice(0, 0, 5);
+  EXPECT_FALSE(torch::allclose(sum, mean, 1e-3, 1e-7));
+}
+
+TEST(EngineClipping, ClippedUpdateMatchesAPlainLoopWithClipGradNorm) {
+  torch::manual_seed(5);
+  const auto x = torch::randn({8, 6}) * 10;
+  const auto y = torch::randn({8, 3});
+  // Plain LibTorch: SGD step after clip_grad_norm_(0.1).
+  torch::manual_seed(0);
+  Mlp plain(6, 12, 3);
+  torch::optim::SGD sgd(plain->parameters(), torch::optim::SGDOptions(0.1));
+  sgd.zero_grad();
+  torch::mse_loss(plain->forward(x), y).backward();
+  const double norm = torch::nn::utils::clip_grad_norm_(plain->parameters(), 0.1);
+  ASSERT_GT(norm, 0.1) << "the test needs a binding clip";
+  sgd.step();
+
+  torch::manual_seed(0);
+  Mlp model(6, 12, 3);
+  InitOptions options;
+  options.device = torch::Device(torch::kCPU);
+  auto engine = initialize(torch::nn::AnyModule(model),
+                           parse(R"({"train_batch_size": 8, "gradient_clipping": 0.1,
+                                     "optimizer": {"type": "SGD", "params": {"lr": 0.1}}})"),
+                           options)
+                    .engine;
+  engine->backward(torch::mse_loss(engine->forward(x), y));
+  engine->step();
+  ASSERT_TRUE(engine->lastGradNorm().has_value());
+  EXPECT_NEAR(*engine->lastGradNorm(), norm, 1e-4 * norm);
+  EXPECT_TRUE(torch::allclose(test::flatWeights(*model), test::flatWeights(*plain), 1e-5, 1e-7));
+}
+
+TEST(EngineAdam, OneRankMatchesLibTorchsAdamW) {
+  torch::manual_seed(6);
+  const auto x = torch::randn({32, 6});
+  const auto y = torch::randn({32, 3});
+  torch::manual_seed(0);
+  Mlp plain(6, 12, 3);
+  torch::optim::AdamW adamw(plain->parameters(),
+                            torch::optim::AdamWOptions(0.01).weight_decay(0.01));
+  torch::manual_seed(0);
+  Mlp model(6, 12, 3);
+  InitOptions options;
+  options.device = torch::Device(torch::kCPU);
+  auto engine = initialize(torch::nn::AnyModule(model), parse(R"({"train_batch_size": 8,
+                                     "optimizer": {"type": "Adam",
+                                                   "params": {"lr": 0.01, "weight_decay": 0.01}}})"),
+                           options)
+                    .engine;
+  for (int s = 0; s < 4; ++s) {
+    adamw.zero_grad();
+    torch::mse_loss(plain->forward(x.narrow(0, 8 * s, 8)), y.narrow(0, 8 * s, 8)).backward();
+    adamw.step();
+    engine->backward(
+        torch::mse_loss(engine->forward(x.narrow(0, 8 * s, 8)), y.narrow(0, 8 * s, 8)));
+    engine->step();
+  }
+  // "Adam" is decoupled-weight-decay Adam unless adam_w_mode is false (DeepSpeed's FusedAdam).
+  EXPECT_TRUE(torch::allclose(test::flatWeights(*model), test::flatWeights(*plain), 1e-6, 1e-7))
+      << (test::flatWeights(*model) - test::flatWeights(*plain)).abs().max().item<double>();
+}
+
+TEST(EngineCounters, BoundaryEveryGasMicroStepsAndBackwardReturnsTheScaledLoss) {
+  torch::manual_seed(0);
+  Mlp model(6, 12, 3);
+  InitOptions options;
+  options.device = torch::Device(torch::kCPU);
+  auto engine = initialize(torch::nn::AnyModule(model),
+                           parse(R"({"train_batch_size": 12, "train_micro_batch_size_per_gpu": 4,
+                                     "optimizer": {"type": "SGD", "params": {"lr": 0.1}}})"),
+                           options)
+                    .engine;
+  EXPECT_EQ(engine->gradientAccumulationSteps(), 3);
+  const auto x = torch::randn({4, 6});
+  const auto y = torch::randn({4, 3});
+  const auto before = test::flatWeights(*model);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(engine->isGradientAccumulationBoundary(), i == 2);
+    auto loss = torch::mse_loss(engine->forward(x), y);
+    auto returned = engine->backward(loss);
+    EXPECT_NEAR(returned.item<double>(), loss.item<double>() / 3, 1e-7);
+    engine->step();
+    if (i < 2) {
+      EXPECT_TRUE(torch::equal(test::flatWeights(*model), before)) << "updated before the boundary";
+    }
+  }
+  EXPECT_FALSE(torch::equal(test::flatWeights(*model), before));
+  EXPECT_EQ(engine->globalSteps(), 1);
+  EXPECT_EQ(engine->microSteps(), 3);
+  EXPECT_EQ(engine->globalSamples(), 12);
+}
+
+TEST(EngineFp16, AnOverflowSkipsTheUpdateAndTheSchedulerAndLowersTheScale) {
+  torch::manual_seed(0);
+  test::Elementwise model(8);  // half precision works on the CPU for element-wise ops
+  InitOptions options;
+  options.device = torch::Device(torch::kCPU);
+  auto init = initialize(torch::nn::AnyModule(model), parse(R"({"train_batch_size": 4,
+                                   "fp16": {"enabled": true, "initial_scale_power": 8,
+                                            "hysteresis": 1},
+                                   "scheduler": {"type": "WarmupLR",
+                                                 "params": {"warmup_min_lr": 0,
+                                                            "warmup_max_lr": 0.1,
+                                                            "warmup_num_steps": 10,
+                                                            "warmup_type": "linear"}},
+                                   "optimizer": {"type": "SGD", "params": {"lr": 0.1}}})"),
+                         options);
+  auto& engine = *init.engine;
+  EXPECT_EQ(engine.dtype(), torch::kFloat16);
+  EXPECT_EQ(engine.lossScale(), 256.0);
+  const auto x = torch::randn({4, 8}).to(torch::kFloat16);
+  // A finite step: applied, scheduler stepped.
+  engine.backward(engine.forward(x).to(torch::kFloat32).pow(2).mean());
+  engine.step();
+  const auto after1 = test::flatWeights(*model);
+  const double lr1 = engine.learningRates()[0];
+  EXPECT_EQ(engine.skippedSteps(), 0);
+  // An infinite loss: skipped, weights and lr unchanged, scale halved.
+  engine.backward(engine.forward(x).to(torch::kFloat32).sum() * INFINITY);
+  engine.step();
+  EXPECT_EQ(engine.skippedSteps(), 1);
+  EXPECT_EQ(engine.globalSteps(), 2);
+  EXPECT_TRUE(torch::equal(test::flatWeights(*model), after1));
+  EXPECT_EQ(engine.learningRates()[0], lr1);
+  EXPECT_EQ(engine.lossScale(), 128.0);
+}
+
+TEST(EngineBf16, TrainsInBfloat16WithFp32MasterWeights) {
+  torch::manual_seed(7);
+  const auto x = torch::randn({64, 6});
+  const auto y = x.narrow(1, 0, 3) * 0.5;
+  torch::manual_seed(0);
+  Mlp model(6, 12, 3);
+  InitOptions options;
+  options.device = torch::Device(torch::kCPU);
+  auto engine = initialize(torch::nn::AnyModule(model),
+                           parse(R"({"train_batch_size": 64, "bf16": {"enabled": true},
+                                     "optimizer": {"type": "Adam", "params": {"lr": 0.01}}})"),
+                           options)
+                    .engine;
+  EXPECT_EQ(engine->dtype(), torch::kBFloat16);
+  const auto xb = x.to(torch::kBFloat16);
+  const auto yb = y.to(torch::kBFloat16);
+  double first = 0, last = 0;
+  for (int s = 0; s < 60; ++s) {
+    auto loss = torch::mse_loss(engine->forward(xb).to(torch::kFloat32), yb.to(torch::kFloat32));
+    (s == 0 ? first : last) = loss.item<double>();
+    engine->backward(loss);
+    engine->step();
+  }
+  EXPECT_LT(last, first * 0.5) << first << " -> " << last;
+  // 4 bytes of master + 8 of Adam state per element.
+  EXPECT_EQ(engine->optimizerStateBytes(), 12 * test::parameterCount(*model));
+}
+
+TEST(EngineConfig, ErrorsNameTheKey) {
+  auto expectError = [](const std::string& json, const std::string& key) {
+    torch::manual_seed(0);
+    Mlp model(6, 12, 3);
+    InitOptions options;
+    options.device = torch::Device(torch::kCPU);
+    try {
+      initialize(torch::nn::AnyModule(model), parse(json), options);
+      ADD_FAILURE() << "accepted: " << json;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  };
+  expectError(R"({"train_batch_size": 8, "zero_optimization": {"stage": 3},
+                  "optimizer": {"type": "Adam"}})",
+              "zero_optimization.stage");
+  expectError(R"({"train_batch_size": 8})", "optimizer");
+  expectError(R"({"train_batch_size": 8, "optimizer": {"type": "Adamax"}})", "optimizer.type");
+  expectError(R"({"train_batch_size": 8, "optimizer": {"type": "Adam", "params": {"lr": -1}}})",
+              "optimizer.params.lr");
+  expectError(R"({"train_batch_size": 8,
+                  "optimizer": {"type": "Adam", "params": {"max_grad_norm": 1.0}}})",
+              "gradient_clipping");
+  expectError(R"({"train_batch_size": 8, "fp16": {"enabled": true}, "bf16": {"enabled": true},
+                  "optimizer": {"type": "Adam"}})",
+              "fp16.enabled");
+  expectError(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2},
+                  "gradient_predivide_factor": 2.0, "optimizer": {"type": "Adam"}})",
+              "gradient_predivide_factor");
+}
+
+}  // namespace
+}  // namespace stretch::engine
