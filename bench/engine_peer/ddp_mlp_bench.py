@@ -103,17 +103,29 @@ def main():
     procs = [ctx.Process(target=run, args=(r, args, port, queue)) for r in range(args.ranks)]
     for p in procs:
         p.start()
+    # Poll: a rank that fails must not leave the others spinning in a collective until the
+    # deadline; the result is read while the ranks run so no child blocks flushing the queue.
     deadline = time.monotonic() + args.timeout
-    for p in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
-    failed = [r for r, p in enumerate(procs) if p.exitcode != 0]
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-    if failed:
-        print(f"ddp_mlp_bench: error: rank(s) {failed} failed or timed out", file=sys.stderr)
-        return 1
-    print(json.dumps(queue.get(timeout=10)))
+    result = None
+    while True:
+        try:
+            result = queue.get(timeout=0.2) if result is None else result
+        except Exception:
+            pass
+        codes = [p.exitcode for p in procs]
+        failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
+        if failed or time.monotonic() > deadline:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+            what = f"rank(s) {failed} exited with {[codes[r] for r in failed]}" if failed else "timed out"
+            print(f"ddp_mlp_bench: error: {what}", file=sys.stderr)
+            return 1
+        if all(c == 0 for c in codes):
+            break
+    if result is None:
+        result = queue.get(timeout=10)
+    print(json.dumps(result))
     return 0
 
 

@@ -165,6 +165,7 @@ class Engine {
   void publishMaster();
   void applySchedule(const std::vector<double>& lrs);
   std::vector<FileRecord> gatherRecords(const std::vector<FileRecord>& mine);
+  void checkTagAgreement(const std::string& tag);
   void printProgress();
   comm::Backend& backend() const;
 

@@ -101,6 +101,7 @@ std::filesystem::path Engine::saveCheckpoint(const std::filesystem::path& dir,
   const std::string name = tag.value_or(fmt::format("global_step{}", globalSteps_));
   const std::filesystem::path path = dir / name;
   const int rank = dpRank();
+  checkTagAgreement(name);
   if (rank == 0)
     std::filesystem::create_directories(path);
   group_->barrier()->wait();
@@ -203,6 +204,29 @@ std::filesystem::path Engine::saveCheckpoint(const std::filesystem::path& dir,
   }
   group_->barrier()->wait();
   return path;
+}
+
+void Engine::checkTagAgreement(const std::string& tag) {
+  // DeepSpeed's _checkpoint_tag_validation: a digest of the tag, all-reduced with MIN and MAX,
+  // must be the same on every rank.
+  const auto mode = config_.checkpoint.tagValidation;
+  if (mode == config::TagValidation::Ignore || dpWorldSize() == 1)
+    return;
+  const std::string digest = sha256Hex(tag);
+  const auto value = static_cast<std::int64_t>(std::stoull(digest.substr(0, 15), nullptr, 16));
+  std::vector<std::int64_t> lo = {value};
+  std::vector<std::int64_t> hi = {value};
+  group_->allReduce(comm::BufferView::of(std::span(lo)), comm::ReduceOp::Min)->wait();
+  group_->allReduce(comm::BufferView::of(std::span(hi)), comm::ReduceOp::Max)->wait();
+  if (lo[0] == hi[0])
+    return;
+  const std::string message = fmt::format(
+      "saveCheckpoint: the checkpoint tag '{}' of rank {} is not the same on every rank; every "
+      "rank must pass the same tag (checkpoint.tag_validation = {})",
+      tag, dpRank(), mode == config::TagValidation::Fail ? "Fail" : "Warn");
+  if (mode == config::TagValidation::Fail)
+    throw ConfigError(message);
+  spdlog::warn("{}", message);
 }
 
 std::vector<FileRecord> Engine::gatherRecords(const std::vector<FileRecord>& mine) {

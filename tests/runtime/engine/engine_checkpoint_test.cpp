@@ -202,6 +202,31 @@ TEST(CheckpointFiles, ClientStateComesBackAndLatestNamesTheTag) {
   EXPECT_FALSE(engine->loadCheckpoint(empty.path()).has_value());
 }
 
+TEST(CheckpointTags, DifferentTagsOnTheRanksFailWithTagValidationFail) {
+  TempDir dir;
+  auto groups = test::makeGroups(2);
+  const auto models = test::seededModels(2);
+  auto config = test::parse(configFor(2, 0));
+  config.checkpoint.tagValidation = config::TagValidation::Fail;
+  std::vector<int> refused(2, 0);
+  comm::test::runRanks(2, [&](int r) {
+    InitOptions options;
+    options.processGroup = groups.groups[static_cast<std::size_t>(r)];
+    options.device = torch::Device(torch::kCPU);
+    auto engine =
+        initialize(torch::nn::AnyModule(models[static_cast<std::size_t>(r)]), config, options)
+            .engine;
+    try {
+      engine->saveCheckpoint(dir.path(), r == 0 ? std::string("a") : std::string("b"));
+    } catch (const ConfigError& e) {
+      refused[static_cast<std::size_t>(r)] =
+          std::string(e.what()).find("not the same on every rank") != std::string::npos;
+    }
+  });
+  EXPECT_EQ(refused, (std::vector<int>{1, 1}));
+  EXPECT_FALSE(fs::exists(dir.path() / "latest"));
+}
+
 class Corruption : public ::testing::Test {
  protected:
   void SetUp() override {
