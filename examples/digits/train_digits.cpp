@@ -25,6 +25,7 @@
 #include "runtime/comm/init_distributed.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/config/ds_config.hpp"
+#include "runtime/engine/checkpoint_io.hpp"
 #include "runtime/engine/engine.hpp"
 
 namespace {
@@ -46,6 +47,17 @@ double accuracy(DigitsNet& model, const stretch::engine::TensorDataset& data,
   return logits.argmax(1).eq(data.targets).to(torch::kFloat64).mean().item<double>();
 }
 
+// SHA-256 of the parameters' bytes in module order: equal digests mean bitwise-equal weights.
+std::string weightsDigest(DigitsNet& model) {
+  std::string bytes;
+  for (const auto& p : model->parameters()) {
+    const auto t = p.detach().contiguous().to(torch::kCPU);
+    bytes.append(static_cast<const char*>(t.data_ptr()),
+                 static_cast<std::size_t>(t.numel()) * t.element_size());
+  }
+  return stretch::engine::sha256Hex(bytes);
+}
+
 bool distributedEnvironment() {
   return std::getenv("WORLD_SIZE") != nullptr || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
 }
@@ -60,6 +72,7 @@ int main(int argc, char** argv) {
   std::int64_t trainRows = 1500;
   std::string checkpointDir;
   std::int64_t saveAt = 0;
+  std::int64_t saveEvery = 0;
   bool resume = false;
   bool json = false;
   std::uint64_t seed = 0;
@@ -82,11 +95,16 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", checkpointDir, "directory for checkpoints");
   app.add_option("--save-at", saveAt, "save a checkpoint after this step (needs --checkpoint-dir)")
       ->check(CLI::PositiveNumber);
-  app.add_flag("--resume", resume, "load the latest checkpoint of --checkpoint-dir first");
+  app.add_option("--save-every", saveEvery,
+                 "save a checkpoint every N steps (needs --checkpoint-dir)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--resume", resume,
+               "load the latest checkpoint of --checkpoint-dir first, if there is one");
   app.add_flag("--json", json, "print the summary as one JSON object");
   CLI11_PARSE(app, argc, argv);
-  if ((saveAt > 0 || resume) && checkpointDir.empty()) {
-    std::cerr << "stretch-train-digits: error: --save-at and --resume need --checkpoint-dir\n";
+  if ((saveAt > 0 || saveEvery > 0 || resume) && checkpointDir.empty()) {
+    std::cerr << "stretch-train-digits: error: --save-at, --save-every and --resume need "
+                 "--checkpoint-dir\n";
     return 2;
   }
 
@@ -140,8 +158,11 @@ int main(int argc, char** argv) {
         lastLoss = lossSum / static_cast<double>(lossCount);
         lossSum = 0;
         lossCount = 0;
-        if (!checkpointDir.empty() && engine->globalSteps() == saveAt)
+        const std::int64_t step = engine->globalSteps();
+        if (!checkpointDir.empty() &&
+            (step == saveAt || (saveEvery > 0 && step % saveEvery == 0 && step < steps))) {
           engine->saveCheckpoint(checkpointDir);
+        }
       }
     }
     // The mean training loss of the last step, averaged over the data-parallel ranks.
@@ -161,6 +182,7 @@ int main(int argc, char** argv) {
                               {"world_size", engine->dpWorldSize()},
                               {"final_loss", reduced[0]},
                               {"test_accuracy", acc},
+                              {"weights_sha256", weightsDigest(model)},
                               {"test_rows", test.size()}};
         std::cout << out.dump() << "\n";
       } else {

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
 #include "runtime/accel/accelerator.hpp"
@@ -151,6 +153,8 @@ void Engine::setUp(torch::nn::AnyModule model, const config::DsConfig& config,
   }
   if (zeroStage_ == 2)
     gradAccum32_ = torch::zeros({partitionSize_}, master_.options());
+  if (zeroStage_ == 0 && world > 1 && config.zero.overlapCommEffective())
+    setUpOverlap();
 
   // Optimizer, scheduler, loss scaler, data.
   if (options.optimizer) {
@@ -245,7 +249,23 @@ torch::Tensor Engine::backward(const torch::Tensor& loss) {
   torch::Tensor forBackward = scaled;
   if (scaler_)
     forBackward = scaled.to(torch::kFloat32) * scaler_->curScale();
-  forBackward.backward();
+  const bool overlap = overlapEnabled_ && isGradientAccumulationBoundary();
+  if (overlap) {
+    for (auto& b : buckets_) {
+      b.pending = b.params;
+      b.work.reset();
+    }
+    nextLaunch_ = static_cast<std::int64_t>(buckets_.size()) - 1;
+    overlapActive_ = true;
+  }
+  try {
+    forBackward.backward();
+  } catch (...) {
+    overlapActive_ = false;
+    throw;
+  }
+  if (overlap)
+    finishOverlap();
   timers_.backward += msSince(start);
 
   if (zeroStage_ == 2) {
@@ -350,7 +370,9 @@ void Engine::step() {
   const auto start = Clock::now();
   if (isGradientAccumulationBoundary()) {
     const auto reduceStart = Clock::now();
-    reduceBoundaryGradients();
+    if (!overlapReduced_)
+      reduceBoundaryGradients();
+    overlapReduced_ = false;
     // The fp32 gradient of this rank's master weights.
     torch::Tensor grad32;
     if (zeroStage_ == 2) {
@@ -411,6 +433,81 @@ void Engine::applyUpdate(const torch::Tensor& grad32, double scale) {
     g.mul_(1.0 / combined);
   optimizer_->step(master_, g);
   publishMaster();
+}
+
+namespace {
+
+// Runs after a parameter's gradient was accumulated into its slot of the flat buffer.
+class GradReadyHook final : public torch::autograd::FunctionPostHook {
+ public:
+  GradReadyHook(std::function<void()> onReady) : onReady_(std::move(onReady)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    onReady_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> onReady_;
+};
+
+}  // namespace
+
+void Engine::setUpOverlap() {
+  const std::int64_t total = flatGrads_.numel();
+  for (std::int64_t begin = 0; begin < total; begin += bucketElements_)
+    buckets_.push_back({begin, std::min(bucketElements_, total - begin), 0, 0, nullptr});
+  std::int64_t offset = 0;
+  paramBuckets_.resize(params_.size());
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const std::int64_t n = params_[i].numel();
+    if (n > 0) {
+      const auto first = static_cast<std::size_t>(offset / bucketElements_);
+      const auto last = static_cast<std::size_t>((offset + n - 1) / bucketElements_);
+      for (std::size_t b = first; b <= last; ++b) {
+        paramBuckets_[i].push_back(b);
+        ++buckets_[b].params;
+      }
+    }
+    offset += n;
+    auto accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
+    accumulator->add_post_hook(std::make_unique<GradReadyHook>([this, i] { onGradReady(i); }));
+    accumulators_.push_back(std::move(accumulator));
+  }
+  overlapEnabled_ = true;
+}
+
+void Engine::onGradReady(std::size_t param) {
+  if (!overlapActive_)
+    return;
+  for (const std::size_t b : paramBuckets_[param])
+    --buckets_[b].pending;
+  // Launch in a fixed order, the same on every rank: last bucket first, each once it is ready.
+  while (nextLaunch_ >= 0 && buckets_[static_cast<std::size_t>(nextLaunch_)].pending <= 0) {
+    launchBucket(static_cast<std::size_t>(nextLaunch_--));
+    ++launchedDuringBackward_;
+  }
+}
+
+void Engine::launchBucket(std::size_t index) {
+  auto& b = buckets_[index];
+  torch::Tensor bucket = flatGrads_.narrow(0, b.begin, b.size);
+  scaleForAverage(bucket, true);
+  b.work = group_->allReduce(toBufferView(bucket), comm::ReduceOp::Sum);
+}
+
+void Engine::finishOverlap() {
+  overlapActive_ = false;
+  // Buckets whose parameters got no gradient in this backward (unused parameters) go last.
+  while (nextLaunch_ >= 0)
+    launchBucket(static_cast<std::size_t>(nextLaunch_--));
+  for (auto& b : buckets_) {
+    b.work->wait();
+    torch::Tensor bucket = flatGrads_.narrow(0, b.begin, b.size);
+    scaleForAverage(bucket, false);
+    b.work.reset();
+  }
+  overlapReduced_ = true;
 }
 
 void Engine::applySchedule(const std::vector<double>& lrs) {

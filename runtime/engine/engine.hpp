@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include <torch/csrc/autograd/function.h>
 #include <torch/nn/modules/container/any.h>
 #include <torch/types.h>
 
@@ -132,6 +133,8 @@ class Engine {
   // ZeRO 1/2 on N ranks, up to padding).
   std::int64_t optimizerStateBytes() const;
   const Timers& timers() const noexcept { return timers_; }
+  // overlap_comm: buckets whose all-reduce started before backward returned (0 without it).
+  std::int64_t bucketsLaunchedDuringBackward() const noexcept { return launchedDuringBackward_; }
   torch::nn::AnyModule& module() noexcept { return model_; }
   FlatOptimizer& optimizer() noexcept { return *optimizer_; }
   LrSchedule* lrScheduler() noexcept { return scheduler_.get(); }
@@ -166,6 +169,10 @@ class Engine {
   void applySchedule(const std::vector<double>& lrs);
   std::vector<FileRecord> gatherRecords(const std::vector<FileRecord>& mine);
   void checkTagAgreement(const std::string& tag);
+  void setUpOverlap();
+  void onGradReady(std::size_t param);
+  void launchBucket(std::size_t bucket);
+  void finishOverlap();
   void printProgress();
   comm::Backend& backend() const;
 
@@ -198,6 +205,24 @@ class Engine {
   std::optional<double> lastGradNorm_;
   Timers timers_;
   std::int64_t bucketElements_ = 500'000'000;
+
+  // overlap_comm (ZeRO 0): buckets all-reduced during the boundary backward, launched from
+  // gradient-accumulator post hooks in a fixed order (last bucket first) on every rank.
+  struct OverlapBucket {
+    std::int64_t begin = 0;
+    std::int64_t size = 0;
+    int params = 0;   // parameters overlapping the bucket
+    int pending = 0;  // of them, not yet accumulated in this backward
+    std::shared_ptr<comm::Work> work;
+  };
+  bool overlapEnabled_ = false;
+  bool overlapActive_ = false;   // inside a boundary backward
+  bool overlapReduced_ = false;  // the boundary's gradients are already reduced
+  std::vector<OverlapBucket> buckets_;
+  std::vector<std::vector<std::size_t>> paramBuckets_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::int64_t nextLaunch_ = -1;
+  std::int64_t launchedDuringBackward_ = 0;
 };
 
 }  // namespace stretch::engine

@@ -46,7 +46,9 @@ void AdamOptimizer::step(torch::Tensor& param, const torch::Tensor& grad) {
   const auto stepD = static_cast<double>(step_);
   const double bc1 = options_.biasCorrection ? 1.0 - std::pow(options_.beta1, stepD) : 1.0;
   const double bc2 = options_.biasCorrection ? 1.0 - std::pow(options_.beta2, stepD) : 1.0;
-  const torch::Tensor denom = (expAvgSq_.sqrt() / std::sqrt(bc2)).add_(options_.eps);
+  // torch.optim.Adam's (sqrt(v) / sqrt(bc2)) + eps, with one temporary instead of two.
+  torch::Tensor denom = expAvgSq_.sqrt();
+  denom.div_(std::sqrt(bc2)).add_(options_.eps);
   param.addcdiv_(expAvg_, denom, -options_.lr / bc1);
 }
 
