@@ -24,5 +24,7 @@ Command addConfigCommand(CLI::App& app);
 Command addReportCommand(CLI::App& app);
 // `stretch bench comm`: nccl-tests-style collective benchmark over ranks as processes.
 Command addBenchCommand(CLI::App& app);
+// `stretch launch`: the `deepspeed` launcher with an elastic agent.
+Command addLaunchCommand(CLI::App& app);
 
 }  // namespace stretch::cli

@@ -11,8 +11,8 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "Stretch: elastic distributed training in the DeepSpeed style.\n"
-      "Plan elastic batch sizes, validate DeepSpeed configs, and (in later releases) launch,\n"
-      "simulate and plan elastic jobs. Run `stretch <command> --help` for a command's options.",
+      "Plan elastic batch sizes, validate DeepSpeed configs, launch elastic jobs, and (in later\n"
+      "releases) simulate and plan them. Run `stretch <command> --help` for a command's options.",
       "stretch"};
   app.set_version_flag("--version", std::string("stretch ") + STRETCH_VERSION);
   app.require_subcommand(1);
@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
 
   const std::vector<stretch::cli::Command> commands = {
       stretch::cli::addElasticCommand(app), stretch::cli::addConfigCommand(app),
-      stretch::cli::addReportCommand(app), stretch::cli::addBenchCommand(app)};
+      stretch::cli::addReportCommand(app), stretch::cli::addBenchCommand(app),
+      stretch::cli::addLaunchCommand(app)};
 
   try {
     app.parse(argc, argv);

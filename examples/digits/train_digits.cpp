@@ -117,8 +117,6 @@ int main(int argc, char** argv) {
       stretch::comm::registerBuiltinBackends();
       group = stretch::comm::initDistributed({});
     }
-    if (json)
-      spdlog::set_level(spdlog::level::warn);
 
     torch::manual_seed(static_cast<std::uint64_t>(seed));
     DigitsNet model;

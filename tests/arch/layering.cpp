@@ -36,7 +36,7 @@ const std::vector<Module>& modules() {
       {"sim",
        {"runtime/common", "runtime/config", "runtime/elasticity", "runtime/comm", "runtime/agent"},
        {}},
-      {"runtime/launcher", {"runtime/agent"}, {}},
+      {"runtime/launcher", {"runtime/agent"}, {"json"}},
       {"planner", {"sim", "runtime/elasticity", "runtime/config"}, {}},
       {"gui", {"planner", "sim", "runtime/config"}, {"qt"}},
       // Executables, tests and benchmarks may use anything.

@@ -1,0 +1,28 @@
+#pragma once
+// Time as the elastic agent sees it: a count of nanoseconds from a fixed origin, always passed
+// in. The state machine never reads a clock; the rendezvous reads an injected Clock, so tests
+// and the discrete-event simulator drive both with their own time.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace stretch::agent {
+
+// A point in time: nanoseconds since an origin fixed by whoever drives the agent (the job's start
+// for the simulator, the Unix epoch for real agents comparing heartbeats across hosts).
+using Time = std::chrono::nanoseconds;
+// A span of time.
+using Duration = std::chrono::nanoseconds;
+// Returns the current Time. Must not go backwards.
+using Clock = std::function<Time()>;
+
+// std::chrono::system_clock since the Unix epoch: comparable across hosts with synchronised
+// clocks, which heartbeat timestamps in a shared store need.
+Clock systemClock();
+
+// "12.5 s", "250 ms", "3 min 5 s": how times and durations appear in messages.
+std::string formatDuration(Duration d);
+
+}  // namespace stretch::agent

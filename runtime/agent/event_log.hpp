@@ -1,0 +1,77 @@
+#pragma once
+// The elastic agent's event log: one JSON object per line (JSON Lines), so a run can be replayed,
+// plotted or compared with a simulated one. Every record has "time_ns" and "event"; the other
+// keys appear when they apply:
+//   {"time_ns":1500000000,"event":"start_workers","generation":2,"world_size":8,
+//    "batch":{"train_batch_size":96,"train_micro_batch_size_per_gpu":4,
+//             "gradient_accumulation_steps":3},
+//    "restart_count":1,"resume_step":120,"exit_code":1,"nodes":["n0","n1"],"reason":"..."}
+// Keys come in that order. Strings are escaped per RFC 8259 (quote, backslash, control
+// characters; bytes that are not valid UTF-8 become U+FFFD), so any JSON parser reads every line.
+// The encoder is written by hand: runtime/agent may not use the JSON library (layering).
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/agent/clock.hpp"
+#include "runtime/agent/state_machine.hpp"
+#include "runtime/config/batch.hpp"
+
+namespace stretch::agent {
+
+struct EventRecord {
+  Time time{0};
+  // start_workers, stop_workers, wait, finish, fail, or a LogEvent's name (node_joined, ...).
+  std::string event;
+  std::optional<std::uint64_t> generation;
+  std::optional<std::int64_t> worldSize;
+  std::optional<config::BatchTriple> batch;
+  std::optional<std::int64_t> restartCount;
+  // The step the workers resume from (the latest checkpoint), when the caller knows it.
+  std::optional<std::int64_t> resumeStep;
+  std::optional<int> exitCode;
+  std::vector<std::string> nodes;  // node ids by node rank (start_workers)
+  std::string reason;              // omitted when empty
+
+  bool operator==(const EventRecord&) const = default;
+};
+
+// The record of an action returned by AgentStateMachine::handle at `now`.
+EventRecord recordOf(const Action& action, Time now,
+                     std::optional<std::int64_t> resumeStep = std::nullopt);
+
+// `text` as a JSON string literal, quotes included.
+std::string jsonString(std::string_view text);
+
+// One line of JSON for the record, without the trailing newline.
+std::string toJsonLine(const EventRecord& record);
+
+// Appends records to a stream or file, one line each, flushed at once. Thread-safe.
+class EventLog {
+ public:
+  // Writes to `out`, which must outlive the log.
+  explicit EventLog(std::ostream& out);
+  // Appends to the file (created when missing). Throws IoError naming the path when it cannot
+  // be opened.
+  explicit EventLog(const std::filesystem::path& path);
+
+  void write(const EventRecord& record);
+  void write(const Action& action, Time now,
+             std::optional<std::int64_t> resumeStep = std::nullopt) {
+    write(recordOf(action, now, resumeStep));
+  }
+
+ private:
+  std::ofstream file_;
+  std::ostream* out_;
+  std::mutex mutex_;
+};
+
+}  // namespace stretch::agent

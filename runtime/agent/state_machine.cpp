@@ -1,0 +1,572 @@
+#include "runtime/agent/state_machine.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "runtime/common/check.hpp"
+#include "runtime/common/error.hpp"
+
+namespace stretch::agent {
+
+namespace {
+
+template <class... Ts>
+struct Overloaded : Ts... {
+  using Ts::operator()...;
+};
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;
+
+void require(bool ok, const char* path, const std::string& value, const char* expected) {
+  if (!ok) {
+    throw ConfigError(ErrorDetail{path, value, expected});
+  }
+}
+
+// The agent's exit status for a worker's: its own status, 128 + signal when killed.
+int exitStatusOf(int exitCode) {
+  if (exitCode > 0) {
+    return std::min(exitCode, 255);
+  }
+  if (exitCode < 0) {
+    return std::min(128 - exitCode, 255);
+  }
+  return 1;
+}
+
+std::string describeExit(int exitCode) {
+  return exitCode < 0 ? fmt::format("was killed by signal {}", -exitCode)
+                      : fmt::format("exited with code {}", exitCode);
+}
+
+}  // namespace
+
+void validate(const AgentConfig& c) {
+  require(c.minNodes >= 1, "agent.min_nodes", std::to_string(c.minNodes), "a positive integer");
+  require(c.maxNodes >= c.minNodes, "agent.max_nodes", std::to_string(c.maxNodes),
+          "an integer >= agent.min_nodes");
+  require(c.maxRestarts >= 0, "agent.max_restarts", std::to_string(c.maxRestarts),
+          "a non-negative integer");
+  require(c.modelParallelSize >= 1, "agent.model_parallel_size",
+          std::to_string(c.modelParallelSize), "a positive integer");
+  require(c.lastCall >= Duration{0}, "agent.last_call", formatDuration(c.lastCall),
+          "a non-negative duration");
+  require(c.waitTimeout > Duration{0}, "agent.wait_timeout", formatDuration(c.waitTimeout),
+          "a positive duration");
+  if (c.heartbeatTimeout) {
+    require(*c.heartbeatTimeout > Duration{0}, "agent.heartbeat_timeout",
+            formatDuration(*c.heartbeatTimeout), "a positive duration");
+  }
+  if (c.exitBarrierTimeout) {
+    require(*c.exitBarrierTimeout >= Duration{0}, "agent.exit_barrier_timeout",
+            formatDuration(*c.exitBarrierTimeout), "a non-negative duration");
+  }
+}
+
+std::string_view toString(Phase phase) noexcept {
+  switch (phase) {
+    case Phase::Rendezvous:
+      return "rendezvous";
+    case Phase::Running:
+      return "running";
+    case Phase::Succeeded:
+      return "succeeded";
+    case Phase::Failed:
+      return "failed";
+  }
+  return "?";
+}
+
+std::string_view toString(NodeStatus status) noexcept {
+  switch (status) {
+    case NodeStatus::Member:
+      return "member";
+    case NodeStatus::Spare:
+      return "spare";
+    case NodeStatus::Waiting:
+      return "waiting";
+  }
+  return "?";
+}
+
+AgentStateMachine::AgentStateMachine(AgentConfig config, Time start)
+    : config_((validate(config), std::move(config))),
+      rules_(config_.training, config_.modelParallelSize),
+      now_(start),
+      rendezvousSince_(start) {}
+
+std::vector<Action> AgentStateMachine::handle(Time now, const Event& event) {
+  STRETCH_CHECK(now >= now_, "events must come in time order: {} after {}", formatDuration(now),
+                formatDuration(now_));
+  now_ = now;
+  std::vector<Action> out;
+  if (finished()) {
+    return out;
+  }
+  // Deadlines that expired by `now` (silent nodes, the exit barrier) come before the event;
+  // decisions that start workers (last call, scale up, wait timeout) come after it, so they see
+  // the event.
+  expireDeadlines(out);
+  if (finished()) {
+    return out;
+  }
+  std::visit(Overloaded{
+                 [&](const WorkerExited& e) { onWorkerExited(e, out); },
+                 [&](const NodeJoined& e) { onNodeJoined(e, out); },
+                 [&](const NodeLeft& e) {
+                   onNodesGone({e.nodeId}, e.reason.empty() ? "left" : e.reason, out);
+                 },
+                 [&](const HeartbeatLost& e) { onNodesGone({e.nodeId}, "heartbeat lost", out); },
+                 [&](const Heartbeat& e) {
+                   if (auto it = nodes_.find(e.nodeId); it != nodes_.end()) {
+                     it->second.lastHeartbeat = now_;
+                   }
+                 },
+                 [&](const Tick&) {},
+             },
+             event);
+  if (!finished()) {
+    advance(out);
+  }
+  return out;
+}
+
+// ---- events ---------------------------------------------------------------------------------
+
+void AgentStateMachine::onWorkerExited(const WorkerExited& e, std::vector<Action>& out) {
+  if (phase_ != Phase::Running || e.generation != generation_) {
+    out.push_back(LogEvent{"stale_event",
+                           fmt::format("exit of node {} local rank {} (generation {}) ignored: "
+                                       "generation {} is {}",
+                                       e.nodeId, e.localRank, e.generation, generation_,
+                                       phase_ == Phase::Running ? "running" : "not running")});
+    return;
+  }
+  const auto& assigned = current_->nodes;
+  const auto node = std::find_if(assigned.begin(), assigned.end(),
+                                 [&](const NodeAssignment& a) { return a.nodeId == e.nodeId; });
+  if (node == assigned.end() || e.localRank < 0 || e.localRank >= node->localWorldSize) {
+    out.push_back(LogEvent{"unknown_worker",
+                           fmt::format("exit of node {} local rank {} ignored: no such worker in "
+                                       "generation {}",
+                                       e.nodeId, e.localRank, generation_)});
+    return;
+  }
+  if (succeeded_.contains({e.nodeId, e.localRank})) {
+    out.push_back(LogEvent{"stale_event", fmt::format("second exit of node {} local rank {} "
+                                                      "ignored",
+                                                      e.nodeId, e.localRank)});
+    return;
+  }
+  const std::int64_t rank = node->firstRank + e.localRank;
+  if (e.exitCode != 0) {
+    failGeneration(fmt::format("worker rank {} (node {} local rank {}) {} in generation {}", rank,
+                               e.nodeId, e.localRank, describeExit(e.exitCode), generation_),
+                   exitStatusOf(e.exitCode), out);
+    return;
+  }
+  succeeded_.insert({e.nodeId, e.localRank});
+  const auto done = static_cast<std::int64_t>(succeeded_.size());
+  if (done == current_->worldSize) {
+    out.push_back(Finish{generation_});
+    phase_ = Phase::Succeeded;
+    current_.reset();
+    return;
+  }
+  if (!firstSuccessAt_) {
+    firstSuccessAt_ = now_;
+    out.push_back(
+        LogEvent{"exit_barrier", fmt::format("worker rank {} exited 0; waiting for the other {} "
+                                             "worker(s) of generation {}",
+                                             rank, current_->worldSize - done, generation_)});
+  }
+}
+
+void AgentStateMachine::onNodeJoined(const NodeJoined& e, std::vector<Action>& out) {
+  if (e.nodeId.empty() || e.slots < 1) {
+    out.push_back(LogEvent{"node_rejected",
+                           fmt::format("join of node \"{}\" with {} slot(s) ignored: expected a "
+                                       "node id and at least one slot",
+                                       e.nodeId, e.slots)});
+    return;
+  }
+  if (nodes_.contains(e.nodeId)) {
+    out.push_back(LogEvent{"node_rejected",
+                           fmt::format("node {} joined again while known; ignored", e.nodeId)});
+    return;
+  }
+  Node node;
+  node.slots = e.slots;
+  node.order = nextOrder_++;
+  node.joinedAt = now_;
+  node.lastHeartbeat = now_;
+  node.pooled = phase_ == Phase::Rendezvous && poolSize() < config_.maxNodes;
+  nodes_.emplace(e.nodeId, node);
+  scaleUpSettled_ = false;
+  out.push_back(LogEvent{"node_joined",
+                         fmt::format("node {} joined with {} slot(s){}", e.nodeId, e.slots,
+                                     node.pooled ? "" : "; it waits for the next generation")});
+}
+
+void AgentStateMachine::onNodesGone(const std::vector<std::string>& ids, const std::string& why,
+                                    std::vector<Action>& out) {
+  std::vector<std::string> members;
+  for (const std::string& id : ids) {
+    const auto it = nodes_.find(id);
+    if (it == nodes_.end()) {
+      out.push_back(LogEvent{"stale_event", fmt::format("node {} ({}) is not known", id, why)});
+      continue;
+    }
+    if (isMember(id)) {
+      members.push_back(id);
+    } else {
+      out.push_back(LogEvent{"node_left",
+                             fmt::format("node {} ({}), {}: nothing running changes", id, why,
+                                         it->second.pooled ? "a spare node" : "a waiting node")});
+    }
+    nodes_.erase(it);
+  }
+  scaleUpSettled_ = false;
+  if (!members.empty()) {
+    failGeneration(fmt::format("node{} {} of generation {} {}", members.size() == 1 ? "" : "s",
+                               fmt::join(members, ", "), generation_, why),
+                   1, out);
+  }
+}
+
+void AgentStateMachine::expireDeadlines(std::vector<Action>& out) {
+  if (config_.heartbeatTimeout) {
+    std::vector<std::pair<std::uint64_t, std::string>> dead;
+    for (const auto& [id, node] : nodes_) {
+      if (now_ - node.lastHeartbeat > *config_.heartbeatTimeout) {
+        dead.emplace_back(node.order, id);
+      }
+    }
+    if (!dead.empty()) {
+      std::sort(dead.begin(), dead.end());
+      std::vector<std::string> ids;
+      for (auto& [order, id] : dead) {
+        ids.push_back(std::move(id));
+      }
+      onNodesGone(
+          ids, fmt::format("sent no heartbeat for {}", formatDuration(*config_.heartbeatTimeout)),
+          out);
+      if (finished()) {
+        return;
+      }
+    }
+  }
+  if (phase_ == Phase::Running && firstSuccessAt_ && config_.exitBarrierTimeout &&
+      now_ - *firstSuccessAt_ >= *config_.exitBarrierTimeout) {
+    failGeneration(
+        fmt::format("exit barrier: {} of {} workers of generation {} exited 0, the others still "
+                    "ran {} after the first",
+                    succeeded_.size(), current_->worldSize, generation_,
+                    formatDuration(now_ - *firstSuccessAt_)),
+        1, out);
+  }
+}
+
+void AgentStateMachine::advance(std::vector<Action>& out) {
+  if (phase_ == Phase::Rendezvous) {
+    rendezvousStep(out);
+  } else if (phase_ == Phase::Running) {
+    maybeScaleUp(out);
+  }
+}
+
+// ---- decisions ------------------------------------------------------------------------------
+
+void AgentStateMachine::maybeScaleUp(std::vector<Action>& out) {
+  if (scaleUpSettled_ || !succeeded_.empty()) {
+    return;
+  }
+  std::optional<Time> firstWaiting;
+  std::int64_t waiting = 0;
+  for (const auto& [id, node] : nodes_) {
+    if (!node.pooled) {
+      ++waiting;
+      firstWaiting = std::min(firstWaiting.value_or(node.joinedAt), node.joinedAt);
+    }
+  }
+  if (waiting == 0) {
+    return;
+  }
+  const std::int64_t room = config_.maxNodes - poolSize();
+  if (room <= 0) {
+    scaleUpSettled_ = true;  // they wait for a place; re-checked when nodes change
+    return;
+  }
+  const bool full = poolSize() + waiting >= config_.maxNodes;
+  if (!full && now_ < *firstWaiting + config_.lastCall) {
+    return;
+  }
+  const std::vector<CandidateNode> candidates = poolCandidates(/*withWaiting=*/true);
+  const std::optional<WorldPlan> plan = planWorld(candidates, rules_, config_.selection);
+  const std::vector<std::string> admitted = admitWaiting();
+  if (plan && plan->worldSize > current_->worldSize) {
+    const std::string reason =
+        fmt::format("scale up from {} to {} GPUs: node{} {} joined", current_->worldSize,
+                    plan->worldSize, admitted.size() == 1 ? "" : "s", fmt::join(admitted, ", "));
+    out.push_back(StopWorkers{generation_, reason});
+    start(*plan, reason, out);
+    return;
+  }
+  out.push_back(LogEvent{
+      "node_spare",
+      fmt::format("node{} {} joined the pool as spare: the world stays at {} GPUs (no larger "
+                  "valid size with them)",
+                  admitted.size() == 1 ? "" : "s", fmt::join(admitted, ", "),
+                  current_->worldSize)});
+  scaleUpSettled_ = true;
+}
+
+void AgentStateMachine::failGeneration(const std::string& cause, int exitCode,
+                                       std::vector<Action>& out) {
+  STRETCH_CHECK(phase_ == Phase::Running, "failGeneration in phase {}", toString(phase_));
+  out.push_back(StopWorkers{generation_, cause});
+  current_.reset();
+  succeeded_.clear();
+  firstSuccessAt_.reset();
+  if (restartCount_ >= config_.maxRestarts) {
+    fail(fmt::format("{}; max_restarts ({}) exhausted: the job was restarted {} time(s) already",
+                     cause, config_.maxRestarts, restartCount_),
+         exitCode, out);
+    return;
+  }
+  ++restartCount_;
+  admitWaiting();
+  const std::string reason =
+      fmt::format("restart {} of {} after {}", restartCount_, config_.maxRestarts, cause);
+  const std::vector<CandidateNode> pool = poolCandidates(false);
+  std::optional<WorldPlan> plan;
+  if (static_cast<std::int64_t>(pool.size()) >= config_.minNodes) {
+    plan = planWorld(pool, rules_, config_.selection);
+  }
+  if (plan) {
+    start(*plan, reason, out);
+  } else {
+    out.push_back(LogEvent{"restart_deferred", reason});
+    enterRendezvous(out);
+  }
+}
+
+std::vector<std::string> AgentStateMachine::admitWaiting() {
+  std::vector<std::pair<std::uint64_t, std::string>> waiting;
+  for (const auto& [id, node] : nodes_) {
+    if (!node.pooled) {
+      waiting.emplace_back(node.order, id);
+    }
+  }
+  std::sort(waiting.begin(), waiting.end());
+  std::vector<std::string> admitted;
+  for (const auto& [order, id] : waiting) {
+    if (poolSize() >= config_.maxNodes) {
+      break;
+    }
+    nodes_.at(id).pooled = true;
+    admitted.push_back(id);
+  }
+  return admitted;
+}
+
+std::vector<CandidateNode> AgentStateMachine::poolCandidates(bool withWaiting) const {
+  std::vector<std::pair<std::uint64_t, CandidateNode>> pool;
+  std::vector<std::pair<std::uint64_t, CandidateNode>> waiting;
+  for (const auto& [id, node] : nodes_) {
+    (node.pooled ? pool : waiting).push_back({node.order, CandidateNode{id, node.slots}});
+  }
+  std::sort(pool.begin(), pool.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (withWaiting) {
+    std::sort(waiting.begin(), waiting.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    const auto room = static_cast<std::size_t>(
+        std::max<std::int64_t>(0, config_.maxNodes - static_cast<std::int64_t>(pool.size())));
+    waiting.resize(std::min(waiting.size(), room));
+    pool.insert(pool.end(), waiting.begin(), waiting.end());
+    std::sort(pool.begin(), pool.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+  }
+  std::vector<CandidateNode> out;
+  out.reserve(pool.size());
+  for (auto& [order, candidate] : pool) {
+    out.push_back(std::move(candidate));
+  }
+  return out;
+}
+
+void AgentStateMachine::start(const WorldPlan& plan, const std::string& reason,
+                              std::vector<Action>& out) {
+  const std::optional<config::BatchTriple> batch = rules_.batchFor(plan.worldSize);
+  STRETCH_CHECK(batch.has_value(), "planned world size {} is not valid", plan.worldSize);
+  ++generation_;
+  StartWorkers s;
+  s.generation = generation_;
+  s.worldSize = plan.worldSize;
+  s.dataParallelSize = plan.worldSize / rules_.modelParallelSize();
+  s.batch = *batch;
+  s.restartCount = restartCount_;
+  s.resumeFromLatest = true;
+  s.reason = reason;
+  std::int64_t rank = 0;
+  for (const NodeShare& share : plan.used) {
+    s.nodes.push_back(NodeAssignment{share.nodeId, static_cast<std::int64_t>(s.nodes.size()), rank,
+                                     share.used, share.slots});
+    rank += share.used;
+  }
+  s.spareNodes = plan.spare;
+  phase_ = Phase::Running;
+  current_ = s;
+  succeeded_.clear();
+  firstSuccessAt_.reset();
+  readySince_.reset();
+  lastWaitReason_.clear();
+  scaleUpSettled_ = false;
+  out.push_back(std::move(s));
+}
+
+void AgentStateMachine::enterRendezvous(std::vector<Action>& out) {
+  phase_ = Phase::Rendezvous;
+  current_.reset();
+  rendezvousSince_ = now_;
+  readySince_.reset();
+  lastWaitReason_.clear();
+  rendezvousStep(out);
+}
+
+void AgentStateMachine::rendezvousStep(std::vector<Action>& out) {
+  admitWaiting();
+  const std::int64_t pool = poolSize();
+  const bool timedOut = now_ - rendezvousSince_ >= config_.waitTimeout;
+  if (pool < config_.minNodes) {
+    readySince_.reset();
+    if (timedOut) {
+      fail(fmt::format("rendezvous: {} of min_nodes {} node(s) joined within wait_timeout {} "
+                       "(nodes: {})",
+                       pool, config_.minNodes, formatDuration(config_.waitTimeout), poolText()),
+           1, out);
+    } else {
+      emitWait(fmt::format("waiting for nodes: {} of min_nodes {} joined", pool, config_.minNodes),
+               out);
+    }
+    return;
+  }
+  const std::vector<CandidateNode> candidates = poolCandidates(false);
+  const std::optional<WorldPlan> plan = planWorld(candidates, rules_, config_.selection);
+  if (!plan) {
+    readySince_.reset();
+    std::int64_t slots = 0;
+    for (const CandidateNode& c : candidates) {
+      slots += c.slots;
+    }
+    const std::string what = fmt::format(
+        "no valid world size: {} slot(s) available on {} node(s) ({}), node selection {}; valid "
+        "world sizes: {}",
+        slots, pool, poolText(), toString(config_.selection), rules_.describeValid());
+    if (timedOut) {
+      fail(fmt::format("{}; gave up after wait_timeout {}", what,
+                       formatDuration(config_.waitTimeout)),
+           1, out);
+    } else {
+      emitWait(what, out);
+    }
+    return;
+  }
+  if (!readySince_) {
+    readySince_ = now_;
+  }
+  const Time deadline = *readySince_ + config_.lastCall;
+  if (pool >= config_.maxNodes || now_ >= deadline || timedOut) {
+    start(*plan,
+          generation_ == 0 ? fmt::format("initial start on {} node(s)", plan->used.size())
+                           : fmt::format("start on {} node(s) after waiting for a valid world",
+                                         plan->used.size()),
+          out);
+    return;
+  }
+  emitWait(fmt::format("last call: {} node(s) can run {} GPUs; waiting until {} for more nodes "
+                       "(max_nodes {})",
+                       pool, plan->worldSize, formatDuration(deadline), config_.maxNodes),
+           out);
+}
+
+void AgentStateMachine::emitWait(const std::string& reason, std::vector<Action>& out) {
+  if (reason != lastWaitReason_) {
+    lastWaitReason_ = reason;
+    out.push_back(Wait{reason});
+  }
+}
+
+void AgentStateMachine::fail(const std::string& message, int exitCode, std::vector<Action>& out) {
+  phase_ = Phase::Failed;
+  current_.reset();
+  out.push_back(Fail{message, exitCode});
+}
+
+// ---- inspection -----------------------------------------------------------------------------
+
+bool AgentStateMachine::isMember(const std::string& nodeId) const {
+  if (!current_) {
+    return false;
+  }
+  return std::any_of(current_->nodes.begin(), current_->nodes.end(),
+                     [&](const NodeAssignment& a) { return a.nodeId == nodeId; });
+}
+
+std::int64_t AgentStateMachine::poolSize() const {
+  return std::count_if(nodes_.begin(), nodes_.end(),
+                       [](const auto& entry) { return entry.second.pooled; });
+}
+
+std::string AgentStateMachine::poolText() const {
+  std::vector<std::string> parts;
+  for (const CandidateNode& c : poolCandidates(false)) {
+    parts.push_back(fmt::format("{}:{}", c.nodeId, c.slots));
+  }
+  return parts.empty() ? std::string("none") : fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::vector<NodeView> AgentStateMachine::nodes() const {
+  std::vector<std::pair<std::uint64_t, NodeView>> views;
+  for (const auto& [id, node] : nodes_) {
+    const NodeStatus status = !node.pooled   ? NodeStatus::Waiting
+                              : isMember(id) ? NodeStatus::Member
+                                             : NodeStatus::Spare;
+    views.push_back({node.order, NodeView{id, node.slots, status, node.joinedAt}});
+  }
+  std::sort(views.begin(), views.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<NodeView> out;
+  for (auto& [order, view] : views) {
+    out.push_back(std::move(view));
+  }
+  return out;
+}
+
+std::string AgentStateMachine::describe() const {
+  std::vector<std::string> parts;
+  for (const NodeView& v : nodes()) {
+    std::string text = fmt::format("{}:{} {}", v.nodeId, v.slots, toString(v.status));
+    if (v.status == NodeStatus::Member) {
+      const auto& assigned = current_->nodes;
+      const auto it = std::find_if(assigned.begin(), assigned.end(),
+                                   [&](const NodeAssignment& a) { return a.nodeId == v.nodeId; });
+      text += fmt::format(" rank {} ({} worker(s))", it->nodeRank, it->localWorldSize);
+    }
+    parts.push_back(std::move(text));
+  }
+  std::string world = "none";
+  if (current_) {
+    world = fmt::format("{} GPUs (batch {} = micro {} x gas {} x dp {})", current_->worldSize,
+                        current_->batch.trainBatchSize, current_->batch.microBatchPerGpu,
+                        current_->batch.gradientAccumulation, current_->dataParallelSize);
+  }
+  return fmt::format("phase={} generation={} world={} restarts={}/{} now={} nodes=[{}]",
+                     toString(phase_), generation_, world, restartCount_, config_.maxRestarts,
+                     formatDuration(now_), fmt::join(parts, "; "));
+}
+
+}  // namespace stretch::agent

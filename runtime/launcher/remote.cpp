@@ -1,0 +1,280 @@
+#include "runtime/launcher/remote.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "runtime/common/check.hpp"
+#include "runtime/launcher/hostfile.hpp"
+#include "runtime/launcher/launch_error.hpp"
+
+namespace stretch::launcher {
+
+namespace {
+
+bool isSafeShellChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '@' || c == '%' || c == '+' || c == ':' || c == ',' || c == '.' || c == '/' ||
+         c == '-';
+}
+
+bool isEnvName(std::string_view name) {
+  if (name.empty() || (name.front() >= '0' && name.front() <= '9')) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+std::string escapePercent(std::string_view s) {
+  std::string out;
+  for (const char c : s) {
+    out += c;
+    if (c == '%') {
+      out += '%';
+    }
+  }
+  return out;
+}
+
+void checkExports(const std::map<std::string, std::string>& exports) {
+  for (const auto& [name, value] : exports) {
+    if (!isEnvName(name)) {
+      throw LaunchError(ErrorDetail{"environment variable name", name,
+                                    "letters, digits and '_', not starting with a digit"});
+    }
+    if (value.find('\0') != std::string::npos) {
+      throw LaunchError(ErrorDetail{name, "a value with a NUL byte", "no NUL byte"});
+    }
+  }
+}
+
+void checkName(std::string_view what, const std::string& name) {
+  if (!isValidHostName(name)) {
+    throw LaunchError(
+        ErrorDetail{std::string(what), name,
+                    "letters, digits, '.', '-' and '_', not starting with '-' or '.'"});
+  }
+}
+
+// The command a remote shell runs: [cd DIR && ][exec ][env K=V ... ]AGENT ARGS.
+// rankWord: what the node-rank placeholder becomes, already in shell syntax.
+std::string remoteCommand(const RemoteLaunchSpec& spec, const std::string& rankWord,
+                          bool pdshEscape, bool useExec) {
+  const auto literal = [pdshEscape](std::string_view s) {
+    const std::string q = shellQuote(s);
+    return pdshEscape ? escapePercent(q) : q;
+  };
+  std::string out;
+  if (!spec.workDir.empty()) {
+    out += "cd " + literal(spec.workDir) + " && ";
+  }
+  if (useExec) {
+    out += "exec ";
+  }
+  if (!spec.exports.empty()) {
+    out += "env";
+    for (const auto& [name, value] : spec.exports) {
+      out += " " + (pdshEscape ? escapePercent(name) : name) + "=" + literal(value);
+    }
+    out += " ";
+  }
+  for (std::size_t i = 0; i < spec.agentArgv.size(); ++i) {
+    out += i ? " " : "";
+    out += spec.agentArgv[i] == kNodeRankPlaceholder ? rankWord : literal(spec.agentArgv[i]);
+  }
+  return out;
+}
+
+std::vector<std::string> agentArgvFor(const RemoteLaunchSpec& spec, const std::string& rank) {
+  std::vector<std::string> out = spec.agentArgv;
+  for (std::string& arg : out) {
+    if (arg == kNodeRankPlaceholder) {
+      arg = rank;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view toString(RunnerKind kind) noexcept {
+  switch (kind) {
+    case RunnerKind::Local:
+      return "local";
+    case RunnerKind::Ssh:
+      return "ssh";
+    case RunnerKind::Pdsh:
+      return "pdsh";
+    case RunnerKind::OpenMpi:
+      return "openmpi";
+    case RunnerKind::Netns:
+      return "netns";
+  }
+  return "unknown";
+}
+
+RunnerKind parseRunnerKind(std::string_view name) {
+  std::string lower(name);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const RunnerKind kind : {RunnerKind::Local, RunnerKind::Ssh, RunnerKind::Pdsh,
+                                RunnerKind::OpenMpi, RunnerKind::Netns}) {
+    if (lower == toString(kind)) {
+      return kind;
+    }
+  }
+  throw LaunchError(ErrorDetail{
+      "--launcher", std::string(name),
+      "one of local, ssh, pdsh, openmpi, netns (DeepSpeed's mvapich, slurm, mpich and impi "
+      "launchers are not supported)"});
+}
+
+std::string shellQuote(std::string_view arg) {
+  if (arg.find('\0') != std::string_view::npos) {
+    throw LaunchError(
+        ErrorDetail{"command-line argument", "a string with a NUL byte", "no NUL byte"});
+  }
+  if (!arg.empty() && std::all_of(arg.begin(), arg.end(), isSafeShellChar)) {
+    return std::string(arg);
+  }
+  std::string out = "'";
+  for (const char c : arg) {
+    if (c == '\'') {
+      out += "'\"'\"'";
+    } else {
+      out += c;
+    }
+  }
+  out += "'";
+  return out;
+}
+
+std::string shellJoin(const std::vector<std::string>& argv) {
+  std::string out;
+  for (std::size_t i = 0; i < argv.size(); ++i) {
+    out += i ? " " : "";
+    out += shellQuote(argv[i]);
+  }
+  return out;
+}
+
+std::vector<NodeLaunch> buildNodeLaunches(const RemoteLaunchSpec& spec) {
+  STRETCH_CHECK(!spec.hosts.empty(), "a launch needs at least one host");
+  STRETCH_CHECK(!spec.agentArgv.empty() && !spec.agentArgv.front().empty(),
+                "the agent program is missing");
+  STRETCH_CHECK(spec.agentArgv.front().front() != '-' &&
+                    spec.agentArgv.front().find('=') == std::string::npos,
+                "agent program {} would be read as an option or an assignment",
+                spec.agentArgv.front());
+  checkExports(spec.exports);
+  for (const std::string& host : spec.hosts) {
+    checkName("host", host);
+  }
+  for (const std::string& arg : spec.agentArgv) {
+    shellQuote(arg);  // rejects NUL bytes for every runner
+  }
+  if (spec.sshPort && (*spec.sshPort < 1 || *spec.sshPort > 65535)) {
+    throw LaunchError(
+        ErrorDetail{"--ssh_port", std::to_string(*spec.sshPort), "a TCP port in 1..65535"});
+  }
+
+  std::vector<NodeLaunch> out;
+  const std::size_t n = spec.hosts.size();
+  switch (spec.runner) {
+    case RunnerKind::Local:
+      for (std::size_t i = 0; i < n; ++i) {
+        out.push_back(NodeLaunch{agentArgvFor(spec, std::to_string(i)), spec.exports, {i}});
+      }
+      break;
+    case RunnerKind::Netns:
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto mapped = spec.netnsNames.find(spec.hosts[i]);
+        const std::string ns = mapped == spec.netnsNames.end() ? spec.hosts[i] : mapped->second;
+        checkName("network namespace", ns);
+        std::vector<std::string> argv = {"ip", "netns", "exec", ns};
+        const std::vector<std::string> agent = agentArgvFor(spec, std::to_string(i));
+        argv.insert(argv.end(), agent.begin(), agent.end());
+        out.push_back(NodeLaunch{std::move(argv), spec.exports, {i}});
+      }
+      break;
+    case RunnerKind::Ssh:
+      for (std::size_t i = 0; i < n; ++i) {
+        std::vector<std::string> argv = {"ssh", "-o", "BatchMode=yes", "-o",
+                                         "StrictHostKeyChecking=no"};
+        if (spec.sshPort) {
+          argv.push_back("-p");
+          argv.push_back(std::to_string(*spec.sshPort));
+        }
+        argv.insert(argv.end(), spec.launcherArgs.begin(), spec.launcherArgs.end());
+        argv.push_back(spec.hosts[i]);
+        argv.push_back(remoteCommand(spec, std::to_string(i), /*pdshEscape=*/false,
+                                     /*useExec=*/true));
+        out.push_back(NodeLaunch{std::move(argv), {}, {i}});
+      }
+      break;
+    case RunnerKind::Pdsh: {
+      std::string hostList;
+      for (std::size_t i = 0; i < n; ++i) {
+        hostList += i ? "," : "";
+        hostList += spec.hosts[i];
+      }
+      const int fanOut = std::max(kPdshMinFanOut, static_cast<int>(n));
+      std::vector<std::string> argv = {"pdsh", "-S", "-f", std::to_string(fanOut), "-w", hostList};
+      argv.insert(argv.end(), spec.launcherArgs.begin(), spec.launcherArgs.end());
+      argv.push_back(remoteCommand(spec, "%n", /*pdshEscape=*/true, /*useExec=*/false));
+      std::map<std::string, std::string> env = {{"PDSH_RCMD_TYPE", "ssh"}};
+      if (spec.sshPort) {
+        env["PDSH_SSH_ARGS_APPEND"] = fmt::format("-p {}", *spec.sshPort);
+      }
+      std::vector<std::size_t> ranks(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        ranks[i] = i;
+      }
+      out.push_back(NodeLaunch{std::move(argv), std::move(env), std::move(ranks)});
+      break;
+    }
+    case RunnerKind::OpenMpi: {
+      std::string hostList;
+      for (std::size_t i = 0; i < n; ++i) {
+        hostList += i ? "," : "";
+        hostList += spec.hosts[i] + ":1";
+      }
+      std::vector<std::string> argv = {"mpirun",    "-n",   std::to_string(n), "--map-by", "node",
+                                       "--bind-to", "none", "--host",          hostList};
+      if (!spec.workDir.empty()) {
+        argv.push_back("--wdir");
+        argv.push_back(spec.workDir);
+      }
+      for (const auto& [name, value] : spec.exports) {
+        argv.push_back("-x");
+        argv.push_back(name);
+      }
+      argv.insert(argv.end(), spec.launcherArgs.begin(), spec.launcherArgs.end());
+      const bool needsRank = std::find(spec.agentArgv.begin(), spec.agentArgv.end(),
+                                       kNodeRankPlaceholder) != spec.agentArgv.end();
+      if (needsRank) {
+        RemoteLaunchSpec inner = spec;
+        inner.workDir.clear();  // --wdir
+        inner.exports.clear();  // -x
+        argv.push_back("sh");
+        argv.push_back("-c");
+        argv.push_back(remoteCommand(inner, "\"$OMPI_COMM_WORLD_RANK\"", /*pdshEscape=*/false,
+                                     /*useExec=*/true));
+      } else {
+        argv.insert(argv.end(), spec.agentArgv.begin(), spec.agentArgv.end());
+      }
+      std::vector<std::size_t> ranks(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        ranks[i] = i;
+      }
+      out.push_back(NodeLaunch{std::move(argv), spec.exports, std::move(ranks)});
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace stretch::launcher

@@ -1,0 +1,57 @@
+#include "runtime/launcher/worker_env.hpp"
+
+#include <set>
+
+#include "runtime/common/check.hpp"
+
+namespace stretch::launcher {
+
+std::map<std::string, std::string> workerEnvironment(const WorkerEnvSpec& spec) {
+  STRETCH_CHECK_GE(spec.numNodes, 1, "number of nodes");
+  STRETCH_CHECK_GE(spec.nodeRank, 0, "node rank");
+  STRETCH_CHECK_LT(spec.nodeRank, spec.numNodes, "node rank");
+  STRETCH_CHECK_GE(spec.localWorldSize, 1, "local world size");
+  STRETCH_CHECK_GE(spec.localRank, 0, "local rank");
+  STRETCH_CHECK_LT(spec.localRank, spec.localWorldSize, "local rank");
+  STRETCH_CHECK_GE(spec.worldSize, spec.localWorldSize, "world size");
+  STRETCH_CHECK_GE(spec.globalRank, spec.localRank, "global rank");
+  STRETCH_CHECK_LT(spec.globalRank, spec.worldSize, "global rank");
+  STRETCH_CHECK(!spec.masterAddr.empty(), "master address");
+  STRETCH_CHECK_GE(spec.masterPort, 1, "master port");
+  STRETCH_CHECK_LE(spec.masterPort, 65535, "master port");
+  STRETCH_CHECK_GE(spec.restartCount, 0, "restart count");
+  STRETCH_CHECK_LE(spec.restartCount, spec.maxRestarts, "restart count");
+
+  std::map<std::string, std::string> env = {
+      {"RANK", std::to_string(spec.globalRank)},
+      {"LOCAL_RANK", std::to_string(spec.localRank)},
+      {"WORLD_SIZE", std::to_string(spec.worldSize)},
+      {"LOCAL_WORLD_SIZE", std::to_string(spec.localWorldSize)},
+      {"GROUP_RANK", std::to_string(spec.nodeRank)},
+      {"CROSS_RANK", std::to_string(spec.nodeRank)},
+      {"CROSS_SIZE", std::to_string(spec.numNodes)},
+      {"MASTER_ADDR", spec.masterAddr},
+      {"MASTER_PORT", std::to_string(spec.masterPort)},
+      {"STRETCH_RESTART_COUNT", std::to_string(spec.restartCount)},
+      {"STRETCH_MAX_RESTARTS", std::to_string(spec.maxRestarts)},
+      {"STRETCH_STORE_TOKEN", spec.storeToken},
+  };
+  if (spec.cudaVisibleDevices) {
+    std::string devices;
+    std::set<int> seen;
+    for (std::size_t i = 0; i < spec.cudaVisibleDevices->size(); ++i) {
+      const int device = (*spec.cudaVisibleDevices)[i];
+      STRETCH_CHECK_GE(device, 0, "device index");
+      STRETCH_CHECK(seen.insert(device).second, "device {} listed twice", device);
+      devices += i ? "," : "";
+      devices += std::to_string(device);
+    }
+    env["CUDA_VISIBLE_DEVICES"] = devices;
+  }
+  if (spec.elasticityConfigJson) {
+    env["DEEPSPEED_ELASTICITY_CONFIG"] = *spec.elasticityConfigJson;
+  }
+  return env;
+}
+
+}  // namespace stretch::launcher
