@@ -14,6 +14,8 @@
 // dir/tag/manifest.json: every file's size and SHA-256; dir/latest: the tag, written last.
 
 #include <algorithm>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 
@@ -191,6 +193,17 @@ std::filesystem::path Engine::saveCheckpoint(const std::filesystem::path& dir,
     records.push_back(saveStateFile(path / modelStatesName(), file));
   }
   // Rank 0 writes the manifest of every rank's files, then `latest`.
+  // Fault injection for the launcher's tests (docs/testing.md): on a job's first attempt
+  // (STRETCH_RESTART_COUNT unset or 0), the last rank dies like a SIGKILLed process after its
+  // files of the given step are written and before the manifest and `latest`.
+  const char* restarts = std::getenv("STRETCH_RESTART_COUNT");
+  if (const char* step = std::getenv("STRETCH_FAULT_KILL_DURING_SAVE");
+      step != nullptr && std::to_string(globalSteps_) == step && rank == dpWorldSize() - 1 &&
+      (restarts == nullptr || std::string(restarts) == "0")) {
+    spdlog::warn("saveCheckpoint: STRETCH_FAULT_KILL_DURING_SAVE={}: killing rank {} mid-save",
+                 step, rank);
+    std::raise(SIGKILL);
+  }
   std::vector<FileRecord> all = gatherRecords(records);
   if (rank == 0) {
     CheckpointManifest manifest;

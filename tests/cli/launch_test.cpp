@@ -309,6 +309,31 @@ TEST(Launch, AWorkerKilledAtARandomMomentIsRestartedAndTheResultIsBitwiseTheSame
   }
 }
 
+TEST(Launch, AWorkerKilledWhileSavingLeavesThePreviousCheckpointCurrent) {
+  TempDir reference;
+  Launch straight(reference.path(), digitsJob(reference.path(), 2, 300));
+  ASSERT_EQ(straight.wait(), 0) << straight.err();
+  const auto expected = jobSummary(reference.path());
+
+  TempDir dir;
+  // The last rank dies after writing its files of global_step120, before manifest and latest.
+  ::setenv("STRETCH_FAULT_KILL_DURING_SAVE", "120", 1);
+  Launch launch(dir.path(), digitsJob(dir.path(), 2, 300));
+  ::unsetenv("STRETCH_FAULT_KILL_DURING_SAVE");
+  // The fault fires on the first attempt only (STRETCH_RESTART_COUNT=0).
+  ASSERT_EQ(launch.wait(), 0) << launch.err();
+  const auto events = eventsOf(dir.path() / "events.jsonl");
+  std::vector<nlohmann::json> starts;
+  for (const auto& e : events) {
+    if (e["event"] == "start_workers")
+      starts.push_back(e);
+  }
+  ASSERT_GE(starts.size(), 2u);
+  // The restart resumed from the checkpoint before the interrupted one.
+  EXPECT_EQ(starts[1]["resume_step"], 80);
+  EXPECT_EQ(jobSummary(dir.path())["weights_sha256"], expected["weights_sha256"]);
+}
+
 TEST(Launch, MaxRestartsExhaustedStopsWithTheWorkersStatus) {
   TempDir dir;
   Launch launch(dir.path(), {"--num_gpus", "2", "--max_restarts", "2", "--monitor_interval", "0.2",
