@@ -30,6 +30,10 @@
 #include "runtime/config/ds_config.hpp"
 #include "runtime/engine/engine.hpp"
 
+#ifdef STRETCH_BENCH_HAVE_CUDA  // LibTorch built with CUDA (bench/CMakeLists.txt)
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
 namespace {
 
 struct MlpImpl : torch::nn::Module {
@@ -48,6 +52,19 @@ struct MlpImpl : torch::nn::Module {
 };
 TORCH_MODULE(Mlp);
 
+// Peak bytes the caching allocator handed out on the current CUDA device, in MiB (0 on the CPU).
+double peakDeviceMib(const torch::Device& device) {
+#ifdef STRETCH_BENCH_HAVE_CUDA
+  if (device.is_cuda()) {
+    const auto stats =
+        c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+    return static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);
+  }
+#endif
+  (void)device;
+  return 0.0;
+}
+
 double peakRssMib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -64,6 +81,8 @@ int main(int argc, char** argv) {
   int steps = 30;
   int warmup = 5;
   int zeroStage = 0;
+  std::string deviceName = "cpu";
+  std::string dtypeName = "fp32";
   CLI::App app{"One rank of the engine benchmark (see bench/compare_engine.py)",
                "stretch-bench-engine"};
   app.add_option("--mode", mode, "engine or plain")
@@ -81,6 +100,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--zero-stage", zeroStage)->check(CLI::Range(0, 2))->capture_default_str();
+  app.add_option("--device", deviceName, "cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--dtype", dtypeName, "fp32, fp16 (dynamic loss scaling) or bf16")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -99,11 +122,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     const std::int64_t micro = batch / ranks;
+    const torch::Device device(deviceName);
+    const torch::ScalarType dtype = dtypeName == "fp16"   ? torch::kFloat16
+                                    : dtypeName == "bf16" ? torch::kBFloat16
+                                                          : torch::kFloat32;
     torch::manual_seed(0);
     Mlp model(layers, hidden);
     torch::manual_seed(1 + static_cast<std::uint64_t>(rank));
-    const auto x = torch::randn({micro, hidden});
-    const auto y = torch::randn({micro, 10});
+    const auto x = torch::randn({micro, hidden}).to(device, dtype);
+    const auto y = torch::randn({micro, 10}).to(device, torch::kFloat32);
 
     std::function<double()> trainStep;
     std::shared_ptr<stretch::engine::Engine> engine;
@@ -113,20 +140,27 @@ int main(int argc, char** argv) {
           R"({{"train_batch_size": {}, "train_micro_batch_size_per_gpu": {},
               "zero_optimization": {{"stage": {}, "overlap_comm": true,
                                      "reduce_bucket_size": 6553600}},
+              "fp16": {{"enabled": {}}}, "bf16": {{"enabled": {}}},
               "optimizer": {{"type": "Adam", "params": {{"lr": 1e-4, "adam_w_mode": false}}}}}})",
-          batch, micro, zeroStage));
+          batch, micro, zeroStage, dtypeName == "fp16" ? "true" : "false",
+          dtypeName == "bf16" ? "true" : "false"));
       stretch::engine::InitOptions options;
       options.processGroup = group;
-      options.device = torch::Device(torch::kCPU);
+      options.device = device;
       engine =
           stretch::engine::initialize(torch::nn::AnyModule(model), config.config, options).engine;
       trainStep = [&] {
-        auto loss = torch::mse_loss(engine->forward(x), y);
+        auto loss = (engine->forward(x).to(torch::kFloat32) - y).pow(2).mean();
         engine->backward(loss);
         engine->step();
         return loss.item<double>();
       };
     } else {
+      if (dtype != torch::kFloat32) {
+        std::cerr << "stretch-bench-engine: error: --mode plain trains in fp32 only\n";
+        return 2;
+      }
+      model->to(device);
       adam = std::make_unique<torch::optim::Adam>(model->parameters(),
                                                   torch::optim::AdamOptions(1e-4));
       trainStep = [&] {
@@ -144,7 +178,7 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     double loss = 0;
     for (int i = 0; i < steps; ++i)
-      loss = trainStep();
+      loss = trainStep();  // loss.item() synchronises with the device every step
     if (group)
       group->barrier()->wait();
     const double seconds =
@@ -161,7 +195,10 @@ int main(int argc, char** argv) {
                             {"seconds", seconds},
                             {"steps_per_s", steps / seconds},
                             {"peak_rss_mib", rss[0]},
-                            {"final_loss", loss}};
+                            {"final_loss", loss},
+                            {"device", device.str()},
+                            {"dtype", dtypeName},
+                            {"peak_device_mib", peakDeviceMib(device)}};
       std::cout << out.dump() << std::endl;
     }
     stretch::comm::destroyProcessGroup();

@@ -41,21 +41,35 @@ def run(rank, args, port, queue):
     ranks = args.ranks
     if ranks > 1 or args.mode == "ddp":
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ranks)
+    device = torch.device(args.device)
     torch.manual_seed(0)
-    model = build(torch, args.layers, args.hidden)
+    model = build(torch, args.layers, args.hidden).to(device)
     if args.mode == "ddp":
         model = torch.nn.parallel.DistributedDataParallel(model)
     torch.manual_seed(1 + rank)
     micro = args.batch // ranks
-    x = torch.randn(micro, args.hidden)
-    y = torch.randn(micro, 10)
+    x = torch.randn(micro, args.hidden).to(device)
+    y = torch.randn(micro, 10).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    # fp16/bf16: PyTorch's own mixed precision (autocast; GradScaler for fp16), fp32 weights.
+    half = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(args.dtype)
+    scaler = torch.cuda.amp.GradScaler() if args.dtype == "fp16" else None
 
     def step():
         opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
+        if half is not None:
+            with torch.autocast(device_type=device.type, dtype=half):
+                out = model(x)
+            loss = (out.float() - y).pow(2).mean()
+        else:
+            loss = (model(x) - y).pow(2).mean()
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
         return loss.item()
 
     for _ in range(args.warmup):
@@ -70,6 +84,7 @@ def run(rank, args, port, queue):
         dist.barrier()
     seconds = time.perf_counter() - start
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    device_mib = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else 0.0
     if args.mode == "ddp":
         t = torch.tensor([rss], dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
@@ -77,7 +92,8 @@ def run(rank, args, port, queue):
         dist.destroy_process_group()
     if rank == 0:
         queue.put({"mode": args.mode, "ranks": ranks, "steps": args.steps, "seconds": seconds,
-                   "steps_per_s": args.steps / seconds, "peak_rss_mib": rss, "final_loss": loss})
+                   "steps_per_s": args.steps / seconds, "peak_rss_mib": rss, "final_loss": loss,
+                   "device": str(device), "dtype": args.dtype, "peak_device_mib": device_mib})
 
 
 def main():
@@ -89,6 +105,9 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--dtype", choices=["fp32", "fp16", "bf16"], default="fp32",
+                    help="fp16/bf16: torch.autocast mixed precision (GradScaler for fp16)")
     ap.add_argument("--timeout", type=float, default=1800)
     args = ap.parse_args()
     if args.mode == "plain":

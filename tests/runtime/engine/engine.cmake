@@ -11,3 +11,11 @@ stretch_add_test(engine_checkpoint_test
   DEPS stretch_engine
   LABELS unit
   TIMEOUT 300)
+
+# The engine on CUDA (skips without a device): fp32 vs CPU, fp16 with loss scaling, bf16,
+# checkpoints moving between CPU and GPU.
+stretch_add_test(engine_cuda_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_cuda_test.cpp
+  DEPS stretch_engine
+  LABELS gpu
+  TIMEOUT 300)
