@@ -27,35 +27,14 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/test_support.hpp"
+
 extern char** environ;
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "stretch-launch-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string readAll(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 int freePort() {
   static std::mt19937 rng(static_cast<unsigned>(::getpid()));
@@ -106,8 +85,8 @@ class Launch {
   // The launcher's child processes (its workers).
   std::vector<pid_t> workers() const {
     std::vector<pid_t> out;
-    std::istringstream in(
-        readAll("/proc/" + std::to_string(pid_) + "/task/" + std::to_string(pid_) + "/children"));
+    std::istringstream in(stretch::test::readFileIfAny("/proc/" + std::to_string(pid_) + "/task/" +
+                                                       std::to_string(pid_) + "/children"));
     pid_t p = 0;
     while (in >> p)
       out.push_back(p);
@@ -115,23 +94,14 @@ class Launch {
   }
 
   pid_t pid() const { return pid_; }
-  std::string out() const { return readAll(dir_ / "out.txt"); }
-  std::string err() const { return readAll(dir_ / "err.txt"); }
+  std::string out() const { return stretch::test::readFileIfAny(dir_ / "out.txt"); }
+  std::string err() const { return stretch::test::readFileIfAny(dir_ / "err.txt"); }
 
  private:
   fs::path dir_;
   pid_t pid_ = -1;
   bool reaped_ = false;
 };
-
-bool alive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line))
-    return false;
-  const auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
-}
 
 // The last JSON summary line the job printed (rank 0's).
 nlohmann::json summaryOf(const std::string& out) {
@@ -151,7 +121,7 @@ nlohmann::json jobSummary(const fs::path& dir) {
     const fs::path log = dir / "logs" / ("attempt_" + std::to_string(attempt)) / "rank_0.log";
     if (!fs::exists(log))
       break;
-    const auto summary = summaryOf(readAll(log));
+    const auto summary = summaryOf(stretch::test::readFileIfAny(log));
     if (!summary.is_null())
       last = summary;
   }
@@ -160,7 +130,7 @@ nlohmann::json jobSummary(const fs::path& dir) {
 
 std::vector<nlohmann::json> eventsOf(const fs::path& file) {
   std::vector<nlohmann::json> out;
-  std::istringstream in(readAll(file));
+  std::istringstream in(stretch::test::readFileIfAny(file));
   std::string line;
   while (std::getline(in, line))
     out.push_back(nlohmann::json::parse(line));
@@ -202,7 +172,7 @@ std::vector<std::string> digitsJob(const fs::path& dir, int slots, int steps) {
 // The wall-clock time of the first log line of `log` containing `needle` ("[2026-11-23
 // 02:40:00.617] [info] ..."), as seconds since the epoch; nullopt when absent.
 std::optional<double> logTime(const fs::path& log, const std::string& needle) {
-  std::istringstream in(readAll(log));
+  std::istringstream in(stretch::test::readFileIfAny(log));
   std::string line;
   while (std::getline(in, line)) {
     if (line.find(needle) == std::string::npos || line.size() < 25 || line[0] != '[')
@@ -230,7 +200,7 @@ int faultTrials() {
 }
 
 TEST(Launch, TwoWorkersTrainTheExampleJob) {
-  TempDir dir;
+  stretch::test::TempDir dir("stretch-launch");
   Launch launch(dir.path(), digitsJob(dir.path(), 2, 200));
   ASSERT_EQ(launch.wait(), 0) << launch.err();
   const auto summary = jobSummary(dir.path());
@@ -244,7 +214,7 @@ TEST(Launch, TwoWorkersTrainTheExampleJob) {
 }
 
 TEST(Launch, AWorkerKilledAtARandomMomentIsRestartedAndTheResultIsBitwiseTheSame) {
-  TempDir reference;
+  stretch::test::TempDir reference("stretch-launch");
   Launch straight(reference.path(), digitsJob(reference.path(), 2, 600));
   ASSERT_EQ(straight.wait(), 0) << straight.err();
   const auto expected = jobSummary(reference.path());
@@ -254,7 +224,7 @@ TEST(Launch, AWorkerKilledAtARandomMomentIsRestartedAndTheResultIsBitwiseTheSame
   const int trials = faultTrials();
   std::printf("launch fault trials: %d (seed %u)\n", trials, static_cast<unsigned>(rng()));
   for (int trial = 0; trial < trials; ++trial) {
-    TempDir dir;
+    stretch::test::TempDir dir("stretch-launch");
     Launch launch(dir.path(), digitsJob(dir.path(), 2, 600));
     // Wait for the workers, then kill one of them at a random moment of the run.
     std::vector<pid_t> workers;
@@ -297,7 +267,7 @@ TEST(Launch, AWorkerKilledAtARandomMomentIsRestartedAndTheResultIsBitwiseTheSame
       auto resumed = logTime(log, "resumed from");
       if (!resumed)
         resumed = logTime(log, "nothing loaded");
-      ASSERT_TRUE(resumed.has_value()) << readAll(log);
+      ASSERT_TRUE(resumed.has_value()) << stretch::test::readFileIfAny(log);
       const double recovery = *resumed - killedWall;
       EXPECT_LT(recovery, 5.0) << "trial " << trial;
       std::printf(
@@ -310,12 +280,12 @@ TEST(Launch, AWorkerKilledAtARandomMomentIsRestartedAndTheResultIsBitwiseTheSame
 }
 
 TEST(Launch, AWorkerKilledWhileSavingLeavesThePreviousCheckpointCurrent) {
-  TempDir reference;
+  stretch::test::TempDir reference("stretch-launch");
   Launch straight(reference.path(), digitsJob(reference.path(), 2, 300));
   ASSERT_EQ(straight.wait(), 0) << straight.err();
   const auto expected = jobSummary(reference.path());
 
-  TempDir dir;
+  stretch::test::TempDir dir("stretch-launch");
   // The last rank dies after writing its files of global_step120, before manifest and latest.
   ::setenv("STRETCH_FAULT_KILL_DURING_SAVE", "120", 1);
   Launch launch(dir.path(), digitsJob(dir.path(), 2, 300));
@@ -335,7 +305,7 @@ TEST(Launch, AWorkerKilledWhileSavingLeavesThePreviousCheckpointCurrent) {
 }
 
 TEST(Launch, MaxRestartsExhaustedStopsWithTheWorkersStatus) {
-  TempDir dir;
+  stretch::test::TempDir dir("stretch-launch");
   Launch launch(dir.path(), {"--num_gpus", "2", "--max_restarts", "2", "--monitor_interval", "0.2",
                              "--event_log", (dir.path() / "events.jsonl").string(), "/bin/sh", "-c",
                              "sleep 0.1; exit 7"});
@@ -348,7 +318,7 @@ TEST(Launch, MaxRestartsExhaustedStopsWithTheWorkersStatus) {
 }
 
 TEST(Launch, SigtermStopsEveryWorkerAndExitsNonZero) {
-  TempDir dir;
+  stretch::test::TempDir dir("stretch-launch");
   Launch launch(dir.path(), {"--num_gpus", "3", "/bin/sh", "-c", "trap '' TERM; sleep 60"});
   std::vector<pid_t> workers;
   const auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -360,11 +330,11 @@ TEST(Launch, SigtermStopsEveryWorkerAndExitsNonZero) {
   ::kill(launch.pid(), SIGTERM);
   EXPECT_EQ(launch.wait(30s), 128 + SIGTERM) << launch.err();
   for (const pid_t w : workers)
-    EXPECT_FALSE(alive(w)) << "worker " << w << " outlived the launcher";
+    EXPECT_FALSE(stretch::test::processAlive(w)) << "worker " << w << " outlived the launcher";
 }
 
 TEST(Launch, BadInputIsExitStatusTwoWithTheFlagNamed) {
-  TempDir dir;
+  stretch::test::TempDir dir("stretch-launch");
   struct Case {
     std::vector<std::string> args;
     std::string expected;

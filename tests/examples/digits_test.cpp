@@ -7,10 +7,12 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <gtest/gtest.h>
+
 #include "bench/comm/rank_launcher.hpp"
+#include "tests/support/test_support.hpp"
 
 namespace {
 
@@ -34,22 +36,6 @@ nlohmann::json train(int ranks, std::vector<std::string> args) {
   return nlohmann::json::parse(summary);
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "stretch-digits-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 // The stated quality of the example (docs/engine.md): 600 steps bring the training loss below
 // 0.1 and the accuracy on the 297 held-out digits to at least 90%.
 constexpr double kMaxFinalLoss = 0.1;
@@ -72,7 +58,7 @@ TEST(DigitsExample, TwoProcessesOverGlooTrainToTheSameQuality) {
 }
 
 TEST(DigitsExample, ResumingFromACheckpointGivesExactlyTheUninterruptedResult) {
-  TempDir dir;
+  stretch::test::TempDir dir("stretch-digits");
   const auto straight = train(1, {"--steps", "200"});
   train(1, {"--steps", "100", "--checkpoint-dir", dir.path().string(), "--save-at", "100"});
   ASSERT_TRUE(fs::exists(dir.path() / "latest"));
@@ -84,7 +70,7 @@ TEST(DigitsExample, ResumingFromACheckpointGivesExactlyTheUninterruptedResult) {
 }
 
 TEST(DigitsExample, ACheckpointWrittenOnTwoRanksResumesOnOne) {
-  TempDir dir;
+  stretch::test::TempDir dir("stretch-digits");
   train(2, {"--steps", "100", "--checkpoint-dir", dir.path().string(), "--save-at", "100"});
   const auto resumed =
       train(1, {"--steps", "600", "--checkpoint-dir", dir.path().string(), "--resume"});
@@ -97,8 +83,9 @@ TEST(DigitsExample, ACheckpointWrittenOnTwoRanksResumesOnOne) {
 TEST(DigitsExample, PythonTorchLoadsTheCheckpointAndPredictsTheSameDigits) {
   const char* python = "/usr/bin/python3";
   if (std::system((std::string(python) + " -c 'import torch' >/dev/null 2>&1").c_str()) != 0)
-    GTEST_SKIP() << "Debian's python3-torch is not installed (/usr/bin/python3 cannot import torch)";
-  TempDir dir;
+    GTEST_SKIP()
+        << "Debian's python3-torch is not installed (/usr/bin/python3 cannot import torch)";
+  stretch::test::TempDir dir("stretch-digits");
   const auto summary =
       train(1, {"--steps", "150", "--checkpoint-dir", dir.path().string(), "--save-at", "150"});
   const fs::path script = dir.path() / "check.py";
@@ -125,9 +112,10 @@ print(ckpt["global_steps"], (pred == test[:, 64].long()).double().mean().item())
                f);
     std::fclose(f);
   }
-  const std::string command = std::string(python) + " " + script.string() + " " +
-                              (dir.path() / "global_step150" / "mp_rank_00_model_states.pt").string() +
-                              " " + STRETCH_DIGITS_DATA + " > " + (dir.path() / "out.txt").string();
+  const std::string command =
+      std::string(python) + " " + script.string() + " " +
+      (dir.path() / "global_step150" / "mp_rank_00_model_states.pt").string() + " " +
+      STRETCH_DIGITS_DATA + " > " + (dir.path() / "out.txt").string();
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   std::FILE* out = std::fopen((dir.path() / "out.txt").c_str(), "r");
   ASSERT_NE(out, nullptr);

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <string>
+#include <sys/types.h>
 
 namespace stretch::test {
 
@@ -14,5 +15,27 @@ std::filesystem::path fixturePath(const std::string& relative);
 
 // Whole file as a string; fails the current test (ADD_FAILURE) and returns "" when unreadable.
 std::string readFile(const std::filesystem::path& path);
+
+// Whole file as a string, "" when it is missing or unreadable (files a test polls for, /proc).
+std::string readFileIfAny(const std::filesystem::path& path);
+
+// A fresh directory under $TMPDIR (or /tmp) named <prefix>-XXXXXX, removed with everything in
+// it on destruction. path() is empty when it could not be created.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix = "stretch-test");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// True while `pid` runs or sleeps; false once it is gone or a zombie (state Z: dead, waiting
+// for whoever reaps orphans here).
+bool processAlive(pid_t pid);
 
 }  // namespace stretch::test

@@ -14,34 +14,13 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/test_support.hpp"
+
 namespace stretch::agent {
 namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "stretch-workers-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string readAll(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::vector<WorkerExit> waitAll(LocalWorkerGroup& group, std::chrono::seconds limit = 20s) {
   std::vector<WorkerExit> exits;
@@ -54,18 +33,8 @@ std::vector<WorkerExit> waitAll(LocalWorkerGroup& group, std::chrono::seconds li
   return exits;
 }
 
-// Running or sleeping: a zombie (state Z, waiting for whoever reaps orphans here) is dead.
-bool alive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line))
-    return false;
-  const auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
-}
-
 TEST(LocalWorkers, EachWorkerGetsItsEnvironmentAndItsOwnLog) {
-  TempDir dir;
+  stretch::test::TempDir dir("stretch-workers");
   LocalWorkerGroup group;
   group.start(
       {"/bin/sh", "-c", "echo rank=$RANK local=$LOCAL_RANK; exit $RANK"},
@@ -77,8 +46,10 @@ TEST(LocalWorkers, EachWorkerGetsItsEnvironmentAndItsOwnLog) {
     EXPECT_FALSE(e.signaled);
     EXPECT_EQ(e.exitCode, e.globalRank);
   }
-  EXPECT_EQ(readAll(dir.path() / "attempt_3" / "rank_4.log"), "rank=4 local=0\n");
-  EXPECT_EQ(readAll(dir.path() / "attempt_3" / "rank_5.log"), "rank=5 local=1\n");
+  EXPECT_EQ(stretch::test::readFileIfAny(dir.path() / "attempt_3" / "rank_4.log"),
+            "rank=4 local=0\n");
+  EXPECT_EQ(stretch::test::readFileIfAny(dir.path() / "attempt_3" / "rank_5.log"),
+            "rank=5 local=1\n");
 }
 
 TEST(LocalWorkers, AKilledWorkerReportsTheSignal) {
@@ -92,18 +63,19 @@ TEST(LocalWorkers, AKilledWorkerReportsTheSignal) {
 }
 
 TEST(LocalWorkers, AMissingProgramExitsWith127AndSaysWhyInTheLog) {
-  TempDir dir;
+  stretch::test::TempDir dir("stretch-workers");
   LocalWorkerGroup group;
   group.start({"/nonexistent/program"}, {{0, 0, {}}}, dir.path(), 0);
   auto exits = waitAll(group);
   ASSERT_EQ(exits.size(), 1u);
   EXPECT_EQ(exits[0].exitCode, 127);
-  EXPECT_NE(readAll(dir.path() / "attempt_0" / "rank_0.log").find("cannot execute"),
-            std::string::npos);
+  EXPECT_NE(
+      stretch::test::readFileIfAny(dir.path() / "attempt_0" / "rank_0.log").find("cannot execute"),
+      std::string::npos);
 }
 
 TEST(LocalWorkers, StopKillsWorkersAndTheirChildrenEvenWhenTheyIgnoreSigterm) {
-  TempDir dir;
+  stretch::test::TempDir dir("stretch-workers");
   const fs::path pidFile = dir.path() / "grandchild.pid";
   LocalWorkerGroup group;
   // The worker ignores SIGTERM and starts a child that does too.
@@ -116,22 +88,22 @@ TEST(LocalWorkers, StopKillsWorkersAndTheirChildrenEvenWhenTheyIgnoreSigterm) {
     std::this_thread::sleep_for(5ms);
   std::this_thread::sleep_for(50ms);
   const pid_t worker = group.pids().at(0);
-  const pid_t grandchild = std::stoi(readAll(pidFile));
-  ASSERT_TRUE(alive(worker));
-  ASSERT_TRUE(alive(grandchild));
+  const pid_t grandchild = std::stoi(stretch::test::readFileIfAny(pidFile));
+  ASSERT_TRUE(stretch::test::processAlive(worker));
+  ASSERT_TRUE(stretch::test::processAlive(grandchild));
   const auto start = std::chrono::steady_clock::now();
   group.stop(300ms);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
   EXPECT_EQ(group.running(), 0);
   // The grandchild was re-parented; give the kernel a moment to deliver SIGKILL.
-  for (int i = 0; i < 200 && alive(grandchild); ++i)
+  for (int i = 0; i < 200 && stretch::test::processAlive(grandchild); ++i)
     std::this_thread::sleep_for(5ms);
-  EXPECT_FALSE(alive(grandchild));
+  EXPECT_FALSE(stretch::test::processAlive(grandchild));
 }
 
 TEST(LocalWorkers, WorkersDieWithTheirAgent) {
   // A stand-in agent (a forked child) starts a worker and is then SIGKILLed: the worker must go.
-  TempDir dir;
+  stretch::test::TempDir dir("stretch-workers");
   const fs::path pidFile = dir.path() / "worker.pid";
   const pid_t agent = ::fork();
   ASSERT_GE(agent, 0);
@@ -143,18 +115,18 @@ TEST(LocalWorkers, WorkersDieWithTheirAgent) {
     ::_exit(0);
   }
   const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while ((!fs::exists(pidFile) || readAll(pidFile).empty()) &&
+  while ((!fs::exists(pidFile) || stretch::test::readFileIfAny(pidFile).empty()) &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(5ms);
   }
-  const pid_t worker = std::stoi(readAll(pidFile));
-  ASSERT_TRUE(alive(worker));
+  const pid_t worker = std::stoi(stretch::test::readFileIfAny(pidFile));
+  ASSERT_TRUE(stretch::test::processAlive(worker));
   ::kill(agent, SIGKILL);
   int status = 0;
   ::waitpid(agent, &status, 0);
-  for (int i = 0; i < 400 && alive(worker); ++i)
+  for (int i = 0; i < 400 && stretch::test::processAlive(worker); ++i)
     std::this_thread::sleep_for(5ms);
-  EXPECT_FALSE(alive(worker)) << "worker " << worker << " outlived its agent";
+  EXPECT_FALSE(stretch::test::processAlive(worker)) << "worker " << worker << " outlived its agent";
 }
 
 }  // namespace

@@ -16,31 +16,12 @@
 #include <unistd.h>
 #include <vector>
 
+#include "tests/support/test_support.hpp"
+
 namespace stretch::comm::test {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
-                          "/stretch-store-test-XXXXXX";
-    if (::mkdtemp(pattern.data()) != nullptr)
-      path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty())
-      std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::filesystem::path& path() const noexcept { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+// Temporary directories come from the shared test support.
+using stretch::test::TempDir;
 
 // A loopback port nobody listened on a moment ago (the kernel's pick for an ephemeral bind).
 inline int freeLoopbackPort() {

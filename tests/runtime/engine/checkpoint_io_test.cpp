@@ -32,6 +32,7 @@
 #include <rapidcheck/gtest.h>
 
 #include "runtime/common/error.hpp"
+#include "tests/support/test_support.hpp"
 
 #ifndef STRETCH_CHECKPOINT_TEST_INTEGRATION
 #define STRETCH_CHECKPOINT_TEST_INTEGRATION 0
@@ -42,32 +43,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under the test temp dir, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::path(testing::TempDir()) /
-            ("stretch_ckpt_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-[[maybe_unused]] std::string readBytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
+// Temporary directories: the shared test support.
+using stretch::test::TempDir;
 
 [[maybe_unused]] void writeBytes(const fs::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
@@ -254,9 +231,9 @@ TEST(CheckpointWrite, AtomicWriteReplacesAndLeavesNoTemporaries) {
   TempDir dir;
   const fs::path file = dir.path() / "a" / "b" / "latest";  // parents are created
   writeTextAtomically(file, "first");
-  EXPECT_EQ(readBytes(file), "first");
+  EXPECT_EQ(stretch::test::readFileIfAny(file), "first");
   const FileRecord r = writeFileAtomically(file, "second, longer");
-  EXPECT_EQ(readBytes(file), "second, longer");
+  EXPECT_EQ(stretch::test::readFileIfAny(file), "second, longer");
   EXPECT_EQ(r, (FileRecord{"latest", 14, sha256Hex("second, longer")}));
   EXPECT_EQ(listDir(file.parent_path()), std::vector<std::string>{"latest"});
 }
@@ -282,7 +259,8 @@ TEST(CheckpointLatest, ReadWriteAndValidation) {
   TempDir dir;
   EXPECT_EQ(readLatest(dir.path()), std::nullopt);
   writeLatest(dir.path(), "global_step100");
-  EXPECT_EQ(readBytes(dir.path() / "latest"), "global_step100");  // no newline, as DeepSpeed
+  EXPECT_EQ(stretch::test::readFileIfAny(dir.path() / "latest"),
+            "global_step100");  // no newline, as DeepSpeed
   EXPECT_EQ(readLatest(dir.path()), "global_step100");
   writeBytes(dir.path() / "latest", "  tag7\n");  // DeepSpeed strips
   EXPECT_EQ(readLatest(dir.path()), "tag7");
@@ -490,7 +468,7 @@ TEST(CheckpointVerify, IntactCheckpointLoads) {
 
 TEST(CheckpointVerify, EachProblemIsNamed) {
   const auto c = writeCheckpoint();
-  const std::string original = readBytes(c->file());
+  const std::string original = stretch::test::readFileIfAny(c->file());
   const FileRecord& record = *c->manifest.find(modelStatesName());
   const std::string file = c->file().string();
   auto both = [&](const std::string& expected) {
@@ -544,7 +522,7 @@ TEST(CheckpointVerify, ErrorsAreIoErrors) {
 // crashes or lets another exception escape. A truncation is always noticed.
 RC_GTEST_PROP(CheckpointCorruption, AlwaysACheckpointErrorNeverACrash, ()) {
   static const std::unique_ptr<WrittenCheckpoint> c = writeCheckpoint();
-  static const std::string original = readBytes(c->file());
+  static const std::string original = stretch::test::readFileIfAny(c->file());
   const fs::path scratch = c->dir.path() / "scratch";
   fs::create_directories(scratch);
   std::string bytes = original;

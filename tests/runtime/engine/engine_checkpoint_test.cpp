@@ -16,28 +16,13 @@
 #include "runtime/engine/engine.hpp"
 #include "tests/runtime/comm/rank_threads.hpp"
 #include "tests/runtime/engine/engine_test_util.hpp"
+#include "tests/support/test_support.hpp"
 
 namespace stretch::engine {
 namespace {
 
 namespace fs = std::filesystem;
 using test::Mlp;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "stretch-ckpt-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // A data set of 96 samples; the job trains with a global batch of 24 (micro batch 24 / ranks /
 // gas) so every world size in the tests keeps the same global batch.
@@ -48,7 +33,8 @@ TensorDataset dataset() {
   return {x, y};
 }
 
-std::string configFor(int ranks, int stage, int gas = 1) {
+// The same global batch for every world size: the engine derives micro batch x accumulation.
+std::string configFor(int stage, int gas = 1) {
   return fmt::format(
       R"({{"train_batch_size": 24, "gradient_accumulation_steps": {},
           "zero_optimization": {{"stage": {}}},
@@ -57,7 +43,6 @@ std::string configFor(int ranks, int stage, int gas = 1) {
                         "params": {{"warmup_num_steps": 3, "total_num_steps": 40,
                                    "warmup_max_lr": 0.01}}}}}})",
       gas, stage);
-  (void)ranks;
 }
 
 struct TrainRun {
@@ -77,7 +62,7 @@ TrainRun train(int ranks, int stage, int steps, const fs::path& loadFrom = {},
     torch::manual_seed(modelSeed);
     models.emplace_back(6, 12, 3);
   }
-  const auto config = test::parse(configFor(ranks, stage, gas));
+  const auto config = test::parse(configFor(stage, gas));
   const TensorDataset data = dataset();  // here: the threads would race on the default generator
   TrainRun run;
   std::vector<std::vector<double>> rankLosses(static_cast<std::size_t>(ranks));
@@ -130,7 +115,7 @@ class ExactResume : public ::testing::TestWithParam<int> {};
 
 TEST_P(ExactResume, SaveLoadAndContinueIsBitwiseIdenticalToTrainingStraight) {
   const int stage = GetParam();
-  TempDir dir;
+  stretch::test::TempDir dir("stretch-ckpt");
   const TrainRun straight = train(2, stage, 10);
   const TrainRun first = train(2, stage, 5, {}, dir.path());
   ASSERT_TRUE(fs::exists(dir.path() / "latest"));
@@ -152,7 +137,7 @@ INSTANTIATE_TEST_SUITE_P(ZeroStages, ExactResume, ::testing::Values(0, 1, 2),
                          [](const auto& param) { return "Stage" + std::to_string(param.param); });
 
 TEST(ElasticResume, ACheckpointFromFourRanksContinuesOnTwoAndOneWithTheSameLossCurve) {
-  TempDir dir;
+  stretch::test::TempDir dir("stretch-ckpt");
   const TrainRun straight = train(4, 2, 12, {}, {}, 1);
   train(4, 2, 6, {}, dir.path(), 1);
   std::vector<double> tail(straight.losses.begin() + 6, straight.losses.end());
@@ -173,14 +158,13 @@ TEST(ElasticResume, ACheckpointFromFourRanksContinuesOnTwoAndOneWithTheSameLossC
 }
 
 TEST(CheckpointFiles, ClientStateComesBackAndLatestNamesTheTag) {
-  TempDir dir;
+  stretch::test::TempDir dir("stretch-ckpt");
   auto groups = test::makeGroups(1);
   torch::manual_seed(0);
   Mlp model(6, 12, 3);
   InitOptions options;
   options.device = torch::Device(torch::kCPU);
-  auto engine =
-      initialize(torch::nn::AnyModule(model), test::parse(configFor(1, 0)), options).engine;
+  auto engine = initialize(torch::nn::AnyModule(model), test::parse(configFor(0)), options).engine;
   StateDict client;
   client["note"] = c10::IValue(std::string("hello"));
   client["best_loss"] = c10::IValue(0.25);
@@ -198,15 +182,15 @@ TEST(CheckpointFiles, ClientStateComesBackAndLatestNamesTheTag) {
   clash["global_steps"] = c10::IValue(static_cast<std::int64_t>(1));
   EXPECT_THROW(engine->saveCheckpoint(dir.path(), std::string("t2"), clash), ConfigError);
   // No latest and no tag: nothing loaded, as DeepSpeed.
-  TempDir empty;
+  stretch::test::TempDir empty("stretch-ckpt");
   EXPECT_FALSE(engine->loadCheckpoint(empty.path()).has_value());
 }
 
 TEST(CheckpointTags, DifferentTagsOnTheRanksFailWithTagValidationFail) {
-  TempDir dir;
+  stretch::test::TempDir dir("stretch-ckpt");
   auto groups = test::makeGroups(2);
   const auto models = test::seededModels(2);
-  auto config = test::parse(configFor(2, 0));
+  auto config = test::parse(configFor(0));
   config.checkpoint.tagValidation = config::TagValidation::Fail;
   std::vector<int> refused(2, 0);
   comm::test::runRanks(2, [&](int r) {
@@ -234,8 +218,7 @@ class Corruption : public ::testing::Test {
     model_ = Mlp(6, 12, 3);
     InitOptions options;
     options.device = torch::Device(torch::kCPU);
-    engine_ =
-        initialize(torch::nn::AnyModule(model_), test::parse(configFor(1, 0)), options).engine;
+    engine_ = initialize(torch::nn::AnyModule(model_), test::parse(configFor(0)), options).engine;
     path_ = engine_->saveCheckpoint(dir_.path());
     file_ = path_ / modelStatesName();
   }
@@ -250,7 +233,7 @@ class Corruption : public ::testing::Test {
     }
   }
 
-  TempDir dir_;
+  stretch::test::TempDir dir_{"stretch-ckpt"};
   Mlp model_{nullptr};
   std::shared_ptr<Engine> engine_;
   fs::path path_;
@@ -283,15 +266,15 @@ TEST_F(Corruption, WeightsAreUntouchedWhenTheLoadFails) {
 }
 
 TEST(CheckpointShape, AModelOfAnotherShapeIsRefused) {
-  TempDir dir;
+  stretch::test::TempDir dir("stretch-ckpt");
   torch::manual_seed(0);
   Mlp small(6, 12, 3);
   Mlp other(6, 13, 3);
   InitOptions options;
   options.device = torch::Device(torch::kCPU);
-  auto a = initialize(torch::nn::AnyModule(small), test::parse(configFor(1, 0)), options).engine;
+  auto a = initialize(torch::nn::AnyModule(small), test::parse(configFor(0)), options).engine;
   a->saveCheckpoint(dir.path());
-  auto b = initialize(torch::nn::AnyModule(other), test::parse(configFor(1, 0)), options).engine;
+  auto b = initialize(torch::nn::AnyModule(other), test::parse(configFor(0)), options).engine;
   try {
     b->loadCheckpoint(dir.path());
     ADD_FAILURE() << "loaded into a model of another shape";
