@@ -124,6 +124,26 @@ void fsyncDirectory(const fs::path& dir) {
 
 std::atomic<std::uint64_t> gTempCounter{0};
 
+// Reads `fd` to its end in 64 KiB chunks, handing each to onChunk(data, size); a read error is
+// a CheckpointError naming `path`.
+template <class OnChunk>
+void readChunks(int fd, const fs::path& path, OnChunk&& onChunk) {
+  std::array<char, 1 << 16> buffer{};
+  for (;;) {
+    const ssize_t got = ::read(fd, buffer.data(), buffer.size());
+    if (got < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      fail("cannot read checkpoint file " + quoted(path) + ": " + errnoText(errno));
+    }
+    if (got == 0) {
+      return;
+    }
+    onChunk(buffer.data(), static_cast<std::size_t>(got));
+  }
+}
+
 // Reads a whole file. nullopt when it does not exist.
 std::optional<std::string> readWholeFile(const fs::path& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -142,20 +162,7 @@ std::optional<std::string> readWholeFile(const fs::path& path) {
   }
   std::string out;
   out.reserve(static_cast<std::size_t>(st.st_size));
-  std::array<char, 1 << 16> buffer{};
-  for (;;) {
-    const ssize_t got = ::read(fd.get(), buffer.data(), buffer.size());
-    if (got < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      fail("cannot read checkpoint file " + quoted(path) + ": " + errnoText(errno));
-    }
-    if (got == 0) {
-      break;
-    }
-    out.append(buffer.data(), static_cast<std::size_t>(got));
-  }
+  readChunks(fd.get(), path, [&](const char* data, std::size_t size) { out.append(data, size); });
   return out;
 }
 
@@ -238,20 +245,7 @@ std::string sha256OfFile(const fs::path& path) {
     fail("cannot open checkpoint file " + quoted(path) + ": " + errnoText(errno));
   }
   Sha256 sha;
-  std::array<char, 1 << 16> buffer{};
-  for (;;) {
-    const ssize_t got = ::read(fd.get(), buffer.data(), buffer.size());
-    if (got < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      fail("cannot read checkpoint file " + quoted(path) + ": " + errnoText(errno));
-    }
-    if (got == 0) {
-      break;
-    }
-    sha.update(buffer.data(), static_cast<std::size_t>(got));
-  }
+  readChunks(fd.get(), path, [&](const char* data, std::size_t size) { sha.update(data, size); });
   return sha.hex();
 }
 
