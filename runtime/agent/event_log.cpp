@@ -3,17 +3,11 @@
 #include <fmt/format.h>
 
 #include "runtime/common/error.hpp"
+#include "runtime/common/overloaded.hpp"
 
 namespace stretch::agent {
 
 namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <class... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
 
 // Length of the valid UTF-8 sequence starting at text[i], 0 when it is not valid (overlong
 // forms, surrogates and code points above U+10FFFF are not).

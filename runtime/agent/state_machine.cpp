@@ -7,17 +7,11 @@
 
 #include "runtime/common/check.hpp"
 #include "runtime/common/error.hpp"
+#include "runtime/common/overloaded.hpp"
 
 namespace stretch::agent {
 
 namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-template <class... Ts>
-Overloaded(Ts...) -> Overloaded<Ts...>;
 
 void require(bool ok, const char* path, const std::string& value, const char* expected) {
   if (!ok) {
