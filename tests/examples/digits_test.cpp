@@ -13,6 +13,7 @@
 
 #include "bench/comm/rank_launcher.hpp"
 #include "tests/support/test_support.hpp"
+#include "tests/support/torch_python.hpp"
 
 namespace {
 
@@ -81,10 +82,9 @@ TEST(DigitsExample, ACheckpointWrittenOnTwoRanksResumesOnOne) {
 }
 
 TEST(DigitsExample, PythonTorchLoadsTheCheckpointAndPredictsTheSameDigits) {
-  const char* python = "/usr/bin/python3";
-  if (std::system((std::string(python) + " -c 'import torch' >/dev/null 2>&1").c_str()) != 0)
-    GTEST_SKIP()
-        << "Debian's python3-torch is not installed (/usr/bin/python3 cannot import torch)";
+  if (const std::string why = stretch::test::torchUnavailableReason(); !why.empty())
+    GTEST_SKIP() << why;
+  const std::string python = stretch::test::torchPython();
   stretch::test::TempDir dir("stretch-digits");
   const auto summary =
       train(1, {"--steps", "150", "--checkpoint-dir", dir.path().string(), "--save-at", "150"});
@@ -113,7 +113,7 @@ print(ckpt["global_steps"], (pred == test[:, 64].long()).double().mean().item())
     std::fclose(f);
   }
   const std::string command =
-      std::string(python) + " " + script.string() + " " +
+      python + " " + script.string() + " " +
       (dir.path() / "global_step150" / "mp_rank_00_model_states.pt").string() + " " +
       STRETCH_DIGITS_DATA + " > " + (dir.path() / "out.txt").string();
   ASSERT_EQ(std::system(command.c_str()), 0) << command;

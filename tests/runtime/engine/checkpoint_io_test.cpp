@@ -33,6 +33,7 @@
 
 #include "runtime/common/error.hpp"
 #include "tests/support/test_support.hpp"
+#include "tests/support/torch_python.hpp"
 
 #ifndef STRETCH_CHECKPOINT_TEST_INTEGRATION
 #define STRETCH_CHECKPOINT_TEST_INTEGRATION 0
@@ -564,43 +565,10 @@ RC_GTEST_PROP(CheckpointCorruption, AlwaysACheckpointErrorNeverACrash, ()) {
 
 // ---- Python torch.load / torch.save ----
 
-std::string torchPython() {
-  if (const char* env = std::getenv("STRETCH_TORCH_PYTHON"); env != nullptr && *env != '\0') {
-    return env;
-  }
-  return "/usr/bin/python3";
-}
-
-struct CommandResult {
-  int exitCode = -1;
-  std::string output;
-};
-
-CommandResult runCommand(const std::string& command) {
-  CommandResult run;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    return run;
-  }
-  char buffer[4096];
-  std::size_t got = 0;
-  while ((got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) {
-    run.output.append(buffer, got);
-  }
-  const int status = pclose(pipe);
-  run.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
-}
-
-std::string torchUnavailableReason() {
-  const CommandResult probe =
-      runCommand(torchPython() + " -c 'import torch; print(torch.__version__)' 2>&1");
-  if (probe.exitCode == 0) {
-    return "";
-  }
-  return torchPython() + " cannot import torch (exit " + std::to_string(probe.exitCode) +
-         "): " + probe.output;
-}
+using stretch::test::CommandResult;
+using stretch::test::runCommand;
+using stretch::test::torchPython;
+using stretch::test::torchUnavailableReason;
 
 constexpr const char* kDescribe = R"PY(
 import hashlib, struct, sys, torch

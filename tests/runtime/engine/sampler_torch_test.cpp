@@ -16,48 +16,15 @@
 
 #include "runtime/common/int128.hpp"
 #include "runtime/engine/sampler.hpp"
+#include "tests/support/torch_python.hpp"
 
 namespace stretch::engine {
 namespace {
 
-std::string torchPython() {
-  if (const char* env = std::getenv("STRETCH_TORCH_PYTHON"); env != nullptr && *env != '\0') {
-    return env;
-  }
-  return "/usr/bin/python3";
-}
-
-struct CommandResult {
-  int exitCode = -1;
-  std::string output;
-};
-
-CommandResult runCommand(const std::string& command) {
-  CommandResult run;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    return run;
-  }
-  char buffer[4096];
-  std::size_t got = 0;
-  while ((got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) {
-    run.output.append(buffer, got);
-  }
-  const int status = pclose(pipe);
-  run.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
-}
-
-// Why torch cannot be used, or "" when it can.
-std::string torchUnavailableReason() {
-  const CommandResult probe =
-      runCommand(torchPython() + " -c 'import torch; print(torch.__version__)' 2>&1");
-  if (probe.exitCode == 0) {
-    return "";
-  }
-  return torchPython() + " cannot import torch (exit " + std::to_string(probe.exitCode) +
-         "): " + probe.output;
-}
+using stretch::test::CommandResult;
+using stretch::test::runCommand;
+using stretch::test::torchPython;
+using stretch::test::torchUnavailableReason;
 
 struct Case {
   std::int64_t n;
