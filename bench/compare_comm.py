@@ -23,25 +23,14 @@ import subprocess
 import sys
 import time
 
+from torch_peer import python_with_torch
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 PEER = os.path.join(HERE, "comm_peer", "torch_comm_bench.py")
 SMALL = 64 * 1024
 BUSBW_TARGET = 1.0
 LATENCY_TARGET = 1.1
-
-
-def python_with_torch(explicit):
-    """The interpreter that runs the peer: --python, else this one if it imports torch, else Debian's."""
-    if explicit:
-        return explicit
-    for candidate in (sys.executable, "/usr/bin/python3"):
-        if candidate and subprocess.run([candidate, "-c", "import torch"], stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL).returncode == 0:
-            return candidate
-    print("compare_comm: error: no python3 here imports torch; install python3-torch (Debian) or pass --python",
-          file=sys.stderr)
-    sys.exit(2)
 
 
 def run_json(cmd, what, timeout):
@@ -115,7 +104,7 @@ def main():
     if args.iters:
         common += ["--iters", args.iters]
     ours_cmd = [stretch, "bench", "comm", "--backend", "gloo"] + common
-    torch_cmd = [python_with_torch(args.python), PEER] + common
+    torch_cmd = [python_with_torch(args.python, "compare_comm"), PEER] + common
 
     load_before = os.getloadavg()
     ours, peer = {}, {}

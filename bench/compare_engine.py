@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+from torch_peer import python_with_torch
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 PEER = os.path.join(HERE, "engine_peer", "ddp_mlp_bench.py")
@@ -31,16 +33,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def python_with_torch(explicit):
-    if explicit:
-        return explicit
-    for candidate in (sys.executable, "/usr/bin/python3"):
-        if subprocess.run([candidate, "-c", "import torch"], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL).returncode == 0:
-            return candidate
-    sys.exit("compare_engine: error: no python3 here imports torch; install python3-torch")
 
 
 def run_ours(exe, mode, ranks, common, timeout):
@@ -104,7 +96,7 @@ def main():
     if not os.access(exe, os.X_OK):
         print(f"compare_engine: error: {exe} not found; build the project first", file=sys.stderr)
         return 2
-    python = python_with_torch(args.python)
+    python = python_with_torch(args.python, "compare_engine")
     common = ["--layers", str(args.layers), "--hidden", str(args.hidden), "--batch", str(args.batch),
               "--steps", str(args.steps), "--warmup", str(args.warmup)]
     load_before = os.getloadavg()
