@@ -13,14 +13,11 @@
 // the failed worker's status (or 1) when the job failed, 128 + signal when interrupted.
 
 #include <atomic>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <random>
 #include <signal.h>
-#include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -70,15 +67,6 @@ std::string randomToken() {
   std::random_device rd;
   return fmt::format("{:016x}{:016x}", (static_cast<std::uint64_t>(rd()) << 32) | rd(),
                      (static_cast<std::uint64_t>(rd()) << 32) | rd());
-}
-
-std::string readText(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    throw IoError(fmt::format("--config {}: cannot read the file", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // "MIN:MAX" node counts.

@@ -28,12 +28,9 @@ double msSince(Clock::time_point start) {
 }
 
 std::shared_ptr<comm::ProcessGroup> singleRankGroup() {
-  auto world = std::make_shared<comm::InProcessWorld>(1);
+  // The backend keeps the world's state alive; the InProcessWorld object itself may go.
   auto group = std::make_shared<comm::ProcessGroup>(0, 1);
-  // The world must outlive the backend: keep it alive through the deleter of a shared_ptr alias.
-  std::shared_ptr<comm::Backend> backend(world->backend(0).get(),
-                                         [world, keep = world->backend(0)](comm::Backend*) {});
-  group->setBackend(comm::DeviceType::Cpu, backend);
+  group->setBackend(comm::DeviceType::Cpu, comm::InProcessWorld(1).backend(0));
   return group;
 }
 
@@ -526,7 +523,7 @@ void Engine::publishMaster() {
   torch::Tensor own = zeroStage_ >= 1
                           ? flatParams_.narrow(0, dpRank() * partitionSize_, partitionSize_)
                           : flatParams_;
-  if (!own.is_same(master_) && own.data_ptr() != master_.data_ptr())
+  if (own.data_ptr() != master_.data_ptr())  // fp32 masters are the parameters themselves
     own.copy_(master_);
   if (zeroStage_ >= 1 && world > 1) {
     torch::Tensor mine = own.clone();
