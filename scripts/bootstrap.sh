@@ -29,13 +29,14 @@ build_dir="${BUILD_DIR:-$root/build}"
 jobs="${JOBS:-$(nproc)}"
 
 # Packages the core build and the test suite need. Gloo (CPU collectives) and hiredis
-# (RedisStore) and LibTorch (the training engine) are installed by default; NCCL and Qt stay
+# (RedisStore), LibTorch (the training engine; OpenSSL for checkpoint digests, zlib for the
+# example data) are installed by default; NCCL and Qt stay
 # optional (AUTO): the build uses them when present and says so in its configure summary.
 packages=(
   cmake ninja-build g++ ccache pkg-config
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
-  libgloo-dev libhiredis-dev libtorch-dev libssl-dev
+  libgloo-dev libhiredis-dev libtorch-dev libssl-dev zlib1g-dev
 )
 if [[ "$mode" == "test" ]]; then
   # libFuzzer smoke run (clang), and the live DeepSpeed reference check (python3 + numpy).
