@@ -3,11 +3,10 @@
 // cannot be used (a test skips with that reason). STRETCH_TORCH_PYTHON overrides the interpreter;
 // the default is /usr/bin/python3 (a `python3` earlier on PATH may lack torch).
 
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <sys/wait.h>
 
 namespace stretch::test {
 
