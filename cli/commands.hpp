@@ -26,5 +26,9 @@ Command addReportCommand(CLI::App& app);
 Command addBenchCommand(CLI::App& app);
 // `stretch launch`: the `deepspeed` launcher with an elastic agent.
 Command addLaunchCommand(CLI::App& app);
+// `stretch agent`: one node's elastic agent of a multi-node job (started by `stretch launch`).
+Command addAgentCommand(CLI::App& app);
+// `stretch sim`: the discrete-event simulator on a scenario file (built with sim/).
+Command addSimCommand(CLI::App& app);
 
 }  // namespace stretch::cli

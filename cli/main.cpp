@@ -18,10 +18,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough(false);
 
-  const std::vector<stretch::cli::Command> commands = {
+  std::vector<stretch::cli::Command> commands = {
       stretch::cli::addElasticCommand(app), stretch::cli::addConfigCommand(app),
-      stretch::cli::addReportCommand(app), stretch::cli::addBenchCommand(app),
-      stretch::cli::addLaunchCommand(app)};
+      stretch::cli::addReportCommand(app),  stretch::cli::addBenchCommand(app),
+      stretch::cli::addLaunchCommand(app),  stretch::cli::addAgentCommand(app)};
+#ifdef STRETCH_HAVE_SIM
+  commands.push_back(stretch::cli::addSimCommand(app));
+#endif
 
   try {
     app.parse(argc, argv);

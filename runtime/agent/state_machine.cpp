@@ -481,9 +481,9 @@ void AgentStateMachine::rendezvousStep(std::vector<Action>& out) {
           out);
     return;
   }
-  emitWait(fmt::format("last call: {} node(s) can run {} GPUs; waiting until {} for more nodes "
+  emitWait(fmt::format("last call: {} node(s) can run {} GPUs; waiting up to {} for more nodes "
                        "(max_nodes {})",
-                       pool, plan->worldSize, formatDuration(deadline), config_.maxNodes),
+                       pool, plan->worldSize, formatDuration(deadline - now_), config_.maxNodes),
            out);
 }
 

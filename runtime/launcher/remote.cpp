@@ -120,16 +120,18 @@ RunnerKind parseRunnerKind(std::string_view name) {
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "mpirun")  // the and OpenMPI's own name for it
+    return RunnerKind::OpenMpi;
   for (const RunnerKind kind : {RunnerKind::Local, RunnerKind::Ssh, RunnerKind::Pdsh,
                                 RunnerKind::OpenMpi, RunnerKind::Netns}) {
     if (lower == toString(kind)) {
       return kind;
     }
   }
-  throw LaunchError(ErrorDetail{
-      "--launcher", std::string(name),
-      "one of local, ssh, pdsh, openmpi, netns (DeepSpeed's mvapich, slurm, mpich and impi "
-      "launchers are not supported)"});
+  throw LaunchError(ErrorDetail{"--launcher", std::string(name),
+                                "one of local, ssh, pdsh, openmpi (or mpirun), netns (DeepSpeed's "
+                                "mvapich, slurm, mpich and impi "
+                                "launchers are not supported)"});
 }
 
 std::string shellQuote(std::string_view arg) {

@@ -1,0 +1,376 @@
+#include "runtime/agent/job_controller.hpp"
+
+#include <csignal>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace stretch::agent {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+// The controller's view of the registered node agents.
+class NodeTracker {
+ public:
+  NodeTracker(comm::Store& store, Duration heartbeatTimeout)
+      : store_(store), heartbeatTimeout_(heartbeatTimeout) {}
+
+  // New registrations, departures and silent nodes since the last call.
+  std::vector<Event> poll(Time now) {
+    std::vector<Event> out;
+    for (const auto& text : readRecords(store_, "nodes", nextRecord_)) {
+      ++nextRecord_;
+      const NodeRecord record = decodeNodeRecord(text);
+      auto& node = nodes_[record.nodeId];
+      if (node.alive)
+        out.emplace_back(NodeLeft{record.nodeId, "its agent registered again"});
+      node.record = record;
+      node.alive = true;
+      node.counter = -1;
+      node.lastChange = now;
+      spdlog::info("controller: node {} registered ({} slot(s), address {})", record.nodeId,
+                   record.slots, record.address);
+      out.emplace_back(NodeJoined{record.nodeId, record.slots});
+    }
+    for (auto& id : pendingLost_) {
+      auto it = nodes_.find(id);
+      if (it != nodes_.end() && it->second.alive) {
+        it->second.alive = false;
+        out.emplace_back(HeartbeatLost{id});
+      }
+    }
+    pendingLost_.clear();
+    for (auto& [id, node] : nodes_) {
+      if (!node.alive)
+        continue;
+      if (auto why = tryGet(store_, "left/" + id)) {
+        store_.deleteKey("left/" + id);
+        node.alive = false;
+        out.emplace_back(NodeLeft{id, why->empty() ? "its agent left" : *why});
+        continue;
+      }
+      if (silent(id, node, now)) {
+        node.alive = false;
+        spdlog::warn("controller: node {} sent no keep-alive for {}", id,
+                     formatDuration(heartbeatTimeout_));
+        out.emplace_back(HeartbeatLost{id});
+      }
+    }
+    return out;
+  }
+
+  // Reads the node's keep-alive counter; true when it has not moved for heartbeatTimeout.
+  bool silent(const std::string& id, Time now) {
+    auto it = nodes_.find(id);
+    return it == nodes_.end() || !it->second.alive || silent(id, it->second, now);
+  }
+
+  void markLost(const std::string& id) { pendingLost_.insert(id); }
+
+  std::vector<std::string> alive() const {
+    std::vector<std::string> out;
+    for (const auto& [id, node] : nodes_) {
+      if (node.alive && !pendingLost_.count(id))
+        out.push_back(id);
+    }
+    return out;
+  }
+
+  const NodeRecord* record(const std::string& id) const {
+    auto it = nodes_.find(id);
+    return it == nodes_.end() ? nullptr : &it->second.record;
+  }
+
+ private:
+  struct Node {
+    NodeRecord record;
+    bool alive = false;
+    std::int64_t counter = -1;
+    Time lastChange{0};
+  };
+
+  bool silent(const std::string& id, Node& node, Time now) {
+    const std::int64_t counter = store_.add("hb/" + id, 0);
+    if (counter != node.counter) {
+      node.counter = counter;
+      node.lastChange = now;
+      return false;
+    }
+    return now - node.lastChange > heartbeatTimeout_;
+  }
+
+  comm::Store& store_;
+  Duration heartbeatTimeout_;
+  std::int64_t nextRecord_ = 0;
+  std::map<std::string, Node> nodes_;
+  std::set<std::string> pendingLost_;
+};
+
+// The workers of every node, run by their agents through commands.
+class RemoteWorkers final : public WorkerGroup {
+ public:
+  RemoteWorkers(const JobControllerOptions& options, NodeTracker& tracker)
+      : options_(options), store_(*options.store), tracker_(tracker) {}
+
+  void start(const StartWorkers& action) override {
+    Command c;
+    c.kind = CommandKind::Start;
+    c.start = action;
+    c.reason = action.reason;
+    c.masterAddr = options_.masterAddr;
+    if (c.masterAddr.empty() && !action.nodes.empty()) {
+      if (const NodeRecord* r = tracker_.record(action.nodes.front().nodeId))
+        c.masterAddr = r->address;
+    }
+    if (c.masterAddr.empty())
+      c.masterAddr = "127.0.0.1";
+    send(c);
+    running_ = action.generation;
+  }
+
+  void stop() override {
+    if (!running_)
+      return;
+    Command c;
+    c.kind = CommandKind::Stop;
+    c.generation = *running_;
+    send(c);
+    running_.reset();
+  }
+
+  std::vector<WorkerExited> poll() override {
+    std::vector<WorkerExited> out;
+    for (const auto& text : readRecords(store_, "exits", nextExit_)) {
+      ++nextExit_;
+      const ExitRecord r = decodeExitRecord(text);
+      out.push_back(WorkerExited{r.generation, r.nodeId, r.localRank, r.exitCode});
+    }
+    return out;
+  }
+
+  // Tells every agent the job ended, and waits (bounded) for them to stop.
+  void exit(int code, const std::string& reason) {
+    Command c;
+    c.kind = CommandKind::Exit;
+    c.exitCode = code;
+    c.reason = reason;
+    send(c);
+  }
+
+ private:
+  // Publishes the command and waits until every live agent acknowledged it, at most
+  // commandTimeout; agents that fall silent meanwhile are marked lost instead of waited for.
+  void send(Command c) {
+    c.sequence = ++sequence_;
+    store_.set("cmd", encode(c));
+    const Time began = options_.clock();
+    std::vector<std::string> pending = tracker_.alive();
+    while (!pending.empty()) {
+      std::vector<std::string> still;
+      for (const auto& id : pending) {
+        const auto ack = tryGet(store_, "ack/" + id);
+        if (ack && std::stoull(*ack) >= c.sequence)
+          continue;
+        if (tracker_.silent(id, options_.clock())) {
+          tracker_.markLost(id);
+          continue;
+        }
+        still.push_back(id);
+      }
+      pending = std::move(still);
+      if (pending.empty())
+        break;
+      if (options_.clock() - began > options_.commandTimeout) {
+        for (const auto& id : pending) {
+          spdlog::warn("controller: node {} did not carry out command {} within {}", id, c.sequence,
+                       formatDuration(options_.commandTimeout));
+          tracker_.markLost(id);
+        }
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  }
+
+  const JobControllerOptions& options_;
+  comm::Store& store_;
+  NodeTracker& tracker_;
+  std::uint64_t sequence_ = 0;
+  std::int64_t nextExit_ = 0;
+  std::optional<std::uint64_t> running_;
+};
+
+}  // namespace
+
+AgentResult runJobController(const JobControllerOptions& options) {
+  if (!options.store)
+    throw InternalError("runJobController: no store");
+  comm::Store& store = *options.store;
+  // A command left from an earlier job on the same store would confuse the agents.
+  if (auto old = tryGet(store, "cmd"))
+    throw ConfigError(fmt::format(
+        "the job's store already holds a command ('{}'): another job uses this rendezvous port",
+        old->substr(0, old->find('\n'))));
+  NodeTracker tracker(store, options.heartbeatTimeout);
+  RemoteWorkers workers(options, tracker);
+
+  AgentLoopOptions loop;
+  loop.config = options.config;
+  loop.eventLog = options.eventLog;
+  loop.checkpointDir = options.checkpointDir;
+  loop.monitorInterval = options.monitorInterval;
+  loop.stopSignal = options.stopSignal;
+  loop.clock = options.clock;
+  std::string abandonedWhy;
+  std::atomic<int> abandonSignal{0};
+  // The agent loop stops on a signal; an abandoned job stops it the same way, with SIGTERM's
+  // number, and the result is rewritten below.
+  std::atomic<int> combined{0};
+  loop.stopSignal = &combined;
+  Time lastNodePoll{0};
+  loop.nodeEvents = [&](Time now) -> std::vector<Event> {
+    if (options.stopSignal != nullptr && options.stopSignal->load() != 0)
+      combined.store(options.stopSignal->load());
+    if (options.abandoned && abandonedWhy.empty()) {
+      abandonedWhy = options.abandoned();
+      if (!abandonedWhy.empty()) {
+        abandonSignal.store(1);
+        combined.store(SIGTERM);
+      }
+    }
+    // Store round trips per node: every 50 ms is plenty next to second-scale keep-alives.
+    if (now - lastNodePoll < milliseconds(50))
+      return {};
+    lastNodePoll = now;
+    return tracker.poll(now);
+  };
+  AgentResult result = runAgentLoop(loop, workers);
+  if (abandonSignal.load() != 0) {
+    result.exitCode = 1;
+    result.message = abandonedWhy;
+  }
+  workers.exit(result.exitCode, result.message);
+  return result;
+}
+
+NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
+  if (!options.connect || !options.environment)
+    throw InternalError("runNodeAgent: no store factory or environment function");
+  const std::string& id = options.node.nodeId;
+  auto store = options.connect();
+  // Commands published before this agent registered are not for it.
+  std::uint64_t done = 0;
+  if (auto text = tryGet(*store, "cmd"))
+    done = decodeCommand(*text).sequence;
+  store->deleteKey("left/" + id);
+  store->set("ack/" + id, std::to_string(done));
+  store->add("hb/" + id, 1);
+  appendRecord(*store, "nodes", encode(options.node));
+  spdlog::info("agent {}: registered with {} slot(s)", id, options.node.slots);
+
+  // Keep-alives from their own thread and connection.
+  std::atomic<bool> quit{false};
+  std::thread keepAlive([&] {
+    std::shared_ptr<comm::Store> hb;
+    while (!quit.load()) {
+      try {
+        if (!hb)
+          hb = options.connect();
+        hb->add("hb/" + id, 1);
+      } catch (const std::exception& e) {
+        hb.reset();
+      }
+      const auto until = std::chrono::steady_clock::now() + options.heartbeatInterval;
+      while (!quit.load() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(milliseconds(10));
+    }
+  });
+  struct Join {
+    std::atomic<bool>& quit;
+    std::thread& t;
+    ~Join() {
+      quit.store(true);
+      t.join();
+    }
+  } join{quit, keepAlive};
+
+  std::string masterAddr;
+  NodeWorkers workers(
+      id, options.command,
+      [&](const StartWorkers& s, const NodeAssignment& n, std::int64_t local) {
+        return options.environment(s, n, local, masterAddr);
+      },
+      options.logDir, options.stopGrace);
+  NodeAgentResult result;
+  auto lastContact = std::chrono::steady_clock::now();
+  while (true) {
+    if (options.stopSignal != nullptr && options.stopSignal->load() != 0) {
+      const int sig = options.stopSignal->load();
+      workers.stop();
+      try {
+        store->set("left/" + id, fmt::format("its agent was stopped by signal {}", sig));
+      } catch (const std::exception&) {
+      }
+      result.exitCode = 128 + sig;
+      result.message = fmt::format("stopped by signal {}; this node's workers were stopped", sig);
+      return result;
+    }
+    try {
+      if (auto text = tryGet(*store, "cmd")) {
+        const Command c = decodeCommand(*text);
+        if (c.sequence > done) {
+          switch (c.kind) {
+            case CommandKind::Start:
+              masterAddr = c.masterAddr;
+              workers.start(*c.start);
+              if (workers.running() > 0) {
+                ++result.generationsRun;
+                spdlog::info("agent {}: generation {}: {} worker(s) of world size {}", id,
+                             c.start->generation, workers.running(), c.start->worldSize);
+              }
+              break;
+            case CommandKind::Stop:
+              workers.stop();
+              break;
+            case CommandKind::Exit:
+              workers.stop();
+              store->set("ack/" + id, std::to_string(c.sequence));
+              result.exitCode = c.exitCode;
+              result.message = c.reason;
+              return result;
+          }
+          done = c.sequence;
+          store->set("ack/" + id, std::to_string(done));
+        }
+      }
+      for (const auto& e : workers.poll())
+        appendRecord(*store, "exits",
+                     encode(ExitRecord{e.generation, e.nodeId, e.localRank, e.exitCode}));
+      lastContact = std::chrono::steady_clock::now();
+    } catch (const ProtocolError&) {
+      throw;
+    } catch (const std::exception& e) {
+      if (std::chrono::steady_clock::now() - lastContact > options.controllerTimeout) {
+        workers.stop();
+        result.exitCode = 1;
+        result.message = fmt::format(
+            "lost the job controller's store for {} ({}); this node's workers were stopped",
+            formatDuration(options.controllerTimeout), e.what());
+        return result;
+      }
+      try {
+        store = options.connect();
+      } catch (const std::exception&) {
+      }
+    }
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+}
+
+}  // namespace stretch::agent
