@@ -24,6 +24,7 @@
 #include <fstream>
 #include <ifaddrs.h>
 #include <iostream>
+#include <sstream>
 #include <net/if.h>
 #include <optional>
 #include <random>
@@ -76,6 +77,8 @@ struct LaunchOptions {
   std::optional<int> rdzvPort;
   double heartbeatTimeout = 5.0;
   double lastCall = 2.0;
+  std::string launcherArgs;
+  std::optional<int> sshPort;
   std::string elastic;
   std::optional<std::int64_t> maxRestarts;
   double monitorInterval = 1.0;
@@ -301,6 +304,12 @@ int runMultiNode(const LaunchOptions& o, const launcher::ActiveResources& active
   else
     spec.exports["STRETCH_STORE_TOKEN"] = job.token;
   spec.workDir = std::filesystem::current_path().string();
+  spec.sshPort = o.sshPort;
+  {
+    std::istringstream words(o.launcherArgs);  // DeepSpeed splits --launcher_args on blanks
+    for (std::string w; words >> w;)
+      spec.launcherArgs.push_back(w);
+  }
   if (runner == launcher::RunnerKind::Pdsh) {
     spdlog::warn(
         "launch: pdsh cannot pass the store token on stdin: it is in the remote "
@@ -488,6 +497,10 @@ Command addLaunchCommand(CLI::App& app) {
                   "separate agents here), ssh, pdsh, openmpi (alias mpirun), netns (`ip netns "
                   "exec HOST`, for tests)")
       ->capture_default_str();
+  sub->add_option("--launcher_args", options->launcherArgs,
+                  "extra arguments for ssh, pdsh or mpirun, separated by blanks");
+  sub->add_option("--ssh_port", options->sshPort, "ssh/pdsh: the hosts' ssh port")
+      ->check(CLI::Range(1, 65535));
   sub->add_option("--rdzv_addr", options->rdzvAddr,
                   "multi-node: address the job's store listens on (default: 127.0.0.1 for "
                   "local, else --master_addr when given, else this host's first address)");

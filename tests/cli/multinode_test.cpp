@@ -344,7 +344,54 @@ class NetnsHosts {
       }
     }
   }
+  // Starts sshd in every namespace (port 22 of the host's own address) with keys made in `dir`;
+  // the launcher's ssh then needs sshArgs(). Returns a reason when it cannot.
+  std::string startSshd(const fs::path& dir) {
+    if (!fs::exists("/usr/sbin/sshd") || std::system("command -v ssh >/dev/null 2>&1") != 0)
+      return "needs openssh-server and openssh-client";
+    fs::create_directories("/run/sshd");
+    key_ = dir / "client";
+    const std::string keygen = "ssh-keygen -q -t ed25519 -N '' -f ";
+    if (std::system((keygen + (dir / "hostkey").string()).c_str()) != 0 ||
+        std::system((keygen + key_.string()).c_str()) != 0)
+      return "ssh-keygen failed";
+    fs::copy_file(dir / "client.pub", dir / "authorized_keys");
+    for (std::size_t i = 0; i < hosts_.size(); ++i) {
+      const fs::path conf = dir / ("sshd_" + std::to_string(i) + ".conf");
+      std::ofstream(conf) << "ListenAddress " << hostAddress(static_cast<int>(i)) << "\nPort 22\n"
+                          << "HostKey " << (dir / "hostkey").string() << "\n"
+                          << "AuthorizedKeysFile " << (dir / "authorized_keys").string() << "\n"
+                          << "PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\n"
+                          << "PidFile " << (dir / ("sshd_" + std::to_string(i) + ".pid")).string()
+                          << "\n";
+      const std::string cmd = "ip netns exec " + hosts_[i] + " /usr/sbin/sshd -f " + conf.string() +
+                              " -E " + (dir / ("sshd_" + std::to_string(i) + ".log")).string();
+      if (std::system(cmd.c_str()) != 0)
+        return "`" + cmd + "` failed";
+    }
+    // sshd writes its pid file once it listens; remember the pids (the directory goes first).
+    for (std::size_t i = 0; i < hosts_.size(); ++i) {
+      const fs::path pidFile = dir / ("sshd_" + std::to_string(i) + ".pid");
+      pid_t pid = -1;
+      for (int tries = 0; tries < 200 && pid <= 0; ++tries) {
+        std::ifstream in(pidFile);
+        if (!(in >> pid))
+          std::this_thread::sleep_for(10ms);
+      }
+      if (pid > 0)
+        sshdPids_.push_back(pid);
+    }
+    return {};
+  }
+  // ssh options that log in to the namespaces with the test's key and no host-key prompts.
+  std::string sshArgs() const {
+    return "-i " + key_.string() +
+           " -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no -o LogLevel=ERROR";
+  }
+
   ~NetnsHosts() {
+    for (const pid_t pid : sshdPids_)
+      ::kill(pid, SIGTERM);
     for (const auto& h : hosts_)
       std::system(("ip netns del " + h + " 2>/dev/null").c_str());
     for (const auto& l : links_)
@@ -359,6 +406,8 @@ class NetnsHosts {
  private:
   std::string bridge_, subnet_, why_;
   std::vector<std::string> hosts_, links_;
+  fs::path key_;
+  std::vector<pid_t> sshdPids_;
 };
 
 TEST(MultiNodeNetns, TwoNamespaceHostsTrainAcrossTheBridgeAndSurviveLosingOne) {
@@ -406,5 +455,56 @@ TEST(MultiNodeNetns, TwoNamespaceHostsTrainAcrossTheBridgeAndSurviveLosingOne) {
   expectConstantGlobalBatch(events);
   EXPECT_TRUE(noneLeft(dir.path().string()));
 }
+
+// The remote runners for real: sshd in both namespace hosts, the hostfile naming their addresses;
+// ssh (token on stdin), pdsh (-R ssh) and OpenMPI's mpirun (which reaches the hosts over ssh)
+// each start the two agents, and the job trains at world size 4 across them.
+class RemoteRunners : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RemoteRunners, StartOneAgentPerNamespaceHostOverSsh) {
+  const std::string runner = GetParam();
+  NetnsHosts net;
+  if (!net.skipReason().empty())
+    GTEST_SKIP() << net.skipReason();
+  const std::string tool = runner == "mpirun" ? "mpirun" : runner;
+  if (std::system(("command -v " + tool + " >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << runner << " is not installed";
+  stretch::test::TempDir keys("stretch-sshd");
+  if (const auto why = net.startSshd(keys.path()); !why.empty())
+    GTEST_SKIP() << why;
+  stretch::test::TempDir dir("stretch-runner-" + runner);
+  std::vector<std::string> hosts = {net.hostAddress(0), net.hostAddress(1)};
+  std::vector<std::string> extra = {"--launcher", runner, "--rdzv_addr", net.launcherAddress()};
+  // How each tool is told which key to use.
+  if (runner == "ssh") {
+    extra.push_back("--launcher_args");
+    extra.push_back(net.sshArgs());
+  } else if (runner == "pdsh") {
+    ::setenv("PDSH_SSH_ARGS_APPEND", net.sshArgs().c_str(), 1);
+  } else {
+    ::setenv("OMPI_MCA_plm_rsh_args", net.sshArgs().c_str(), 1);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  }
+  Launch launch(dir.path(), multiNodeJob(dir.path(), writeHostfile(dir.path(), hosts), 300, extra));
+  const int status = launch.wait(120s);
+  for (const char* v : {"PDSH_SSH_ARGS_APPEND", "OMPI_MCA_plm_rsh_args", "OMPI_ALLOW_RUN_AS_ROOT",
+                        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"})
+    ::unsetenv(v);
+  ASSERT_EQ(status, 0) << launch.out() << launch.err();
+  const auto summary = jobSummary(dir.path());
+  ASSERT_FALSE(summary.is_null());
+  EXPECT_EQ(summary["world_size"], 4);
+  EXPECT_EQ(summary["steps"], 300);
+  const auto starts = startsOf(dir.path() / "events.jsonl");
+  ASSERT_EQ(starts.size(), 1u);
+  std::set<std::string> nodes;
+  for (const auto& n : starts[0]["nodes"])
+    nodes.insert(n.get<std::string>());
+  EXPECT_EQ(nodes, std::set<std::string>(hosts.begin(), hosts.end()));
+  EXPECT_TRUE(noneLeft(dir.path().string()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Runners, RemoteRunners, ::testing::Values("ssh", "pdsh", "mpirun"));
 
 }  // namespace
