@@ -24,11 +24,11 @@
 #include <fstream>
 #include <ifaddrs.h>
 #include <iostream>
-#include <sstream>
 #include <net/if.h>
 #include <optional>
 #include <random>
 #include <signal.h>
+#include <sstream>
 #include <string>
 #include <sys/prctl.h>
 #include <sys/wait.h>

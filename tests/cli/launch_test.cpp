@@ -41,18 +41,29 @@ int faultTrials() {
   return v != nullptr ? std::max(1, std::atoi(v)) : 3;
 }
 
-TEST(Launch, TwoWorkersTrainTheExampleJob) {
-  stretch::test::TempDir dir("stretch-launch");
-  Launch launch(dir.path(), digitsJob(dir.path(), 2, 200));
-  ASSERT_EQ(launch.wait(), 0) << launch.err();
-  const auto summary = jobSummary(dir.path());
-  ASSERT_FALSE(summary.is_null());
-  EXPECT_EQ(summary["world_size"], 2);
-  EXPECT_EQ(summary["steps"], 200);
-  EXPECT_TRUE(fs::exists(dir.path() / "logs" / "attempt_1" / "rank_1.log"));
-  const auto events = eventsOf(dir.path() / "events.jsonl");
-  ASSERT_FALSE(events.empty());
-  EXPECT_EQ(events.back()["event"], "finish");
+// 1, 2 and 4 workers: the same global batch (48) split differently, so the same training up to
+// floating-point summation order.
+TEST(Launch, OneTwoAndFourWorkersTrainTheExampleJobAlike) {
+  std::vector<double> losses;
+  for (const int workers : {1, 2, 4}) {
+    stretch::test::TempDir dir("stretch-launch");
+    Launch launch(dir.path(), digitsJob(dir.path(), workers, 200));
+    ASSERT_EQ(launch.wait(), 0) << launch.err();
+    const auto summary = jobSummary(dir.path());
+    ASSERT_FALSE(summary.is_null());
+    EXPECT_EQ(summary["world_size"], workers);
+    EXPECT_EQ(summary["steps"], 200);
+    EXPECT_EQ(summary["samples"], 200 * 48);
+    EXPECT_TRUE(fs::exists(dir.path() / "logs" / "attempt_1" /
+                           ("rank_" + std::to_string(workers - 1) + ".log")));
+    const auto events = eventsOf(dir.path() / "events.jsonl");
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.back()["event"], "finish");
+    losses.push_back(summary["final_loss"]);
+  }
+  std::printf("final loss with 1, 2, 4 workers: %.9f %.9f %.9f\n", losses[0], losses[1], losses[2]);
+  EXPECT_NEAR(losses[1], losses[0], 1e-6);
+  EXPECT_NEAR(losses[2], losses[0], 1e-6);
 }
 
 TEST(Launch, AWorkerKilledAtARandomMomentIsRestartedAndTheResultIsBitwiseTheSame) {

@@ -2,6 +2,8 @@
 // and a controller with two node agents (threads over one HashStore, /bin/sh as workers) runs a
 // job to its end: success, a failure past max_restarts, a node that leaves.
 
+#include "runtime/agent/job_protocol.hpp"
+
 #include <atomic>
 #include <future>
 #include <thread>
@@ -9,7 +11,6 @@
 #include <gtest/gtest.h>
 
 #include "runtime/agent/job_controller.hpp"
-#include "runtime/agent/job_protocol.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch::agent {
@@ -82,8 +83,7 @@ TEST(JobProtocol, RecordListsAppendAndReadFromAnIndex) {
 
 // A controller and two node agents as threads over one store; workers run `script` with sh.
 struct Job {
-  explicit Job(const std::string& script, std::int64_t maxRestarts = 0,
-               std::int64_t minNodes = 2) {
+  explicit Job(const std::string& script, std::int64_t maxRestarts = 0, std::int64_t minNodes = 2) {
     store = std::make_shared<comm::HashStore>(5s);
     JobControllerOptions c;
     c.config.minNodes = minNodes;
@@ -104,9 +104,8 @@ struct Job {
       n.command = {"/bin/sh", "-c", script};
       n.environment = [](const StartWorkers& s, const NodeAssignment& node, std::int64_t local,
                          const std::string&) {
-        return std::map<std::string, std::string>{
-            {"RANK", std::to_string(node.firstRank + local)},
-            {"WORLD_SIZE", std::to_string(s.worldSize)}};
+        return std::map<std::string, std::string>{{"RANK", std::to_string(node.firstRank + local)},
+                                                  {"WORLD_SIZE", std::to_string(s.worldSize)}};
       };
       n.heartbeatInterval = 100ms;
       n.stopGrace = 1s;

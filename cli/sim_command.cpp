@@ -1,0 +1,292 @@
+// `stretch sim SCENARIO`: the discrete-event simulator (sim/) on a scenario file: the real elastic
+// agent and elasticity solver on simulated time, with failures, spot preemptions, scale events,
+// checkpoints and restarts. One run, or a Monte Carlo over --seeds replicas in parallel.
+//
+// Output: a summary on stdout (or one JSON object with --json); optional files: the agent's
+// events as JSON lines (--events, the format of `stretch launch --event_log`), a Chrome/Perfetto
+// trace (--trace) and per-record CSV (--csv), all of replica 0. Exit status: 0 when the
+// simulation ran (whatever became of the simulated job: see "outcome"), 2 on bad input.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "runtime/agent/event_log.hpp"
+#include "sim/monte_carlo.hpp"
+#include "sim/scenario.hpp"
+#include "sim/timeline.hpp"
+
+namespace stretch::cli {
+
+namespace {
+
+struct SimOptions {
+  std::string scenario;
+  std::int64_t seeds = 1;
+  int threads = 0;
+  bool json = false;
+  std::string trace;
+  std::string csv;
+  std::string events;
+  bool stepLevel = false;
+  std::optional<std::uint64_t> seed;
+  std::string presets;
+  std::uint64_t traceLimit = 2'000'000;
+  bool quiet = false;
+};
+
+// A one-line progress bar on stderr, redrawn at most 10 times a second; only when stderr is a
+// terminal (a log file gets no bar), and only once the run has taken half a second.
+class ProgressBar {
+ public:
+  explicit ProgressBar(bool enabled)
+      : enabled_(enabled && isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
+  ~ProgressBar() { clear(); }
+  ProgressBar(const ProgressBar&) = delete;
+  ProgressBar& operator=(const ProgressBar&) = delete;
+
+  void update(double fraction, const std::string& label) {
+    if (!enabled_) {
+      return;
+    }
+    std::lock_guard lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - start_ < std::chrono::milliseconds(500) ||
+        (drawn_ && now - last_ < std::chrono::milliseconds(100))) {
+      return;
+    }
+    last_ = now;
+    drawn_ = true;
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * kWidth);
+    std::cerr << fmt::format("\r[{}{}] {:5.1f}% {}   ", std::string(filled, '#'),
+                             std::string(kWidth - filled, ' '), 100.0 * fraction, label)
+              << std::flush;
+  }
+  void clear() {
+    if (enabled_ && drawn_) {
+      std::cerr << "\r" << std::string(80, ' ') << "\r" << std::flush;
+      drawn_ = false;
+    }
+  }
+
+ private:
+  bool enabled_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_;
+  bool drawn_ = false;
+  std::mutex mutex_;
+};
+
+std::string hours(double h) {
+  if (h >= 48.0) {
+    return fmt::format("{:.1f} h ({:.2f} days)", h, h / 24.0);
+  }
+  return fmt::format("{:.3f} h", h);
+}
+
+void printHuman(const sim::Scenario& s, const sim::MonteCarloResult& r, const SimOptions& o) {
+  const auto values = r.metricValues();
+  const bool many = r.runs.size() > 1;
+  auto show = [&](const std::string& name, const std::string& label, auto format) {
+    const sim::MetricSummary m = sim::summarize(values.at(name));
+    if (many) {
+      std::cout << fmt::format("  {:<18} {} ± {}\n", label, format(m.mean), format(m.ci95));
+    } else {
+      std::cout << fmt::format("  {:<18} {}\n", label, format(m.mean));
+    }
+  };
+  auto count = [](double x) { return fmt::format("{:.1f}", x); };
+  auto integer = [](double x) { return fmt::format("{:.0f}", x); };
+  auto percent = [](double x) { return fmt::format("{:.2f} %", 100.0 * x); };
+  auto h = [](double x) { return hours(x); };
+  std::cout << fmt::format("stretch sim: {} — {} GPUs ({} nodes x {}, cluster {}), {} mode, {}\n",
+                           s.name, s.cluster.gpus(), s.cluster.nodes, s.cluster.gpusPerNode,
+                           s.cluster.name, o.stepLevel ? "step-level" : "aggregate",
+                           many ? fmt::format("{} seeds (mean ± 95 % CI)", r.runs.size())
+                                : fmt::format("seed {}", s.seed));
+  std::string outcomes;
+  for (const auto& [name, n] : r.outcomes()) {
+    outcomes += fmt::format("{}{} {}", outcomes.empty() ? "" : ", ", name, n);
+  }
+  std::cout << fmt::format("  {:<18} {}\n", "outcome", many ? outcomes : outcomes.substr(0, outcomes.find(' ')));
+  if (!many && !r.runs.front().message.empty()) {
+    std::cout << fmt::format("  {:<18} {}\n", "message", r.runs.front().message);
+  }
+  show("simulated_hours", "simulated time", h);
+  show("ettr", "ETTR", percent);
+  show("useful_hours", "useful", h);
+  show("lost_hours", "lost (rolled back)", h);
+  show("checkpoint_hours", "checkpointing", h);
+  show("startup_hours", "starting workers", h);
+  show("idle_hours", "no workers", h);
+  show("samples", "samples", integer);
+  show("steps", "steps", integer);
+  show("failures", "failures", many ? count : integer);
+  if (s.spot) {
+    show("preemptions", "preemptions", many ? count : integer);
+  }
+  show("restarts", "restarts", many ? count : integer);
+  show("checkpoints", "checkpoints", many ? count : integer);
+  show("events", "events", integer);
+  std::cout << "  world size hours  ";
+  bool first = true;
+  for (const auto& [size, hs] : r.worldSizeHours()) {
+    std::cout << fmt::format("{}{} GPUs: {:.2f} h", first ? "" : ", ", size,
+                             sim::summarize(hs).mean);
+    first = false;
+  }
+  std::cout << "\n";
+  const double simWall = sim::summarize(values.at("wall_seconds")).mean;
+  std::cout << fmt::format("  {:<18} {:.4f} s per run, {:.3f} s in all on {} thread(s)\n",
+                           "wall time", simWall, r.wallSeconds, r.threads);
+  if (!many) {
+    for (const std::string& n : r.runs.front().notes) {
+      std::cout << fmt::format("  note: {}\n", n);
+    }
+  }
+}
+
+int runSim(const SimOptions& o) {
+  try {
+    sim::ScenarioOptions so;
+    so.presetDir = o.presets;
+    sim::Scenario scenario = sim::loadScenario(o.scenario, so);
+    if (o.seed) {
+      scenario.seed = *o.seed;
+    }
+    for (const std::string& w : scenario.warnings) {
+      printWarning("sim", w);
+    }
+
+    std::unique_ptr<agent::EventLog> events;
+    if (!o.events.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(o.events, ec);  // a fresh log, not appended to an old one
+      events = std::make_unique<agent::EventLog>(std::filesystem::path(o.events));
+    }
+    std::unique_ptr<sim::ChromeTraceWriter> trace;
+    if (!o.trace.empty()) {
+      trace = std::make_unique<sim::ChromeTraceWriter>(o.trace, o.traceLimit);
+    }
+    std::unique_ptr<sim::CsvTimelineWriter> csv;
+    if (!o.csv.empty()) {
+      csv = std::make_unique<sim::CsvTimelineWriter>(o.csv, o.traceLimit);
+    }
+    sim::TimelineTee tee(trace.get(), csv.get());
+
+    ProgressBar bar(!o.quiet);
+    sim::MonteCarloOptions mc;
+    mc.seeds = o.seeds;
+    mc.threads = o.threads;
+    mc.mode = o.stepLevel ? sim::SimMode::StepLevel : sim::SimMode::Aggregate;
+    mc.eventLog = events.get();
+    mc.timeline = (trace || csv) ? &tee : nullptr;
+    mc.replicaDone = [&](std::int64_t done, std::int64_t total) {
+      bar.update(static_cast<double>(done) / static_cast<double>(total),
+                 fmt::format("{}/{} seeds", done, total));
+    };
+    mc.progress = [&](double fraction) { bar.update(fraction, "simulated"); };
+    const sim::MonteCarloResult result = sim::runMonteCarlo(scenario, mc);
+    bar.clear();
+    if (trace) {
+      trace->finish();
+      if (trace->dropped() > 0) {
+        printWarning("sim", fmt::format("--trace: kept the first {} records, dropped {} "
+                                        "(raise --trace-limit)",
+                                        trace->written(), trace->dropped()));
+      }
+    }
+    if (csv) {
+      csv->finish();
+      if (csv->dropped() > 0) {
+        printWarning("sim", fmt::format("--csv: dropped {} rows past --trace-limit",
+                                        csv->dropped()));
+      }
+    }
+
+    if (o.json) {
+      nlohmann::json out = sim::summaryToJson(result);
+      out["scenario"] = scenario.name;
+      out["mode"] = o.stepLevel ? "step-level" : "aggregate";
+      out["seed"] = scenario.seed;
+      out["gpus"] = scenario.cluster.gpus();
+      out["nodes"] = scenario.cluster.nodes;
+      out["warnings"] = scenario.warnings;
+      std::cout << out.dump(2) << "\n";
+    } else {
+      printHuman(scenario, result, o);
+    }
+    return kExitOk;
+  } catch (const Error& e) {
+    if (o.json) {
+      nlohmann::json out;
+      out["error"] = errorKind(e);
+      out["message"] = e.what();
+      std::cout << out.dump() << "\n";
+    } else {
+      printError("sim", fmt::format("{}: {}", errorKind(e), e.what()));
+    }
+    return kExitUsage;
+  }
+}
+
+}  // namespace
+
+Command addSimCommand(CLI::App& app) {
+  auto o = std::make_shared<SimOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "sim",
+      "Simulate a training job on a scenario file (cluster, DeepSpeed config, compute and "
+      "checkpoint costs, failures, spot preemptions, scale events, fault script): the real "
+      "elastic agent and elasticity solver run on simulated time. Prints ETTR, time lost to "
+      "failures, restarts, checkpoints and time at each world size; with --seeds N, their mean "
+      "and 95 % confidence interval over N independent replicas. Schema: docs/simulator.md; "
+      "examples: fixtures/scenarios/.");
+  sub->add_option("scenario", o->scenario, "scenario file (JSON)")->required();
+  sub->add_option("--seeds", o->seeds,
+                  "independent replicas (Monte Carlo); replica i is seeded from the scenario's "
+                  "seed and i, so results do not depend on --threads")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--threads", o->threads, "threads for the replicas (default: every core)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--seed", o->seed, "override the scenario's seed");
+  sub->add_flag("--json", o->json,
+                "print one JSON object: simulated_hours, wall_seconds, events, ettr, samples, "
+                "failures, restarts, lost_hours, checkpoints, world_size_hours, ... (each as "
+                "{mean, ci95, min, max} with --seeds > 1), or {error, message}");
+  sub->add_flag("--step-level", o->stepLevel,
+                "schedule every micro step and every bucket's all-reduce as an event (default: "
+                "jump analytically between checkpoints and failures; same times, far faster)");
+  sub->add_option("--events", o->events,
+                  "write the agent's decisions of replica 0 as JSON lines, the format of "
+                  "`stretch launch --event_log` (with resume_step)");
+  sub->add_option("--trace", o->trace,
+                  "write a Chrome / Perfetto trace of replica 0 (compute, collectives in "
+                  "step-level mode, checkpoints, failures, restarts, world size counter)");
+  sub->add_option("--csv", o->csv, "write replica 0's timeline as CSV rows");
+  sub->add_option("--trace-limit", o->traceLimit,
+                  "most records written to --trace and --csv (the rest are counted)")
+      ->capture_default_str();
+  sub->add_option("--presets", o->presets,
+                  "cluster preset folder (default: $STRETCH_CLUSTER_PRESETS, the scenario's "
+                  "../clusters, or the source tree's fixtures/clusters)");
+  sub->add_flag("-q,--quiet", o->quiet, "no progress bar");
+  return {sub, [o] { return runSim(*o); }};
+}
+
+}  // namespace stretch::cli
