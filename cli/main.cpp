@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
 #ifdef STRETCH_HAVE_SIM
   commands.push_back(stretch::cli::addSimCommand(app));
 #endif
+#ifdef STRETCH_HAVE_PLANNER
+  commands.push_back(stretch::cli::addPlanCommand(app));
+#endif
 
   try {
     app.parse(argc, argv);

@@ -35,10 +35,10 @@ const std::vector<Module>& modules() {
       {"runtime/agent", {"runtime/config", "runtime/elasticity", "runtime/comm"}, {}},
       {"sim",
        {"runtime/common", "runtime/config", "runtime/elasticity", "runtime/comm", "runtime/agent"},
-       {}},
+       {"json"}},  // scenario files and JSON results
       {"runtime/launcher", {"runtime/agent"}, {"json"}},
-      {"planner", {"sim", "runtime/elasticity", "runtime/config"}, {}},
-      {"gui", {"planner", "sim", "runtime/config"}, {"qt"}},
+      {"planner", {"sim", "runtime/elasticity", "runtime/config"}, {"json"}},
+      {"gui", {"planner", "sim", "runtime/config"}, {"qt", "json"}},
       // Executables, tests and benchmarks may use anything.
       {"cli", {"*"}, {"*"}},
       {"tests", {"*"}, {"*"}},
