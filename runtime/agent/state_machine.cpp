@@ -483,7 +483,7 @@ void AgentStateMachine::rendezvousStep(std::vector<Action>& out) {
   }
   emitWait(fmt::format("last call: {} node(s) can run {} GPUs; waiting up to {} for more nodes "
                        "(max_nodes {})",
-                       pool, plan->worldSize, formatDuration(deadline - now_), config_.maxNodes),
+                       pool, plan->worldSize, formatDuration(config_.lastCall), config_.maxNodes),
            out);
 }
 

@@ -536,9 +536,11 @@ TEST(RunnerKindTest, Names) {
   EXPECT_EQ(parseRunnerKind("ssh"), RunnerKind::Ssh);
   EXPECT_EQ(parseRunnerKind("local"), RunnerKind::Local);
   EXPECT_EQ(parseRunnerKind("netns"), RunnerKind::Netns);
+  EXPECT_EQ(parseRunnerKind("mpirun"), RunnerKind::OpenMpi);
   EXPECT_EQ(toString(RunnerKind::OpenMpi), "openmpi");
   EXPECT_EQ(errorOf([] { parseRunnerKind("slurm"); }),
-            "--launcher = slurm: expected one of local, ssh, pdsh, openmpi, netns (DeepSpeed's "
+            "--launcher = slurm: expected one of local, ssh, pdsh, openmpi (or mpirun), netns "
+            "(DeepSpeed's "
             "mvapich, slurm, mpich and impi launchers are not supported)");
 }
 
