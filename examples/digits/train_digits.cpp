@@ -8,11 +8,14 @@
 // Prints a progress line every steps_per_print steps and a summary; --json prints the summary
 // as one JSON object. Exit status: 0 trained, 1 a runtime failure, 2 bad input.
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -56,6 +59,22 @@ std::string weightsDigest(DigitsNet& model) {
                  static_cast<std::size_t>(t.numel()) * t.element_size());
   }
   return stretch::engine::sha256Hex(bytes);
+}
+
+std::int64_t parameterCount(DigitsNet& model) {
+  std::int64_t n = 0;
+  for (const auto& p : model->parameters())
+    n += p.numel();
+  return n;
+}
+
+// The median of the values (0 when there are none).
+double median(std::vector<double> values) {
+  if (values.empty())
+    return 0.0;
+  const auto mid = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), mid, values.end());
+  return *mid;
 }
 
 bool distributedEnvironment() {
@@ -143,6 +162,10 @@ int main(int argc, char** argv) {
     double lossSum = 0;
     std::int64_t lossCount = 0;
     double lastLoss = 0;
+    // Wall time of every optimizer step (checkpoint saves excluded): the simulator's calibration
+    // (`stretch sim --calibrate`) compares its predicted step time with their median.
+    std::vector<double> stepSeconds;
+    auto stepBegan = std::chrono::steady_clock::now();
     while (engine->globalSteps() < steps) {
       auto batch = loader->next();
       auto loss = torch::cross_entropy_loss(
@@ -156,11 +179,14 @@ int main(int argc, char** argv) {
         lastLoss = lossSum / static_cast<double>(lossCount);
         lossSum = 0;
         lossCount = 0;
+        stepSeconds.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - stepBegan).count());
         const std::int64_t step = engine->globalSteps();
         if (!checkpointDir.empty() &&
             (step == saveAt || (saveEvery > 0 && step % saveEvery == 0 && step < steps))) {
           engine->saveCheckpoint(checkpointDir);
         }
+        stepBegan = std::chrono::steady_clock::now();
       }
     }
     // The mean training loss of the last step, averaged over the data-parallel ranks.
@@ -181,7 +207,11 @@ int main(int argc, char** argv) {
                               {"final_loss", reduced[0]},
                               {"test_accuracy", acc},
                               {"weights_sha256", weightsDigest(model)},
-                              {"test_rows", test.size()}};
+                              {"test_rows", test.size()},
+                              {"parameters", parameterCount(model)},
+                              {"step_seconds_median", median(stepSeconds)},
+                              {"micro_batch", engine->microBatchSize()},
+                              {"gradient_accumulation_steps", engine->gradientAccumulationSteps()}};
         std::cout << out.dump() << "\n";
       } else {
         std::cout << fmt::format(
