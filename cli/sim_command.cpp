@@ -7,8 +7,6 @@
 // trace (--trace) and per-record CSV (--csv), all of replica 0. Exit status: 0 when the
 // simulation ran (whatever became of the simulated job: see "outcome"), 2 on bad input.
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -44,7 +43,7 @@ struct SimOptions {
   bool stepLevel = false;
   std::optional<std::uint64_t> seed;
   std::string presets;
-  std::uint64_t traceLimit = 2'000'000;
+  std::uint64_t traceLimit = 1'000'000;
   bool quiet = false;
 };
 
@@ -122,7 +121,8 @@ void printHuman(const sim::Scenario& s, const sim::MonteCarloResult& r, const Si
   for (const auto& [name, n] : r.outcomes()) {
     outcomes += fmt::format("{}{} {}", outcomes.empty() ? "" : ", ", name, n);
   }
-  std::cout << fmt::format("  {:<18} {}\n", "outcome", many ? outcomes : outcomes.substr(0, outcomes.find(' ')));
+  std::cout << fmt::format("  {:<18} {}\n", "outcome",
+                           many ? outcomes : outcomes.substr(0, outcomes.find(' ')));
   if (!many && !r.runs.front().message.empty()) {
     std::cout << fmt::format("  {:<18} {}\n", "message", r.runs.front().message);
   }
@@ -213,8 +213,8 @@ int runSim(const SimOptions& o) {
     if (csv) {
       csv->finish();
       if (csv->dropped() > 0) {
-        printWarning("sim", fmt::format("--csv: dropped {} rows past --trace-limit",
-                                        csv->dropped()));
+        printWarning("sim",
+                     fmt::format("--csv: dropped {} rows past --trace-limit", csv->dropped()));
       }
     }
 
@@ -256,7 +256,7 @@ Command addSimCommand(CLI::App& app) {
       "failures, restarts, checkpoints and time at each world size; with --seeds N, their mean "
       "and 95 % confidence interval over N independent replicas. Schema: docs/simulator.md; "
       "examples: fixtures/scenarios/.");
-  sub->add_option("scenario", o->scenario, "scenario file (JSON)")->required();
+  sub->add_option("SCENARIO", o->scenario, "scenario file (JSON)")->required();
   sub->add_option("--seeds", o->seeds,
                   "independent replicas (Monte Carlo); replica i is seeded from the scenario's "
                   "seed and i, so results do not depend on --threads")

@@ -25,6 +25,9 @@
 #include "runtime/comm/reduce.hpp"
 #include "runtime/comm/store.hpp"
 #include "tests/runtime/comm/rank_threads.hpp"
+#if STRETCH_HAVE_SIM
+#include "sim/sim_backend.hpp"
+#endif
 
 namespace stretch::comm {
 namespace {
@@ -37,6 +40,9 @@ using test::runRanks;
 
 struct World {
   std::shared_ptr<InProcessWorld> inProcess;  // keeps the in-process ranks alive
+#if STRETCH_HAVE_SIM
+  std::shared_ptr<sim::SimWorld> sim;  // keeps the simulated ranks alive
+#endif
   std::vector<std::shared_ptr<Backend>> ranks;
   Backend& operator[](int r) { return *ranks[static_cast<std::size_t>(r)]; }
 };
@@ -50,6 +56,23 @@ World makeWorld(const std::string& kind, int size, Duration timeout = 20s) {
       world.ranks[static_cast<std::size_t>(r)] = world.inProcess->backend(r);
     return world;
   }
+#if STRETCH_HAVE_SIM
+  if (kind == "sim") {
+    // Functional mode: the data really moves; 2 GPUs per node so that worlds span nodes.
+    sim::ClusterSpec cluster;
+    cluster.nodes = 8;
+    cluster.gpusPerNode = 2;
+    cluster.intraNodeGBps = 10;
+    cluster.interNodeGBps = 1;
+    cluster.intraLatencyUs = 1;
+    cluster.interLatencyUs = 10;
+    world.sim = sim::SimWorld::create(cluster, size, sim::SimMode::Functional,
+                                      {sim::CollectiveAlgorithm::Auto, timeout});
+    for (int r = 0; r < size; ++r)
+      world.ranks[static_cast<std::size_t>(r)] = world.sim->backend(r);
+    return world;
+  }
+#endif
   registerBuiltinBackends();
   auto store = std::make_shared<HashStore>(timeout);
   runRanks(size, [&](int r) {
@@ -66,6 +89,9 @@ World makeWorld(const std::string& kind, int size, Duration timeout = 20s) {
 
 std::vector<std::string> backendKinds() {
   std::vector<std::string> kinds = {"in_process"};
+#if STRETCH_HAVE_SIM
+  kinds.push_back("sim");
+#endif
   for (const auto& name : builtinBackendNames()) {
     if (name == "gloo")
       kinds.push_back(name);
@@ -510,8 +536,9 @@ TEST_P(BackendContract, AMissingPeerTimesOutInsteadOfHanging) {
 }
 
 TEST_P(BackendContract, WaitWithATimeoutReturnsControlToTheCaller) {
-  if (GetParam() == "in_process")
-    GTEST_SKIP() << "the in-process backend runs collectives in the caller, synchronously";
+  if (GetParam() == "in_process" || GetParam() == "sim")
+    GTEST_SKIP() << "the in-process and simulated backends run collectives in the caller, "
+                    "synchronously";
   World world = makeWorld(GetParam(), 2, 5s);
   std::vector<float> v(4, 1.0f);
   auto work = world[0].allReduce(BufferView::of(std::span(v)), ReduceOp::Sum);

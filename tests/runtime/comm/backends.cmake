@@ -5,6 +5,11 @@ stretch_add_test(backend_contract_test
   DEPS stretch_comm stretch_comm_builtin
   LABELS unit
   TIMEOUT 600)
+if(TARGET stretch_sim)
+  # The simulator's functional backend keeps the same contract (sim/sim_backend.hpp).
+  target_link_libraries(backend_contract_test PRIVATE stretch_sim)
+  target_compile_definitions(backend_contract_test PRIVATE STRETCH_HAVE_SIM=1)
+endif()
 
 if(TARGET stretch_comm_gloo)
   # Forked ranks on loopback: launcher and OpenMPI environments, FileStore, a peer that never

@@ -2,16 +2,18 @@
 // loads and carries a source, overrides and explicit fields parse, unknown keys warn, and every
 // bad value is an error naming cluster.<key>, the value and what was expected.
 
+#include "sim/cluster.hpp"
+
 #include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <gtest/gtest.h>
+
 #include "runtime/common/error.hpp"
-#include "sim/cluster.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch::sim {
@@ -49,6 +51,9 @@ TEST(ClusterPresets, EveryPresetLoadsValidatesAndNamesItsSource) {
     ASSERT_TRUE(doc.contains("source"));
     EXPECT_GT(doc["source"].get<std::string>().size(), 20u) << "a source that says something";
     EXPECT_TRUE(doc.contains("description"));
+    // What sim/collective_cost.hpp's monotonicity in ranks assumes of every preset.
+    EXPECT_LE(static_cast<double>(spec.gpusPerNode) * spec.interNodeGBps, spec.intraNodeGBps);
+    EXPECT_GE(spec.interLatencyUs, spec.intraLatencyUs);
   }
 }
 
@@ -82,7 +87,8 @@ TEST(ClusterPresets, MalformedPresetFilesAreErrorsNamingKeyAndFile) {
       R"("source": "test", "gpus_per_node": 2, "intra_node_GBps": 10, "inter_node_GBps": 1,
          "intra_latency_us": 1, "inter_latency_us": 5)";
   write("ok", R"({"name": "ok", // comments are allowed
-                  )" + good + "}");
+                  )" +
+                  good + "}");
   EXPECT_EQ(loadClusterPreset("ok", dir.path()).gpusPerNode, 2);
   EXPECT_EQ(clusterPresetNames(dir.path()), std::vector<std::string>{"ok"});
 
@@ -112,9 +118,9 @@ TEST(ClusterPresets, MalformedPresetFilesAreErrorsNamingKeyAndFile) {
 
 TEST(ParseCluster, PresetWithOverrides) {
   std::vector<std::string> warnings;
-  const ClusterSpec spec = parseCluster(
-      Json{{"preset", "dgx-h100"}, {"nodes", 2048}, {"inter_node_GBps", 25}}, presetDir(),
-      &warnings);
+  const ClusterSpec spec =
+      parseCluster(Json{{"preset", "dgx-h100"}, {"nodes", 2048}, {"inter_node_GBps", 25}},
+                   presetDir(), &warnings);
   EXPECT_TRUE(warnings.empty());
   EXPECT_EQ(spec.name, "dgx-h100");
   EXPECT_EQ(spec.nodes, 2048);
@@ -141,10 +147,12 @@ TEST(ParseCluster, ExplicitFieldsAndUnknownKeysWarn) {
 }
 
 TEST(ParseCluster, OneGpuPerNodeNeedsNoIntraNodeBandwidth) {
-  const ClusterSpec spec = parseCluster(
-      Json{{"nodes", 3}, {"gpus_per_node", 1}, {"inter_node_GBps", 1}, {"intra_latency_us", 0},
-           {"inter_latency_us", 40}},
-      presetDir());
+  const ClusterSpec spec = parseCluster(Json{{"nodes", 3},
+                                             {"gpus_per_node", 1},
+                                             {"inter_node_GBps", 1},
+                                             {"intra_latency_us", 0},
+                                             {"inter_latency_us", 40}},
+                                        presetDir());
   EXPECT_EQ(spec.gpus(), 3);
   ClusterSpec eight = spec;
   eight.gpusPerNode = 8;

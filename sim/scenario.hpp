@@ -1,0 +1,203 @@
+#pragma once
+// A simulation scenario: the cluster, the job (its DeepSpeed config, compute and checkpoint
+// costs, how long it runs), the agent's settings, failures, spot preemptions, scheduled scale
+// events and a deterministic fault script. Read from JSON (docs/simulator.md has the schema;
+// fixtures/scenarios/ has examples):
+//
+//   { "cluster":  {"preset": "dgx-h100", "nodes": 4} | {"nodes": N, "gpus_per_node": G, ...},
+//     "job":      {"config": {...} | "config_file": "ds_config.json",
+//                  "seconds_per_sample_per_gpu": x, "gradient_bytes": b,
+//                  "total_samples": n | "total_steps": s | "horizon_hours": h,
+//                  "checkpoint": {"interval_minutes": t | "every_steps": k,
+//                                 "save_seconds": c, "load_seconds": l},
+//                  "restart_overhead_seconds": r},
+//     "agent":    {"min_nodes", "max_nodes", "max_restarts", "last_call_seconds",
+//                  "monitor_interval_seconds", "wait_timeout_seconds", "node_selection"},
+//     "failures": {"model": "none" | "exponential" | "weibull" | "trace",
+//                  "node_mtbf_hours": m, "shape": k, "events": [...] | "trace_file": "...",
+//                  "causes": "../failures/llama3_causes.json" | [...],
+//                  "replacement": "immediate" | "spares:K" | "none", "repair_hours": h},
+//     "spot":     {"node_mean_hours_between_preemptions": m, "return_hours": h},
+//     "scale_events": [{"at_hours": t, "kind": "join" | "leave", "nodes": k}],
+//     "script":   [{"at_step": k, "kind": "kill_worker" | "leave" | "join", ...}],
+//     "node_names": ["n0", ...],
+//     "seed": s }
+//
+// Errors: every bad value is a ConfigError naming the JSON path, the value and what was expected
+// ("job.checkpoint.interval_minutes = -3: expected a positive number of minutes"); files that
+// cannot be read are IoError naming the path. Keys the simulator does not know are warnings
+// (Scenario::warnings), never errors. Paths inside a scenario (config_file, causes, trace_file)
+// are relative to the scenario file's directory.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "runtime/agent/world_plan.hpp"
+#include "runtime/config/ds_config.hpp"
+#include "sim/cluster.hpp"
+
+namespace stretch::sim {
+
+struct CheckpointSpec {
+  // Exactly one cadence (or none: the job never saves). interval: a save after every
+  // round(interval / step time) steps since the last save or resume; everySteps: a save after
+  // every step that is a multiple of k (as the example job's --save-every), never after the
+  // final step.
+  std::optional<double> intervalMinutes;
+  std::optional<std::int64_t> everySteps;
+  double saveSeconds = 0.0;  // training stalls this long per save
+  double loadSeconds = 0.0;  // added to a start that resumes from a checkpoint
+};
+
+struct JobSpec {
+  config::DsConfig config;
+  std::optional<std::filesystem::path> configFile;  // where the config came from, if a file
+  // Seconds one data-parallel rank needs per sample, forward and backward (with model
+  // parallelism: its model-parallel group, together). Given directly or as
+  // flops_per_sample / (peak_tflops * 1e12 * mfu * model_parallel_size).
+  double secondsPerSample = 0.0;
+  // Gradient bytes each data-parallel rank all-reduces per step (0: no communication).
+  std::uint64_t gradientBytes = 0;
+  // All-reduce buckets per step; default ceil(gradient_bytes / (reduce_bucket_size * bytes per
+  // gradient element)), with 2-byte elements when fp16 or bf16 is enabled, else 4.
+  std::int64_t bucketCount = 1;
+  // Share of a micro step spent in backward (gradients become ready during it).
+  double backwardFraction = 2.0 / 3.0;
+  // Whether the all-reduce overlaps the last micro step's backward; default: the config's
+  // zero_optimization.overlap_comm (DeepSpeed's default: only with stage 3).
+  bool overlapComm = false;
+  // GPUs per data-parallel rank when the config has no elasticity section.
+  std::int64_t modelParallelSize = 1;
+  // When the job ends: whichever comes first (at least one is set).
+  std::optional<std::int64_t> totalSamples;
+  std::optional<std::int64_t> totalSteps;
+  std::optional<double> horizonHours;
+  CheckpointSpec checkpoint;
+  // Cost of every start of the workers (rendezvous, process start, initialisation), seconds.
+  double restartOverheadSeconds = 0.0;
+};
+
+// DeepSpeed's launcher allows 100 restarts by default; the simulator's default is a million
+// (in effect unlimited) so that goodput studies are not cut short: set agent.max_restarts to
+// model a budget.
+inline constexpr std::int64_t kUnlimitedRestarts = 1'000'000;
+
+struct AgentSpec {
+  std::optional<std::int64_t> minNodes;  // default 1
+  std::optional<std::int64_t> maxNodes;  // default: every node that can ever join
+  std::int64_t maxRestarts = kUnlimitedRestarts;
+  double lastCallSeconds = 30.0;
+  double monitorIntervalSeconds = 1.0;
+  double waitTimeoutSeconds = 600.0;
+  agent::NodeSelection selection = agent::NodeSelection::WholeNodes;
+};
+
+enum class FailureModelKind { None, Exponential, Weibull, Trace };
+std::string_view toString(FailureModelKind kind) noexcept;
+
+// What a failure cause does to its node.
+struct FailureCause {
+  std::string name;
+  double weight = 0.0;  // relative frequency (counts or shares)
+  // Hardware causes take the node away for repair (it leaves the job unless replaced at once);
+  // software causes only kill the workers (the node stays).
+  bool nodeLost = true;
+  std::optional<double> repairHours;  // overrides failures.repair_hours for this cause
+};
+
+// One failure of a replayed trace.
+struct TraceFailure {
+  double atHours = 0.0;
+  std::string node;  // a node id, or its index in decimal
+  std::string cause;
+  std::optional<double> repairHours;
+};
+
+enum class ReplacementKind { Immediate, Spares, None };
+
+struct FailureSpec {
+  FailureModelKind model = FailureModelKind::None;
+  double nodeMtbfHours = 0.0;  // exponential, weibull: mean time between failures of one node
+  double shape = 1.0;          // weibull
+  std::vector<TraceFailure> trace;
+  std::vector<FailureCause> causes;  // empty: every failure loses its node
+  ReplacementKind replacement = ReplacementKind::Immediate;
+  std::int64_t spares = 0;
+  std::optional<double> repairHours;  // none: lost nodes never come back
+};
+
+struct SpotSpec {
+  double nodeMeanHoursBetweenPreemptions = 0.0;
+  std::optional<double> returnHours;  // none: a preempted node never comes back
+};
+
+enum class ScaleKind { Join, Leave };
+
+struct ScaleEvent {
+  double atHours = 0.0;
+  ScaleKind kind = ScaleKind::Join;
+  std::int64_t nodes = 1;
+};
+
+enum class ScriptKind { KillWorker, Leave, Join };
+
+// A fault that happens right after the job completes step atStep (after that step's
+// checkpoint, when it has one), the first time it does. Scripts make a run reproducible with the
+// real launcher (the sim-to-real test).
+struct ScriptEvent {
+  std::int64_t atStep = 0;
+  ScriptKind kind = ScriptKind::KillWorker;
+  std::int64_t rank = 0;   // kill_worker: global rank of the running generation
+  int exitCode = -9;       // kill_worker: the worker's exit (negative: killed by that signal)
+  std::string node;        // leave, join
+  std::int64_t slots = 0;  // join (default: the cluster's GPUs per node)
+};
+
+struct Scenario {
+  std::string name;  // the file's stem, or "scenario"
+  ClusterSpec cluster;
+  JobSpec job;
+  AgentSpec agent;
+  FailureSpec failures;
+  std::optional<SpotSpec> spot;
+  std::vector<ScaleEvent> scaleEvents;  // sorted by time
+  std::vector<ScriptEvent> script;      // sorted by step
+  std::vector<std::string> nodeNames;   // cluster.nodes names (default n0, n1, ...)
+  std::uint64_t seed = 0;
+  std::vector<std::string> warnings;
+};
+
+struct ScenarioOptions {
+  // Where cluster presets live; empty: defaultPresetDir(scenario directory).
+  std::filesystem::path presetDir;
+};
+
+// Parses a scenario. baseDir resolves the relative paths inside it.
+Scenario parseScenario(const nlohmann::json& json, const std::filesystem::path& baseDir,
+                       const ScenarioOptions& options = {});
+// Parses JSON text (comments are not allowed).
+Scenario parseScenarioText(std::string_view text, const std::filesystem::path& baseDir,
+                           const ScenarioOptions& options = {});
+// Reads and parses a file; the scenario is named after its stem.
+Scenario loadScenario(const std::filesystem::path& path, const ScenarioOptions& options = {});
+
+// The cluster preset directory: $STRETCH_CLUSTER_PRESETS when set, else <scenarioDir>/../clusters
+// when it exists (scenarios in fixtures/scenarios), else the source tree's fixtures/clusters.
+std::filesystem::path defaultPresetDir(const std::filesystem::path& scenarioDir);
+
+// Loads a failure-cause table: {"causes": [{"name", "count" | "weight", "node_lost",
+// "repair_hours"}, ...]}. Throws IoError / ConfigError.
+std::vector<FailureCause> loadCauseTable(const std::filesystem::path& path);
+
+// Loads a failure trace: CSV with a header "time_hours,node,cause,repair_hours" (cause and
+// repair_hours may be empty), or JSON {"events": [{"at_hours", "node", "cause",
+// "repair_hours"}]} / a bare array of such objects.
+std::vector<TraceFailure> loadFailureTrace(const std::filesystem::path& path);
+
+}  // namespace stretch::sim

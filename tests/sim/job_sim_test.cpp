@@ -1,0 +1,440 @@
+// The job simulation on the real agent state machine: exact times without failures, aggregate
+// and step-level modes agree to the nanosecond, determinism, elastic scaling keeps the global
+// batch, the fault script's decisions, replacement policies, restart budget, wait timeout,
+// and the timeline writers.
+
+#include "sim/job_sim.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "runtime/agent/event_log.hpp"
+#include "runtime/common/error.hpp"
+#include "sim/step_model.hpp"
+#include "sim/timeline.hpp"
+#include "tests/support/test_support.hpp"
+
+namespace stretch::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+Scenario fromJson(const nlohmann::json& j) {
+  ScenarioOptions o;
+  o.presetDir = test::fixturePath("clusters");
+  Scenario s = parseScenario(j, test::fixturePath("scenarios"), o);
+  EXPECT_TRUE(s.warnings.empty()) << ::testing::PrintToString(s.warnings);
+  return s;
+}
+
+Scenario fixture(const std::string& name) {
+  return loadScenario(test::fixturePath("scenarios/" + name + ".json"));
+}
+
+nlohmann::json cluster(int nodes, int gpus) {
+  return {{"nodes", nodes},        {"gpus_per_node", gpus}, {"intra_node_GBps", 100},
+          {"inter_node_GBps", 10}, {"intra_latency_us", 1}, {"inter_latency_us", 5}};
+}
+
+// The agent's records of a run, parsed from its JSON lines.
+std::vector<nlohmann::json> eventsOf(const Scenario& s, RunResult* result = nullptr,
+                                     SimMode mode = SimMode::Aggregate) {
+  std::ostringstream out;
+  agent::EventLog log(out);
+  RunOptions o;
+  o.eventLog = &log;
+  o.mode = mode;
+  RunResult r = simulate(s, o);
+  if (result != nullptr) {
+    *result = r;
+  }
+  std::vector<nlohmann::json> records;
+  std::istringstream in(out.str());
+  std::string line;
+  while (std::getline(in, line)) {
+    records.push_back(nlohmann::json::parse(line));
+  }
+  return records;
+}
+
+std::vector<nlohmann::json> starts(const std::vector<nlohmann::json>& events) {
+  std::vector<nlohmann::json> out;
+  for (const auto& e : events) {
+    if (e["event"] == "start_workers") {
+      out.push_back(e);
+    }
+  }
+  return out;
+}
+
+void expectSameRun(const RunResult& a, const RunResult& b) {
+  EXPECT_EQ(toString(a.outcome), toString(b.outcome));
+  EXPECT_EQ(a.simulatedNs, b.simulatedNs);
+  EXPECT_EQ(a.usefulNs, b.usefulNs);
+  EXPECT_EQ(a.lostNs, b.lostNs);
+  EXPECT_EQ(a.checkpointNs, b.checkpointNs);
+  EXPECT_EQ(a.startupNs, b.startupNs);
+  EXPECT_EQ(a.idleNs, b.idleNs);
+  EXPECT_EQ(a.steps, b.steps);
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_EQ(a.failures, b.failures);
+  EXPECT_EQ(a.preemptions, b.preemptions);
+  EXPECT_EQ(a.restarts, b.restarts);
+  EXPECT_EQ(a.checkpoints, b.checkpoints);
+  EXPECT_EQ(a.generations, b.generations);
+  EXPECT_EQ(a.worldSizeNs, b.worldSizeNs);
+}
+
+nlohmann::json simpleJob() {
+  return nlohmann::json::parse(R"({
+    "cluster": {"nodes": 1, "gpus_per_node": 4, "intra_node_GBps": 100, "inter_node_GBps": 10,
+                "intra_latency_us": 1, "inter_latency_us": 5},
+    "job": {"config": {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 3},
+            "seconds_per_sample_per_gpu": 0.5, "total_steps": 100,
+            "checkpoint": {"every_steps": 10, "save_seconds": 2, "load_seconds": 1},
+            "restart_overhead_seconds": 5}
+  })");
+}
+
+TEST(JobSim, WithoutFailuresEveryTimeIsExact) {
+  const Scenario s = fromJson(simpleJob());
+  RunResult r;
+  const auto events = eventsOf(s, &r);
+  // Start 5 s, 100 steps of 3 micro steps of 1 s, saves after steps 10..90 (none after the last).
+  EXPECT_EQ(toString(r.outcome), "finished");
+  EXPECT_EQ(r.simulatedNs, secondsToNanos(5 + 100 * 3 + 9 * 2));
+  EXPECT_EQ(r.usefulNs, secondsToNanos(300));
+  EXPECT_EQ(r.checkpointNs, secondsToNanos(18));
+  EXPECT_EQ(r.startupNs, secondsToNanos(5));
+  EXPECT_EQ(r.lostNs, 0);
+  EXPECT_EQ(r.idleNs, 0);
+  EXPECT_EQ(r.checkpoints, 9);
+  EXPECT_EQ(r.steps, 100);
+  EXPECT_EQ(r.samples, 100 * 2 * 3 * 4);
+  EXPECT_EQ(r.restarts, 0);
+  EXPECT_DOUBLE_EQ(r.ettr(), 300.0 / 323.0);
+  EXPECT_EQ(r.worldSizeNs.at(4), r.simulatedNs);
+  std::vector<std::string> kinds;
+  for (const auto& e : events) {
+    kinds.push_back(e["event"]);
+  }
+  EXPECT_EQ(kinds,
+            (std::vector<std::string>{"node_joined", "start_workers", "exit_barrier", "finish"}));
+  EXPECT_EQ(events.back()["time_ns"], r.simulatedNs);
+  EXPECT_FALSE(events[1].contains("resume_step"));  // nothing saved yet
+}
+
+TEST(JobSim, TotalSamplesEndTheJobAtTheFirstStepThatReachesThem) {
+  auto j = simpleJob();
+  j["job"].erase("total_steps");
+  j["job"]["total_samples"] = 1000;  // 24 samples per step: 42 steps
+  RunResult r;
+  eventsOf(fromJson(j), &r);
+  EXPECT_EQ(r.steps, 42);
+  EXPECT_EQ(r.samples, 42 * 24);
+}
+
+TEST(JobSim, StepTimeFollowsTheBucketedAllReduce) {
+  auto j = simpleJob();
+  j["cluster"] = cluster(2, 4);
+  j["job"]["gradient_bytes"] = 4e8;
+  j["job"]["bucket_count"] = 4;
+  const Scenario s = fromJson(j);
+  config::BatchTriple batch{48, 2, 3};
+  const StepPlan noOverlap = planStep(s.job, s.cluster, batch, 8, 1);
+  EXPECT_EQ(noOverlap.buckets, 4);
+  EXPECT_GT(noOverlap.bucketNs, 0);
+  EXPECT_EQ(noOverlap.stepNs, 3 * noOverlap.microNs + 4 * noOverlap.bucketNs);
+  Scenario o = s;
+  o.job.overlapComm = true;
+  const StepPlan overlap = planStep(o.job, o.cluster, batch, 8, 1);
+  EXPECT_LT(overlap.stepNs, noOverlap.stepNs);
+  EXPECT_GE(overlap.stepNs, 3 * overlap.microNs + overlap.bucketNs);
+  // One rank: nothing to reduce.
+  EXPECT_EQ(planStep(s.job, s.cluster, batch, 1, 1).stepNs, 3 * noOverlap.microNs);
+}
+
+TEST(JobSim, AggregateAndStepLevelAgreeToTheNanosecond) {
+  for (const std::string name : {"trace_replay", "elastic_scale", "sim_to_real_digits"}) {
+    SCOPED_TRACE(name);
+    Scenario s = fixture(name);
+    if (name != "sim_to_real_digits") {
+      s.job.horizonHours = 6.0;  // keep the step-level run short
+    }
+    RunResult a;
+    RunResult b;
+    const auto ea = eventsOf(s, &a, SimMode::Aggregate);
+    const auto eb = eventsOf(s, &b, SimMode::StepLevel);
+    expectSameRun(a, b);
+    EXPECT_EQ(ea, eb);
+    EXPECT_GT(b.events, a.events);
+  }
+  // With random failures striking mid-step, mid-save and mid-start.
+  auto j = simpleJob();
+  j["cluster"] = cluster(4, 4);
+  j["job"]["gradient_bytes"] = 4e8;
+  j["job"]["overlap_comm"] = true;
+  j["job"].erase("total_steps");
+  j["job"]["horizon_hours"] = 20;
+  j["job"]["checkpoint"] = {{"interval_minutes", 10}, {"save_seconds", 20}, {"load_seconds", 30}};
+  j["failures"] = {{"model", "exponential"}, {"node_mtbf_hours", 8}};
+  const Scenario s = fromJson(j);
+  RunResult a;
+  RunResult b;
+  const auto ea = eventsOf(s, &a, SimMode::Aggregate);
+  const auto eb = eventsOf(s, &b, SimMode::StepLevel);
+  EXPECT_GT(a.failures, 3);
+  expectSameRun(a, b);
+  EXPECT_EQ(ea, eb);
+}
+
+TEST(JobSim, SameSeedSameRunOtherReplicaOtherRun) {
+  Scenario s = fixture("spot_preemptions");
+  RunOptions first;
+  const RunResult a = simulate(s, first);
+  const RunResult b = simulate(s, first);
+  expectSameRun(a, b);
+  RunOptions other;
+  other.replica = 1;
+  const RunResult c = simulate(s, other);
+  EXPECT_NE(
+      a.simulatedNs == c.simulatedNs && a.usefulNs == c.usefulNs && a.preemptions == c.preemptions,
+      true);
+}
+
+TEST(JobSim, ElasticScaleDownAndUpKeepsTheGlobalBatch) {
+  const Scenario s = fixture("elastic_scale");
+  RunResult r;
+  const auto st = starts(eventsOf(s, &r));
+  ASSERT_EQ(st.size(), 4u);
+  std::vector<int> worlds;
+  for (const auto& e : st) {
+    worlds.push_back(e["world_size"]);
+    const auto& b = e["batch"];
+    EXPECT_EQ(b["train_batch_size"], st.front()["batch"]["train_batch_size"]);
+    EXPECT_EQ(b["train_batch_size"].get<int>(), b["train_micro_batch_size_per_gpu"].get<int>() *
+                                                    b["gradient_accumulation_steps"].get<int>() *
+                                                    e["world_size"].get<int>());
+  }
+  EXPECT_EQ(worlds, (std::vector<int>{16, 12, 8, 16}));
+  // The two departures are counted restarts; the scale up is not.
+  EXPECT_EQ(r.restarts, 2);
+  EXPECT_EQ(r.stops, 3);
+  // Resume steps: the latest checkpoint before each stop.
+  EXPECT_EQ(st[1]["resume_step"], st[2]["resume_step"]);
+  EXPECT_GT(st[3]["resume_step"].get<int>(), st[2]["resume_step"].get<int>());
+  EXPECT_GT(r.worldSizeNs.at(8), hoursToNanos(2.9));
+}
+
+TEST(JobSim, FaultScriptGivesTheExpectedDecisions) {
+  RunResult r;
+  const auto events = eventsOf(fixture("sim_to_real_digits"), &r);
+  EXPECT_EQ(toString(r.outcome), "finished");
+  EXPECT_EQ(r.scriptFired, 3);
+  struct Start {
+    int world, micro, gas;
+    std::optional<int> resume;
+  };
+  std::vector<Start> got;
+  std::vector<std::string> kinds;
+  for (const auto& e : events) {
+    if (e["event"] != "wait") {
+      kinds.push_back(e["event"]);
+    }
+    if (e["event"] == "start_workers") {
+      got.push_back({e["world_size"], e["batch"]["train_micro_batch_size_per_gpu"],
+                     e["batch"]["gradient_accumulation_steps"],
+                     e.contains("resume_step") ? std::optional<int>(e["resume_step"].get<int>())
+                                               : std::nullopt});
+    }
+  }
+  EXPECT_EQ(kinds, (std::vector<std::string>{"node_joined", "node_joined", "start_workers",
+                                             "stop_workers", "start_workers", "stop_workers",
+                                             "start_workers", "node_joined", "stop_workers",
+                                             "start_workers", "exit_barrier", "finish"}));
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0].world, 4);
+  EXPECT_FALSE(got[0].resume.has_value());
+  EXPECT_EQ(got[1].world, 4);
+  EXPECT_EQ(got[1].resume, 10);  // killed after step 15: back to step 10
+  EXPECT_EQ(got[2].world, 2);    // n1 left after step 25
+  EXPECT_EQ(got[2].micro, 8);
+  EXPECT_EQ(got[2].gas, 3);
+  EXPECT_EQ(got[2].resume, 20);
+  EXPECT_EQ(got[3].world, 4);  // n1 back after step 40 (saved first)
+  EXPECT_EQ(got[3].resume, 40);
+  EXPECT_EQ(got[3].micro, 4);
+  EXPECT_EQ(r.steps, 60);
+  EXPECT_EQ(r.checkpoints, 5);  // 10; 20 (after the kill); 30, 40 (on 2 GPUs); 50
+}
+
+TEST(JobSim, ScriptedKillOfARankThatDoesNotRunIsANote) {
+  auto j = simpleJob();
+  j["script"] = {{{"at_step", 5}, {"kind", "kill_worker"}, {"rank", 17}}};
+  RunResult r;
+  eventsOf(fromJson(j), &r);
+  EXPECT_EQ(r.restarts, 0);
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_THAT(r.notes[0], HasSubstr("rank 17 does not run at step 5"));
+}
+
+TEST(JobSim, ReplacementPolicies) {
+  auto base = simpleJob();
+  base["cluster"] = cluster(4, 8);
+  base["job"].erase("total_steps");
+  base["job"]["horizon_hours"] = 200;
+  base["job"]["checkpoint"] = {{"interval_minutes", 30}, {"save_seconds", 10}};
+  base["failures"] = {{"model", "exponential"}, {"node_mtbf_hours", 100}};
+
+  // Immediate: the world never changes; every failure is a counted restart.
+  RunResult imm;
+  eventsOf(fromJson(base), &imm);
+  EXPECT_GT(imm.failures, 0);
+  EXPECT_EQ(imm.restarts, imm.failures);
+  EXPECT_EQ(imm.worldSizeNs.size(), 1u);
+
+  // One spare, never repaired: the first failure keeps 32 GPUs, later ones shrink the world.
+  auto spares = base;
+  spares["failures"]["replacement"] = "spares:1";
+  RunResult sp;
+  const auto st = starts(eventsOf(fromJson(spares), &sp));
+  ASSERT_GE(sp.failures, 2);
+  ASSERT_GE(st.size(), 3u);
+  EXPECT_EQ(st[0]["world_size"], 32);
+  EXPECT_EQ(st[1]["world_size"], 32);
+  EXPECT_EQ(st[2]["world_size"], 24);
+  EXPECT_THAT(st[1]["nodes"].dump(), HasSubstr("n4"));  // the spare
+
+  // No replacement, repaired after 10 h: the node comes back and the world grows again.
+  auto none = base;
+  none["failures"]["replacement"] = "none";
+  none["failures"]["repair_hours"] = 10;
+  RunResult nr;
+  const auto ns = starts(eventsOf(fromJson(none), &nr));
+  EXPECT_GT(nr.stops, nr.restarts);  // scale ups after repairs are not counted restarts
+  EXPECT_TRUE(nr.worldSizeNs.contains(24));
+  EXPECT_EQ(ns.back()["batch"]["train_micro_batch_size_per_gpu"], 2);
+}
+
+TEST(JobSim, SoftwareCausesKeepTheNode) {
+  auto j = simpleJob();
+  j["cluster"] = cluster(4, 8);
+  j["job"].erase("total_steps");
+  j["job"]["horizon_hours"] = 300;
+  j["failures"] = {{"model", "exponential"},
+                   {"node_mtbf_hours", 100},
+                   {"replacement", "none"},
+                   {"causes", {{{"name", "bug"}, {"weight", 1}, {"node_lost", false}}}}};
+  RunResult r;
+  eventsOf(fromJson(j), &r);
+  EXPECT_GT(r.failures, 3);
+  EXPECT_EQ(r.restarts, r.failures);
+  EXPECT_EQ(r.worldSizeNs.size(), 1u);  // never shrank
+}
+
+TEST(JobSim, FixedBatchShrinksToTheLargestValidSize) {
+  auto j = simpleJob();
+  j["cluster"] = cluster(4, 2);
+  j["job"]["config"] = {{"train_batch_size", 32}, {"train_micro_batch_size_per_gpu", 4}};
+  j["job"].erase("total_steps");
+  j["job"]["horizon_hours"] = 1;
+  j["failures"] = {{"model", "trace"},
+                   {"replacement", "none"},
+                   {"events", {{{"at_hours", 0.5}, {"node", "n3"}}}}};
+  const auto st = starts(eventsOf(fromJson(j)));
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[0]["world_size"], 8);
+  EXPECT_EQ(st[1]["world_size"], 4);  // 6 GPUs: 32 / 4 does not split over 6 ranks
+  EXPECT_EQ(st[1]["batch"]["gradient_accumulation_steps"], 2);
+}
+
+TEST(JobSim, RestartBudgetAndWaitTimeoutEndTheJob) {
+  auto j = simpleJob();
+  j["cluster"] = cluster(2, 4);
+  j["job"].erase("total_steps");
+  j["job"]["horizon_hours"] = 1000;
+  j["failures"] = {{"model", "exponential"}, {"node_mtbf_hours", 10}};
+  j["agent"] = {{"max_restarts", 3}};
+  RunResult r;
+  eventsOf(fromJson(j), &r);
+  EXPECT_EQ(toString(r.outcome), "failed");
+  EXPECT_THAT(r.message, HasSubstr("max_restarts (3) exhausted"));
+  EXPECT_EQ(r.failures, 4);
+
+  auto k = simpleJob();
+  k["cluster"] = cluster(2, 4);
+  k["job"].erase("total_steps");
+  k["job"]["horizon_hours"] = 10;
+  k["agent"] = {{"min_nodes", 2}, {"wait_timeout_seconds", 600}};
+  k["failures"] = {
+      {"model", "trace"}, {"replacement", "none"}, {"events", {{{"at_hours", 1}, {"node", 0}}}}};
+  RunResult w;
+  eventsOf(fromJson(k), &w);
+  EXPECT_EQ(toString(w.outcome), "failed");
+  EXPECT_THAT(w.message, HasSubstr("wait_timeout"));
+  EXPECT_EQ(w.simulatedNs, hoursToNanos(1) + secondsToNanos(600));
+  EXPECT_EQ(w.idleNs, secondsToNanos(600));
+}
+
+TEST(JobSim, TraceFailuresOnUnknownNodesAreConfigErrors) {
+  auto j = simpleJob();
+  j["failures"] = {{"model", "trace"}, {"events", {{{"at_hours", 1}, {"node", "n9"}}}}};
+  EXPECT_THROW(simulate(fromJson(j)), ConfigError);
+}
+
+TEST(Timeline, TraceAndCsvWriters) {
+  test::TempDir dir;
+  Scenario s = fixture("trace_replay");
+  {
+    ChromeTraceWriter trace(dir.path() / "t.json", 1'000'000);
+    CsvTimelineWriter csv(dir.path() / "t.csv", 1'000'000);
+    TimelineTee tee(&trace, &csv);
+    RunOptions o;
+    o.timeline = &tee;
+    o.mode = SimMode::StepLevel;
+    s.job.horizonHours = 0.6;
+    simulate(s, o);
+    trace.finish();
+    csv.finish();
+  }
+  const auto doc = nlohmann::json::parse(test::readFile(dir.path() / "t.json"));
+  std::set<std::string> phases;
+  std::set<std::string> cats;
+  for (const auto& e : doc["traceEvents"]) {
+    phases.insert(e["ph"]);
+    if (e.contains("cat")) {
+      cats.insert(e["cat"]);
+    }
+  }
+  EXPECT_EQ(phases, (std::set<std::string>{"M", "X", "i", "C"}));
+  EXPECT_TRUE(cats.contains("micro_step"));
+  EXPECT_TRUE(cats.contains("collective"));
+  EXPECT_TRUE(cats.contains("checkpoint"));
+  EXPECT_TRUE(cats.contains("startup"));
+  EXPECT_TRUE(cats.contains("agent"));
+  const std::string csv = test::readFile(dir.path() / "t.csv");
+  EXPECT_THAT(csv,
+              ::testing::StartsWith(
+                  "time_ns,time_hours,duration_ns,kind,generation,world_size,step,name,detail\n"));
+  EXPECT_THAT(csv, HasSubstr(",collective,"));
+
+  // A cap keeps the file small and says how much it dropped.
+  ChromeTraceWriter small(dir.path() / "small.json", 10);
+  RunOptions o;
+  o.timeline = &small;
+  o.mode = SimMode::StepLevel;
+  simulate(s, o);
+  small.finish();
+  EXPECT_EQ(small.written(), 10u);
+  EXPECT_GT(small.dropped(), 0u);
+  const auto capped = nlohmann::json::parse(test::readFile(dir.path() / "small.json"));
+  EXPECT_EQ(capped["traceEvents"].back()["name"], "dropped_records");
+}
+
+}  // namespace
+}  // namespace stretch::sim

@@ -1,0 +1,92 @@
+// Monte Carlo: results independent of the thread count (bit for bit), replica 0 is the single
+// run, the statistics, the JSON summary.
+
+#include "sim/monte_carlo.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/test_support.hpp"
+
+namespace stretch::sim {
+namespace {
+
+TEST(MonteCarlo, ResultsDoNotDependOnTheThreadCount) {
+  const Scenario s = loadScenario(test::fixturePath("scenarios/spot_preemptions.json"));
+  MonteCarloOptions one;
+  one.seeds = 12;
+  one.threads = 1;
+  MonteCarloOptions three = one;
+  three.threads = 3;
+  const auto a = runMonteCarlo(s, one);
+  const auto b = runMonteCarlo(s, three);
+  ASSERT_EQ(a.runs.size(), 12u);
+  EXPECT_EQ(b.threads, 3);
+  auto va = a.metricValues();
+  auto vb = b.metricValues();
+  for (const char* clock : {"wall_seconds", "agent_wall_seconds"}) {
+    va.erase(clock);
+    vb.erase(clock);
+  }
+  EXPECT_EQ(va, vb);  // exact equality of every figure
+  EXPECT_EQ(a.worldSizeHours(), b.worldSizeHours());
+  // The replicas differ from one another.
+  EXPECT_NE(a.runs[0].usefulNs, a.runs[1].usefulNs);
+  // Replica 0 is the single run.
+  const RunResult single = simulate(s);
+  EXPECT_EQ(single.usefulNs, a.runs[0].usefulNs);
+  EXPECT_EQ(single.preemptions, a.runs[0].preemptions);
+}
+
+TEST(MonteCarlo, ProgressCallbackSeesEveryReplica) {
+  const Scenario s = loadScenario(test::fixturePath("scenarios/trace_replay.json"));
+  MonteCarloOptions o;
+  o.seeds = 5;
+  o.threads = 2;
+  std::int64_t last = 0;
+  int calls = 0;
+  o.replicaDone = [&](std::int64_t done, std::int64_t total) {
+    EXPECT_EQ(total, 5);
+    EXPECT_EQ(done, last + 1);
+    last = done;
+    ++calls;
+  };
+  runMonteCarlo(s, o);
+  EXPECT_EQ(calls, 5);
+  o.seeds = 0;
+  EXPECT_THROW(runMonteCarlo(s, o), ConfigError);
+}
+
+TEST(Summarize, MeanAndNormalConfidenceInterval) {
+  const MetricSummary s = summarize({1.0, 2.0, 3.0, 4.0});
+  EXPECT_DOUBLE_EQ(s.mean, 2.5);
+  EXPECT_DOUBLE_EQ(s.min, 1.0);
+  EXPECT_DOUBLE_EQ(s.max, 4.0);
+  EXPECT_NEAR(s.ci95, 1.96 * std::sqrt(5.0 / 3.0) / 2.0, 1e-12);
+  EXPECT_EQ(summarize({7.0}).ci95, 0.0);
+}
+
+TEST(MonteCarlo, JsonSummary) {
+  const Scenario s = loadScenario(test::fixturePath("scenarios/elastic_scale.json"));
+  MonteCarloOptions o;
+  o.seeds = 1;
+  const auto one = summaryToJson(runMonteCarlo(s, o));
+  for (const char* key :
+       {"simulated_hours", "wall_seconds", "events", "ettr", "samples", "failures", "restarts",
+        "lost_hours", "checkpoints", "world_size_hours"}) {
+    EXPECT_TRUE(one.contains(key)) << key;
+  }
+  EXPECT_TRUE(one["ettr"].is_number());
+  EXPECT_EQ(one["world_size_hours"].size(), 3u);  // 0 (the last call), 8 and 16 GPUs
+  o.seeds = 3;
+  const auto many = summaryToJson(runMonteCarlo(s, o));
+  EXPECT_EQ(many["seeds"], 3);
+  EXPECT_TRUE(many["ettr"].contains("mean"));
+  EXPECT_TRUE(many["ettr"].contains("ci95"));
+  EXPECT_EQ(many["ettr"]["ci95"], 0.0);  // no randomness in this scenario
+  EXPECT_EQ(many["outcomes"]["horizon"], 3);
+}
+
+}  // namespace
+}  // namespace stretch::sim

@@ -1,0 +1,126 @@
+// `stretch sim` end to end: help, the JSON summary, Monte Carlo figures, the output files, the
+// unknown-key warning and the exit status 2 with a clear message on bad input.
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/support/test_support.hpp"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct CliRun {
+  int status = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+CliRun runSim(const std::string& args, const stretch::test::TempDir& dir) {
+  const auto errPath = dir.path() / "stderr.txt";
+  const std::string cmd = std::string(STRETCH_CLI) + " sim " + args + " 2>" + errPath.string();
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) {
+    return r;
+  }
+  std::array<char, 4096> buf{};
+  std::size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) {
+    r.out.append(buf.data(), n);
+  }
+  const int raw = pclose(p);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.err = stretch::test::readFileIfAny(errPath);
+  return r;
+}
+
+std::string fixture(const std::string& name) {
+  return stretch::test::fixturePath("scenarios/" + name + ".json").string();
+}
+
+TEST(SimCli, HelpNamesEveryOption) {
+  stretch::test::TempDir dir;
+  const CliRun r = runSim("--help", dir);
+  EXPECT_EQ(r.status, 0);
+  for (const char* opt : {"--seeds", "--threads", "--json", "--trace", "--csv", "--events",
+                          "--step-level", "SCENARIO"}) {
+    EXPECT_THAT(r.out, HasSubstr(opt)) << opt;
+  }
+}
+
+TEST(SimCli, JsonSummaryAndOutputFiles) {
+  stretch::test::TempDir dir;
+  const auto events = dir.path() / "events.jsonl";
+  const auto trace = dir.path() / "trace.json";
+  const auto csv = dir.path() / "rows.csv";
+  const CliRun r = runSim(fixture("trace_replay") + " --json --events " + events.string() +
+                              " --trace " + trace.string() + " --csv " + csv.string(),
+                          dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["scenario"], "trace_replay");
+  EXPECT_EQ(j["failures"], 6);
+  EXPECT_EQ(j["outcome"], "horizon");
+  EXPECT_NEAR(j["simulated_hours"].get<double>(), 48.0, 1e-9);
+  EXPECT_EQ(stretch::test::readFile(events),
+            stretch::test::readFile(stretch::test::sourceDir() /
+                                    "tests/sim/golden/trace_replay.events.jsonl"));
+  const auto t = nlohmann::json::parse(stretch::test::readFile(trace));
+  EXPECT_GT(t["traceEvents"].size(), 20u);
+  EXPECT_THAT(stretch::test::readFile(csv), HasSubstr(",failure,"));
+}
+
+TEST(SimCli, SeedsGiveMeanAndConfidenceInterval) {
+  stretch::test::TempDir dir;
+  const CliRun r = runSim(fixture("spot_preemptions") + " --seeds 6 --threads 2 --json", dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["seeds"], 6);
+  EXPECT_GT(j["ettr"]["mean"].get<double>(), 0.5);
+  EXPECT_GT(j["ettr"]["ci95"].get<double>(), 0.0);
+  EXPECT_TRUE(j["world_size_hours"].is_object());
+  // The human summary too.
+  const CliRun h = runSim(fixture("spot_preemptions") + " --seeds 3 -q", dir);
+  ASSERT_EQ(h.status, 0);
+  EXPECT_THAT(h.out, HasSubstr("ETTR"));
+  EXPECT_THAT(h.out, HasSubstr("±"));
+}
+
+TEST(SimCli, UnknownKeysWarnBadValuesFailWithStatus2) {
+  stretch::test::TempDir dir;
+  const auto path = dir.path() / "s.json";
+  std::ofstream(path) << R"({"cluster": {"preset": "dgx-h100", "nodes": 2},
+    "job": {"config": {"train_micro_batch_size_per_gpu": 1}, "seconds_per_sample_per_gpu": 0.1,
+            "horizon_hours": 1, "flavour": "x"}})";
+  const CliRun ok =
+      runSim(path.string() + " --presets " + stretch::test::fixturePath("clusters").string(), dir);
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_THAT(ok.err, HasSubstr("warning: job.flavour: unknown key, ignored"));
+
+  std::ofstream(path) << R"({"cluster": {"preset": "dgx-h100"},
+    "job": {"config": {"train_micro_batch_size_per_gpu": 1}, "seconds_per_sample_per_gpu": 0.1,
+            "horizon_hours": 1, "checkpoint": {"interval_minutes": -3}}})";
+  const CliRun bad =
+      runSim(path.string() + " --presets " + stretch::test::fixturePath("clusters").string(), dir);
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.err, HasSubstr("job.checkpoint.interval_minutes = -3: expected a positive "
+                                 "number of minutes"));
+  const CliRun badJson = runSim(
+      path.string() + " --json --presets " + stretch::test::fixturePath("clusters").string(), dir);
+  EXPECT_EQ(badJson.status, 2);
+  EXPECT_EQ(nlohmann::json::parse(badJson.out)["error"], "ConfigError");
+
+  const CliRun missing = runSim((dir.path() / "none.json").string(), dir);
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_THAT(missing.err, HasSubstr("none.json"));
+}
+
+}  // namespace
