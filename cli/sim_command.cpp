@@ -24,6 +24,7 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "runtime/agent/event_log.hpp"
+#include "sim/allocator.hpp"
 #include "sim/monte_carlo.hpp"
 #include "sim/scenario.hpp"
 #include "sim/timeline.hpp"
@@ -161,6 +162,7 @@ void printHuman(const sim::Scenario& s, const sim::MonteCarloResult& r, const Si
 }
 
 int runSim(const SimOptions& o) {
+  sim::tuneAllocatorForSimulation();
   try {
     sim::ScenarioOptions so;
     so.presetDir = o.presets;

@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "sim/allocator.hpp"
 #include "sim/job_sim.hpp"
 #include "sim/random.hpp"
 #include "sim/scenario.hpp"
@@ -96,6 +97,7 @@ constexpr double kSimAiGpuIterationsPerSecond = 9216.0 * 1.0 / 1.5;
 }  // namespace
 
 int main(int argc, char** argv) {
+  stretch::sim::tuneAllocatorForSimulation();
   std::string scenarios = std::string(STRETCH_BENCH_SOURCE_DIR) + "/fixtures/scenarios";
   int repeat = 5;
   bool skipStep = false;

@@ -139,8 +139,10 @@ void AgentStateMachine::onWorkerExited(const WorkerExited& e, std::vector<Action
     return;
   }
   const auto& assigned = current_->nodes;
-  const auto node = std::find_if(assigned.begin(), assigned.end(),
-                                 [&](const NodeAssignment& a) { return a.nodeId == e.nodeId; });
+  const auto found = memberIndex_.find(e.nodeId);
+  const auto node = found == memberIndex_.end()
+                        ? assigned.end()
+                        : assigned.begin() + static_cast<std::ptrdiff_t>(found->second);
   if (node == assigned.end() || e.localRank < 0 || e.localRank >= node->localWorldSize) {
     out.push_back(LogEvent{"unknown_worker",
                            fmt::format("exit of node {} local rank {} ignored: no such worker in "
@@ -197,7 +199,7 @@ void AgentStateMachine::onNodeJoined(const NodeJoined& e, std::vector<Action>& o
   node.joinedAt = now_;
   node.lastHeartbeat = now_;
   node.pooled = phase_ == Phase::Rendezvous && poolSize() < config_.maxNodes;
-  nodes_.emplace(e.nodeId, node);
+  addNode(e.nodeId, node);
   scaleUpSettled_ = false;
   out.push_back(LogEvent{"node_joined",
                          fmt::format("node {} joined with {} slot(s){}", e.nodeId, e.slots,
@@ -220,9 +222,10 @@ void AgentStateMachine::onNodesGone(const std::vector<std::string>& ids, const s
                              fmt::format("node {} ({}), {}: nothing running changes", id, why,
                                          it->second.pooled ? "a spare node" : "a waiting node")});
     }
-    nodes_.erase(it);
+    eraseNode(it);
   }
   scaleUpSettled_ = false;
+  readyPoolIntact_ = false;
   if (!members.empty()) {
     failGeneration(fmt::format("node{} {} of generation {} {}", members.size() == 1 ? "" : "s",
                                fmt::join(members, ", "), generation_, why),
@@ -277,17 +280,12 @@ void AgentStateMachine::maybeScaleUp(std::vector<Action>& out) {
   if (scaleUpSettled_ || !succeeded_.empty()) {
     return;
   }
-  std::optional<Time> firstWaiting;
-  std::int64_t waiting = 0;
-  for (const auto& [id, node] : nodes_) {
-    if (!node.pooled) {
-      ++waiting;
-      firstWaiting = std::min(firstWaiting.value_or(node.joinedAt), node.joinedAt);
-    }
-  }
-  if (waiting == 0) {
+  if (waiting_.empty()) {
     return;
   }
+  const auto waiting = static_cast<std::int64_t>(waiting_.size());
+  // Join times grow with the join order: the first waiting node waited longest.
+  const std::optional<Time> firstWaiting = byOrder_.at(*waiting_.begin())->second.joinedAt;
   const std::int64_t room = config_.maxNodes - poolSize();
   if (room <= 0) {
     scaleUpSettled_ = true;  // they wait for a place; re-checked when nodes change
@@ -348,48 +346,62 @@ void AgentStateMachine::failGeneration(const std::string& cause, int exitCode,
 }
 
 std::vector<std::string> AgentStateMachine::admitWaiting() {
-  std::vector<std::pair<std::uint64_t, std::string>> waiting;
-  for (const auto& [id, node] : nodes_) {
-    if (!node.pooled) {
-      waiting.emplace_back(node.order, id);
-    }
-  }
-  std::sort(waiting.begin(), waiting.end());
   std::vector<std::string> admitted;
-  for (const auto& [order, id] : waiting) {
-    if (poolSize() >= config_.maxNodes) {
-      break;
-    }
-    nodes_.at(id).pooled = true;
+  while (!waiting_.empty() && poolSize() < config_.maxNodes) {
+    const std::string id = byOrder_.at(*waiting_.begin())->first;
+    setPooled(id);
     admitted.push_back(id);
   }
   return admitted;
 }
 
 std::vector<CandidateNode> AgentStateMachine::poolCandidates(bool withWaiting) const {
-  std::vector<std::pair<std::uint64_t, CandidateNode>> pool;
-  std::vector<std::pair<std::uint64_t, CandidateNode>> waiting;
-  for (const auto& [id, node] : nodes_) {
-    (node.pooled ? pool : waiting).push_back({node.order, CandidateNode{id, node.slots}});
-  }
-  std::sort(pool.begin(), pool.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+  // With waiting nodes: the first `room` of them (join order) join the candidates.
+  std::uint64_t lastAdmitted = 0;
+  bool anyAdmitted = false;
   if (withWaiting) {
-    std::sort(waiting.begin(), waiting.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    const auto room = static_cast<std::size_t>(
-        std::max<std::int64_t>(0, config_.maxNodes - static_cast<std::int64_t>(pool.size())));
-    waiting.resize(std::min(waiting.size(), room));
-    pool.insert(pool.end(), waiting.begin(), waiting.end());
-    std::sort(pool.begin(), pool.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
+    auto room = std::max<std::int64_t>(0, config_.maxNodes - poolSize());
+    for (auto it = waiting_.begin(); it != waiting_.end() && room > 0; ++it, --room) {
+      lastAdmitted = *it;
+      anyAdmitted = true;
+    }
   }
   std::vector<CandidateNode> out;
-  out.reserve(pool.size());
-  for (auto& [order, candidate] : pool) {
-    out.push_back(std::move(candidate));
+  out.reserve(static_cast<std::size_t>(poolSize()) + (anyAdmitted ? waiting_.size() : 0));
+  for (const auto& [order, it] : byOrder_) {
+    if (it->second.pooled || (anyAdmitted && order <= lastAdmitted)) {
+      out.push_back(CandidateNode{it->first, it->second.slots});
+    }
   }
   return out;
+}
+
+void AgentStateMachine::addNode(const std::string& id, const Node& node) {
+  byOrder_.emplace(node.order, nodes_.emplace(id, node).first);
+  if (node.pooled) {
+    ++pooled_;
+  } else {
+    waiting_.insert(node.order);
+  }
+}
+
+void AgentStateMachine::eraseNode(std::map<std::string, Node>::iterator it) {
+  byOrder_.erase(it->second.order);
+  if (it->second.pooled) {
+    --pooled_;
+  } else {
+    waiting_.erase(it->second.order);
+  }
+  nodes_.erase(it);
+}
+
+void AgentStateMachine::setPooled(const std::string& id) {
+  Node& node = nodes_.at(id);
+  if (!node.pooled) {
+    node.pooled = true;
+    waiting_.erase(node.order);
+    ++pooled_;
+  }
 }
 
 void AgentStateMachine::start(const WorldPlan& plan, const std::string& reason,
@@ -412,11 +424,17 @@ void AgentStateMachine::start(const WorldPlan& plan, const std::string& reason,
     rank += share.used;
   }
   s.spareNodes = plan.spare;
+  memberIndex_.clear();
+  memberIndex_.reserve(s.nodes.size());
+  for (std::size_t i = 0; i < s.nodes.size(); ++i) {
+    memberIndex_.emplace(s.nodes[i].nodeId, i);
+  }
   phase_ = Phase::Running;
   current_ = s;
   succeeded_.clear();
   firstSuccessAt_.reset();
   readySince_.reset();
+  readyPoolIntact_ = false;
   lastWaitReason_.clear();
   scaleUpSettled_ = false;
   out.push_back(std::move(s));
@@ -427,6 +445,7 @@ void AgentStateMachine::enterRendezvous(std::vector<Action>& out) {
   current_.reset();
   rendezvousSince_ = now_;
   readySince_.reset();
+  readyPoolIntact_ = false;
   lastWaitReason_.clear();
   rendezvousStep(out);
 }
@@ -437,6 +456,7 @@ void AgentStateMachine::rendezvousStep(std::vector<Action>& out) {
   const bool timedOut = now_ - rendezvousSince_ >= config_.waitTimeout;
   if (pool < config_.minNodes) {
     readySince_.reset();
+    readyPoolIntact_ = false;
     if (timedOut) {
       fail(fmt::format("rendezvous: {} of min_nodes {} node(s) joined within wait_timeout {} "
                        "(nodes: {})",
@@ -448,10 +468,16 @@ void AgentStateMachine::rendezvousStep(std::vector<Action>& out) {
     }
     return;
   }
+  const bool startNow = pool >= config_.maxNodes || timedOut ||
+                        (readySince_ && now_ >= *readySince_ + config_.lastCall);
+  if (readySince_ && readyPoolIntact_ && !startNow) {
+    return;  // still in the last call, with (at least) the world announced by the last Wait
+  }
   const std::vector<CandidateNode> candidates = poolCandidates(false);
   const std::optional<WorldPlan> plan = planWorld(candidates, rules_, config_.selection);
   if (!plan) {
     readySince_.reset();
+    readyPoolIntact_ = false;
     std::int64_t slots = 0;
     for (const CandidateNode& c : candidates) {
       slots += c.slots;
@@ -472,6 +498,7 @@ void AgentStateMachine::rendezvousStep(std::vector<Action>& out) {
   if (!readySince_) {
     readySince_ = now_;
   }
+  readyPoolIntact_ = true;
   const Time deadline = *readySince_ + config_.lastCall;
   if (pool >= config_.maxNodes || now_ >= deadline || timedOut) {
     start(*plan,
@@ -503,16 +530,11 @@ void AgentStateMachine::fail(const std::string& message, int exitCode, std::vect
 // ---- inspection -----------------------------------------------------------------------------
 
 bool AgentStateMachine::isMember(const std::string& nodeId) const {
-  if (!current_) {
-    return false;
-  }
-  return std::any_of(current_->nodes.begin(), current_->nodes.end(),
-                     [&](const NodeAssignment& a) { return a.nodeId == nodeId; });
+  return current_ && memberIndex_.contains(nodeId);
 }
 
 std::int64_t AgentStateMachine::poolSize() const {
-  return std::count_if(nodes_.begin(), nodes_.end(),
-                       [](const auto& entry) { return entry.second.pooled; });
+  return pooled_;
 }
 
 std::string AgentStateMachine::poolText() const {
@@ -524,18 +546,14 @@ std::string AgentStateMachine::poolText() const {
 }
 
 std::vector<NodeView> AgentStateMachine::nodes() const {
-  std::vector<std::pair<std::uint64_t, NodeView>> views;
-  for (const auto& [id, node] : nodes_) {
+  std::vector<NodeView> out;
+  for (const auto& [order, it] : byOrder_) {
+    const std::string& id = it->first;
+    const Node& node = it->second;
     const NodeStatus status = !node.pooled   ? NodeStatus::Waiting
                               : isMember(id) ? NodeStatus::Member
                                              : NodeStatus::Spare;
-    views.push_back({node.order, NodeView{id, node.slots, status, node.joinedAt}});
-  }
-  std::sort(views.begin(), views.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<NodeView> out;
-  for (auto& [order, view] : views) {
-    out.push_back(std::move(view));
+    out.push_back(NodeView{id, node.slots, status, node.joinedAt});
   }
   return out;
 }

@@ -52,6 +52,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -268,6 +269,12 @@ class AgentStateMachine {
   std::int64_t poolSize() const;
   std::string poolText() const;
 
+  // Bookkeeping of nodes_ kept in step, so that no event costs more than O(log nodes) unless it
+  // (re)starts a world (O(nodes)): a 16,384-node job is simulated for months in about a second.
+  void addNode(const std::string& id, const Node& node);
+  void eraseNode(std::map<std::string, Node>::iterator it);
+  void setPooled(const std::string& id);
+
   AgentConfig config_;
   WorldSizeRules rules_;
   Time now_{0};
@@ -276,12 +283,21 @@ class AgentStateMachine {
   std::int64_t restartCount_ = 0;
   std::uint64_t nextOrder_ = 0;
   std::map<std::string, Node> nodes_;
+  // Every node in join order (map iterators stay valid until their node is erased).
+  std::map<std::uint64_t, std::map<std::string, Node>::iterator> byOrder_;
+  std::set<std::uint64_t> waiting_;  // join orders of the nodes not in the pool
+  std::int64_t pooled_ = 0;          // nodes in the pool
+  std::unordered_map<std::string, std::size_t> memberIndex_;  // current_->nodes index by id
   std::optional<StartWorkers> current_;
   std::set<std::pair<std::string, std::int64_t>> succeeded_;  // (node, local rank)
   std::optional<Time> firstSuccessAt_;
   // Rendezvous phase: since when no workers run, since when a world could start.
   Time rendezvousSince_{0};
   std::optional<Time> readySince_;
+  // A valid world fitted the pool at readySince_ and no node has left since: the pool only grew,
+  // so one still fits (planWorld is monotone in the candidates) and need not be planned again
+  // until the workers start.
+  bool readyPoolIntact_ = false;
   std::string lastWaitReason_;
   // Running phase: waiting nodes were considered for a scale up and did not grow the world
   // (re-checked when the nodes change).
