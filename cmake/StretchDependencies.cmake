@@ -118,7 +118,7 @@ if(Qt6_FOUND AND Qt6Widgets_FOUND AND Qt6Charts_FOUND)
   set(_qt_found TRUE)
 endif()
 stretch_resolve_optional(STRETCH_BUILD_GUI _qt_found "Qt 6 GUI" "Qt ${Qt6_VERSION}"
-                         "install qt6-base-dev qt6-charts-dev")
+                         "install qt6-base-dev qt6-charts-dev libqt6opengl6-dev")
 
 # libFuzzer targets need clang++ with -fsanitize=fuzzer (the main build may use g++).
 string(TOUPPER "${STRETCH_BUILD_FUZZERS}" _fuzz)

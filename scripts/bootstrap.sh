@@ -30,13 +30,16 @@ jobs="${JOBS:-$(nproc)}"
 
 # Packages the core build and the test suite need. Gloo (CPU collectives) and hiredis
 # (RedisStore), LibTorch (the training engine; OpenSSL for checkpoint digests, zlib for the
-# example data) are installed by default; NCCL and Qt stay
-# optional (AUTO): the build uses them when present and says so in its configure summary.
+# example data) and Qt 6 (the desktop planner) are installed by default; NCCL stays optional
+# (AUTO): the build uses it when present and says so in its configure summary.
 packages=(
   cmake ninja-build g++ ccache pkg-config
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libgloo-dev libhiredis-dev libtorch-dev libssl-dev zlib1g-dev
+  # The desktop planner (stretch-planner): Qt 6 Widgets and Charts (Charts' CMake package needs
+  # the OpenGL module's).
+  qt6-base-dev qt6-charts-dev libqt6opengl6-dev
 )
 if [[ "$mode" == "test" ]]; then
   # libFuzzer smoke run (clang), and the live DeepSpeed reference check (python3 + numpy).
