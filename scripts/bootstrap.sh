@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stretch set-up for a fresh Debian 12 machine, in one command:
 #
-#   scripts/bootstrap.sh example   install what is missing, build (Release), run the bundled example
+#   scripts/bootstrap.sh example   install what is missing, build (Release), plan the bundled job
 #   scripts/bootstrap.sh test      install what is missing, build (Release), run the whole test suite
 #   scripts/bootstrap.sh build     install what is missing and build only
 #
@@ -83,9 +83,9 @@ cmake --build "$build_dir" -j "$jobs"
 
 case "$mode" in
   example)
-    example="$root/fixtures/examples/ds_config_elastic.json"
-    echo "==> stretch elastic --config ${example#$root/}"
-    "$build_dir/bin/stretch" elastic --config "$example"
+    # The bundled elastic job: batch choices, checkpoint interval, scale table, recommendation.
+    echo "==> stretch plan (fixtures/plans/example.json)"
+    "$build_dir/bin/stretch" plan
     ;;
   test)
     seed="${RC_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}"

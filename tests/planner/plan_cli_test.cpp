@@ -1,0 +1,145 @@
+// `stretch plan` as a subprocess: the bundled example, every format, files, exit codes and
+// errors; and the HTML report rendered by headless Chromium (skipped without it).
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include "runtime/config/ds_config.hpp"
+#include "tests/support/test_support.hpp"
+
+namespace stretch {
+namespace {
+
+struct Result {
+  int exitCode;
+  std::string out;
+};
+
+Result run(const std::string& command) {
+  FILE* pipe = popen(command.c_str(), "r");
+  EXPECT_NE(pipe, nullptr);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (pipe != nullptr && std::fgets(buf.data(), buf.size(), pipe) != nullptr) {
+    out += buf.data();
+  }
+  const int status = pipe != nullptr ? pclose(pipe) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+Result plan(const std::string& args, bool stderrToo = true) {
+  return run(std::string(STRETCH_CLI) + " plan " + args + (stderrToo ? " 2>&1" : " 2>/dev/null"));
+}
+
+TEST(PlanCli, BundledExampleWithoutArguments) {
+  const Result r = plan("");
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  for (const char* s : {"stretch plan: example", "1. Batch plan", "2. Checkpoint interval",
+                        "3. Scale table", "4. Recommendation", "5. Checkpoint portability"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
+}
+
+TEST(PlanCli, JsonAndOverrides) {
+  const Result r = plan("--format json --objective ettr --sweep-seeds 16 --price 3", false);
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("settings").at("objective"), "ettr");
+  EXPECT_EQ(j.at("settings").at("price_per_gpu_hour"), 3.0);
+  EXPECT_EQ(j.at("checkpoint").at("seeds"), 16);
+}
+
+TEST(PlanCli, FilesAndFormats) {
+  test::TempDir dir("stretch-plan-cli");
+  const auto report = dir.path() / "plan.html";
+  const auto config = dir.path() / "ds_config.json";
+  const Result r = plan(test::fixturePath("plans/deepspeed_docs.json").string() +
+                        " --format html --sweep-seeds 16 --out " + report.string() +
+                        " --emit-config " + config.string());
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  const std::string html = test::readFile(report);
+  EXPECT_NE(html.find("chart-ettr-interval"), std::string::npos);
+  const config::ParsedConfig parsed = config::loadConfig(config);
+  EXPECT_EQ(parsed.config.elasticity.maxTrainBatchSize, 2000);
+  EXPECT_EQ(parsed.config.elasticity.microBatchSizes, (std::vector<std::int64_t>{2, 4, 6}));
+
+  for (const char* format : {"csv", "md", "table"}) {
+    const Result f = plan(std::string("--sweep-seeds 16 --format ") + format, false);
+    EXPECT_EQ(f.exitCode, 0) << format << f.out;
+    EXPECT_FALSE(f.out.empty()) << format;
+  }
+}
+
+TEST(PlanCli, ErrorsExitTwoAndNameTheKey) {
+  test::TempDir dir("stretch-plan-cli");
+  const auto job = dir.path() / "job.json";
+  nlohmann::json j = nlohmann::json::parse(test::readFile(test::fixturePath("plans/example.json")));
+  j["plan"]["objective"] = "speed";
+  std::ofstream(job) << j.dump();
+  Result r = plan(job.string());
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.out.find("plan.objective = \"speed\": expected \"time\", \"cost\" or \"ettr\""),
+            std::string::npos)
+      << r.out;
+
+  r = plan(job.string() + " --format json", false);
+  EXPECT_EQ(r.exitCode, 2);
+  const auto e = nlohmann::json::parse(r.out);
+  EXPECT_EQ(e.at("error"), "ConfigError");
+
+  r = plan("--format xml");
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.out.find("--format = xml"), std::string::npos) << r.out;
+  r = plan("--objective fastest");
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.out.find("--objective = fastest"), std::string::npos) << r.out;
+  r = plan((dir.path() / "missing.json").string());
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.out.find("missing.json"), std::string::npos) << r.out;
+  r = plan("--seeds -3");
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.out.find("--seeds"), std::string::npos) << r.out;
+}
+
+// Headless Chromium renders the HTML report and the DOM it builds holds the three charts with
+// their points: the page works in a real browser, with no network.
+TEST(PlanCli, HtmlRendersInHeadlessChromium) {
+  std::string browser;
+  for (const char* name :
+       {"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}) {
+    if (run(std::string("command -v ") + name + " >/dev/null 2>&1 && echo yes").out == "yes\n") {
+      browser = name;
+      break;
+    }
+  }
+  if (browser.empty()) {
+    GTEST_SKIP() << "chromium is not installed (Debian: apt-get install chromium): the HTML report "
+                    "was not rendered in a browser";
+  }
+  test::TempDir dir("stretch-plan-html");
+  const auto report = dir.path() / "plan.html";
+  ASSERT_EQ(plan("--format html --sweep-seeds 16 --out " + report.string()).exitCode, 0);
+  const Result dom = run(browser +
+                         " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
+                         "--user-data-dir=" +
+                         (dir.path() / "profile").string() + " --dump-dom file://" +
+                         report.string() + " 2>/dev/null");
+  ASSERT_EQ(dom.exitCode, 0) << dom.out;
+  for (const char* id : {"chart-ettr-interval", "chart-time-world", "chart-valid-sizes"}) {
+    EXPECT_NE(dom.out.find(std::string("id=\"") + id + "\""), std::string::npos) << id;
+  }
+  EXPECT_NE(dom.out.find("<circle"), std::string::npos);
+  EXPECT_NE(dom.out.find("mark-daly"), std::string::npos);
+  EXPECT_NE(dom.out.find("valid-size"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stretch

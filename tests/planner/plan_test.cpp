@@ -1,0 +1,271 @@
+// Whole plans: every figure of the scale table follows from its formula, the recommendation
+// optimises the objective, the emitted DeepSpeed config parses and reproduces the plan, and the
+// worker-thread contract (progress, cancellation, reentrancy, thread-count independence) holds.
+
+#include "planner/plan.hpp"
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include "planner/analytic.hpp"
+#include "planner/report.hpp"
+#include "runtime/agent/world_plan.hpp"
+#include "runtime/common/error.hpp"
+#include "runtime/config/ds_config.hpp"
+#include "tests/support/test_support.hpp"
+
+namespace stretch::planner {
+namespace {
+
+PlanInput example() {
+  PlanInput in = bundledExample();
+  in.settings.sweepSeeds = 32;  // fixed, so results do not depend on the machine's speed
+  return in;
+}
+
+TEST(PlannerPlan, ScaleRowsFollowTheirFormulas) {
+  const PlanInput in = example();
+  const Plan plan = makePlan(in);
+  ASSERT_FALSE(plan.scale.rows.empty());
+  ASSERT_TRUE(plan.scale.totalSamples.has_value());
+  const double samples = static_cast<double>(*plan.scale.totalSamples);
+  const double c = in.scenario.job.checkpoint.saveSeconds / 60.0;
+  const double r =
+      (in.scenario.job.restartOverheadSeconds + in.scenario.job.checkpoint.loadSeconds) / 60.0;
+  for (const ScaleRow& row : plan.scale.rows) {
+    SCOPED_TRACE(row.gpus);
+    EXPECT_EQ(row.rentedGpus, row.nodes * 8);
+    EXPECT_EQ(row.gpus % 8, 0);  // whole nodes
+    EXPECT_EQ(row.batch, plan.batch.versions.front().finalBatch);
+    EXPECT_EQ(row.microBatch * row.gradientAccumulation * row.gpus, row.batch);
+    EXPECT_NEAR(row.samplesPerSecond, static_cast<double>(row.batch) / row.stepSeconds, 1e-9);
+    EXPECT_NEAR(row.jobMtbfHours, 3700.0 / static_cast<double>(row.nodes), 1e-9);
+    const double daly = dalyInterval(c, row.jobMtbfHours * 60.0);
+    EXPECT_NEAR(row.intervalMinutes, quantizedInterval(daly, row.stepSeconds / 60.0), 1e-9);
+    EXPECT_NEAR(row.ettr.mean, dalyEttr(row.intervalMinutes, c, r, row.jobMtbfHours * 60.0), 1e-12);
+    EXPECT_NEAR(row.goodput.mean, row.samplesPerSecond * row.ettr.mean, 1e-9);
+    ASSERT_TRUE(row.timeToTrainHours && row.gpuHours && row.cost);
+    EXPECT_NEAR(row.timeToTrainHours->mean, samples / row.goodput.mean / 3600.0, 1e-6);
+    EXPECT_NEAR(row.gpuHours->mean,
+                row.timeToTrainHours->mean * static_cast<double>(row.rentedGpus), 1e-6);
+    EXPECT_NEAR(row.cost->mean, row.gpuHours->mean * 2.5, 1e-6);
+    EXPECT_FALSE(row.simulated);
+  }
+  // Step times come from the simulator's step model: more GPUs, shorter steps.
+  for (std::size_t i = 1; i < plan.scale.rows.size(); ++i) {
+    EXPECT_LT(plan.scale.rows[i].stepSeconds, plan.scale.rows[i - 1].stepSeconds);
+  }
+}
+
+TEST(PlannerPlan, RecommendationOptimisesTheObjective) {
+  for (const Objective objective : {Objective::Time, Objective::Cost, Objective::Ettr}) {
+    SCOPED_TRACE(toString(objective));
+    PlanInput in = example();
+    in.settings.objective = objective;
+    const Plan plan = makePlan(in);
+    const ScaleRow& best = plan.scale.rows.at(plan.recommendation.row);
+    EXPECT_EQ(plan.recommendation.gpus, best.gpus);
+    for (const ScaleRow& row : plan.scale.rows) {
+      switch (objective) {
+        case Objective::Time:
+          EXPECT_GE(row.timeToTrainHours->mean, best.timeToTrainHours->mean * (1 - 1e-12))
+              << "row " << row.gpus;
+          break;
+        case Objective::Cost:
+          EXPECT_GE(row.cost->mean, best.cost->mean * (1 - 1e-12)) << "row " << row.gpus;
+          break;
+        case Objective::Ettr:
+          EXPECT_LE(row.ettr.mean, best.ettr.mean + 1e-12) << "row " << row.gpus;
+          break;
+      }
+    }
+    EXPECT_EQ(plan.checkpoint.gpus, best.gpus);
+    EXPECT_FALSE(plan.recommendation.reasons.empty());
+    EXPECT_NE(plan.recommendation.reasons.find(std::to_string(best.gpus) + " GPUs"),
+              std::string::npos);
+  }
+}
+
+TEST(PlannerPlan, EmittedConfigParsesAndReproducesThePlan) {
+  const PlanInput in = example();
+  const Plan plan = makePlan(in);
+  const Recommendation& rec = plan.recommendation;
+  test::TempDir dir("stretch-plan");
+  const auto configPath = dir.path() / "ds_config.json";
+  std::ofstream(configPath) << rec.configJson;
+
+  const config::ParsedConfig parsed = config::loadConfig(configPath);
+  EXPECT_EQ(parsed.config, rec.config);
+  const agent::WorldSizeRules rules(parsed.config, in.scenario.job.modelParallelSize);
+  EXPECT_EQ(rules.finalBatch(), rec.batch);
+  const auto triple = rules.batchFor(rec.gpus);
+  ASSERT_TRUE(triple.has_value());
+  EXPECT_EQ(triple->trainBatchSize, rec.batch);
+  EXPECT_EQ(triple->microBatchPerGpu, rec.microBatch);
+  EXPECT_EQ(triple->gradientAccumulation, rec.gradientAccumulation);
+
+  // Planning the same job with the emitted config file gives the same plan.
+  nlohmann::json job = nlohmann::json::parse(bundledExampleText());
+  job["job"].erase("config");
+  job["job"]["config_file"] = configPath.string();
+  job["plan"]["sweep_seeds"] = 32;
+  const Plan again = makePlan(parsePlanInput(job.dump(), dir.path()));
+  EXPECT_EQ(again.recommendation.gpus, rec.gpus);
+  EXPECT_EQ(again.recommendation.batch, rec.batch);
+  EXPECT_EQ(again.recommendation.microBatch, rec.microBatch);
+  EXPECT_EQ(again.recommendation.gradientAccumulation, rec.gradientAccumulation);
+  EXPECT_EQ(again.recommendation.intervalSteps, rec.intervalSteps);
+  EXPECT_EQ(again.recommendation.configJson, rec.configJson);
+}
+
+TEST(PlannerPlan, FixedBatchJobsEmitTheirTriple) {
+  const PlanInput in = parsePlanInput(
+      R"({"cluster": {"preset": "dgx-h100", "nodes": 8},
+          "job": {"config": {"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4},
+                  "seconds_per_sample_per_gpu": 0.1, "total_samples": 10000000,
+                  "checkpoint": {"interval_minutes": 30, "save_seconds": 10}},
+          "failures": {"model": "exponential", "node_mtbf_hours": 1000},
+          "plan": {"sweep_seeds": 16}})",
+      test::fixturePath("plans"));
+  const Plan plan = makePlan(in);
+  const Recommendation& rec = plan.recommendation;
+  EXPECT_FALSE(plan.batch.elastic);
+  EXPECT_EQ(rec.config.batch.trainBatchSize, 256);
+  EXPECT_EQ(rec.config.batch.microBatchPerGpu, 4);
+  const config::BatchTriple t = config::resolveBatch(rec.config.batch, rec.gpus);
+  EXPECT_EQ(t.trainBatchSize, 256);
+  EXPECT_EQ(t.microBatchPerGpu * t.gradientAccumulation * rec.gpus, 256);
+  EXPECT_EQ(config::parseConfig(rec.configJson).config, rec.config);
+}
+
+TEST(PlannerPlan, MonteCarloScaleTable) {
+  PlanInput in = example();
+  in.settings.seeds = 64;
+  in.settings.sweepSeeds = 0;  // the sweep takes --seeds too
+  const Plan plan = makePlan(in);
+  EXPECT_TRUE(plan.scale.monteCarlo);
+  EXPECT_EQ(plan.checkpoint.seeds, 64);
+  int simulated = 0;
+  for (const ScaleRow& row : plan.scale.rows) {
+    if (!row.shown) {
+      EXPECT_FALSE(row.simulated);
+      continue;
+    }
+    ASSERT_TRUE(row.simulated);
+    ++simulated;
+    EXPECT_GT(row.ettr.ci95, 0.0);
+    // Exponential failures: the simulation agrees with Daly's closed form.
+    const double c = in.scenario.job.checkpoint.saveSeconds / 60.0;
+    const double r =
+        (in.scenario.job.restartOverheadSeconds + in.scenario.job.checkpoint.loadSeconds) / 60.0;
+    EXPECT_NEAR(row.ettr.mean, dalyEttr(row.intervalMinutes, c, r, row.jobMtbfHours * 60.0), 0.01)
+        << row.gpus;
+    ASSERT_TRUE(row.timeToTrainHours);
+    EXPECT_GT(row.timeToTrainHours->ci95, 0.0);
+  }
+  EXPECT_GT(simulated, 0);
+  EXPECT_TRUE(plan.scale.rows.at(plan.recommendation.row).simulated);
+}
+
+TEST(PlannerPlan, ProgressIsMonotoneAndEnds) {
+  std::vector<PlanProgress> seen;
+  PlanOptions options;
+  options.progress = [&](const PlanProgress& p) { seen.push_back(p); };
+  makePlan(example(), options);
+  ASSERT_GE(seen.size(), 4u);
+  for (std::size_t i = 1; i < seen.size(); ++i) {
+    EXPECT_GE(seen[i].fraction, seen[i - 1].fraction);
+  }
+  EXPECT_EQ(seen.back().fraction, 1.0);
+  EXPECT_EQ(seen.back().stage, "done");
+}
+
+TEST(PlannerPlan, CancelFromAnotherThread) {
+  std::atomic<bool> cancel{true};
+  PlanOptions options;
+  options.cancel = &cancel;
+  EXPECT_THROW(makePlan(example(), options), PlanCancelled);
+
+  // Cancelled halfway, from the progress callback (the GUI's cancel button, in effect).
+  cancel = false;
+  std::atomic<bool> sawCheckpoint{false};
+  options.progress = [&](const PlanProgress& p) {
+    if (p.stage == "checkpoint" && p.fraction > 0.6) {
+      sawCheckpoint = true;
+      cancel = true;
+    }
+  };
+  PlanInput in = example();
+  in.settings.sweepSeeds = 400;
+  EXPECT_THROW(makePlan(in, options), PlanCancelled);
+  EXPECT_TRUE(sawCheckpoint);
+}
+
+std::string jsonWithoutTimings(const Plan& plan) {
+  nlohmann::json j = nlohmann::json::parse(renderPlan(plan, ReportFormat::Json));
+  j.erase("wall_seconds");
+  j.erase("threads");
+  return j.dump();
+}
+
+TEST(PlannerPlan, SameResultOnAnyNumberOfThreadsAndConcurrently) {
+  PlanInput in = example();
+  in.settings.seeds = 16;
+  PlanOptions one;
+  one.threads = 1;
+  const std::string reference = jsonWithoutTimings(makePlan(in, one));
+  PlanOptions three;
+  three.threads = 3;
+  EXPECT_EQ(jsonWithoutTimings(makePlan(in, three)), reference);
+  // Two plans at once (the GUI may run one while another is cancelled).
+  std::string a;
+  std::string b;
+  std::thread t1([&] { a = jsonWithoutTimings(makePlan(in, three)); });
+  std::thread t2([&] { b = jsonWithoutTimings(makePlan(in, one)); });
+  t1.join();
+  t2.join();
+  EXPECT_EQ(a, reference);
+  EXPECT_EQ(b, reference);
+}
+
+TEST(PlannerPlan, NoValidSizeInTheExpectedRange) {
+  PlanInput in = example();
+  in.settings.expectedSizes = {{64, 1.0}, {72, 1.0}};  // v0.1's batch 3360: first valid is 80
+  in.settings.expectedFromRange = true;
+  try {
+    makePlan(in);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    ASSERT_TRUE(e.detail());
+    EXPECT_EQ(e.detail()->path, "plan.world_sizes");
+    EXPECT_NE(e.detail()->expected.find("valid world"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PlannerPlan, PortabilityListsEveryValidSize) {
+  const Plan plan = makePlan(example());
+  const PortabilitySection& p = plan.portability;
+  EXPECT_EQ(p.writtenAt, plan.recommendation.gpus);
+  EXPECT_EQ(p.zeroStage, 1);
+  ASSERT_EQ(p.rows.size(), plan.batch.versions.front().rows.size());
+  for (std::size_t i = 0; i < p.rows.size(); ++i) {
+    EXPECT_EQ(p.rows[i].gpus, plan.batch.versions.front().rows[i].gpus);
+    EXPECT_EQ(p.rows[i].microBatch, plan.batch.versions.front().rows[i].microBatch);
+    EXPECT_TRUE(p.rows[i].sameBatch);
+  }
+  bool universal = false;
+  for (const std::string& note : p.notes) {
+    universal = universal || note.find("Universal Checkpointing") != std::string::npos;
+  }
+  EXPECT_TRUE(universal);  // ZeRO stage 1 in DeepSpeed's own format
+}
+
+}  // namespace
+}  // namespace stretch::planner
