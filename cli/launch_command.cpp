@@ -361,8 +361,9 @@ int runMultiNode(const LaunchOptions& o, const launcher::ActiveResources& active
     for (auto& p : processes) {
       if (p.status && !p.reported && p.hosts.size() == 1) {
         p.reported = true;
-        store->set("left/" + p.hosts.front(),
-                   fmt::format("its agent process ended with status {}", *p.status));
+        agent::appendRecord(
+            *store, "leaves",
+            fmt::format("{}\tits agent process ended with status {}", p.hosts.front(), *p.status));
       }
     }
     std::string codes;

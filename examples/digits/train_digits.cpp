@@ -10,11 +10,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -76,6 +81,71 @@ double median(std::vector<double> values) {
   std::nth_element(values.begin(), mid, values.end());
   return *mid;
 }
+
+// Fault script hooks for the sim-to-real test (tests/cli/sim_to_real_test.cpp), read from the
+// environment; each acts after a step (and its checkpoint) completes, once per job, remembered
+// by marker files in STRETCH_FAULT_DIR:
+//   STRETCH_FAULT_KILL_AT_STEP=S:R     rank R SIGKILLs itself after step S (marker kill_S);
+//   STRETCH_FAULT_PAUSE_AT_STEPS=S,T   after step S every rank waits until the test creates
+//                                      pause_S.release (rank 0 creates pause_S.reached first), so
+//                                      the test can take a node away or add one at that step.
+struct FaultScript {
+  std::filesystem::path dir;
+  std::int64_t killStep = -1;
+  std::int64_t killRank = -1;
+  std::vector<std::int64_t> pauseSteps;
+
+  static FaultScript fromEnvironment() {
+    FaultScript f;
+    const char* dir = std::getenv("STRETCH_FAULT_DIR");
+    if (dir == nullptr)
+      return f;
+    f.dir = dir;
+    if (const char* kill = std::getenv("STRETCH_FAULT_KILL_AT_STEP")) {
+      if (std::sscanf(kill, "%ld:%ld", &f.killStep, &f.killRank) != 2)
+        throw stretch::ConfigError(
+            stretch::ErrorDetail{"STRETCH_FAULT_KILL_AT_STEP", kill, "STEP:RANK"});
+    }
+    if (const char* pauses = std::getenv("STRETCH_FAULT_PAUSE_AT_STEPS")) {
+      std::string text = pauses;
+      for (std::size_t pos = 0; pos < text.size();) {
+        const auto comma = std::min(text.find(',', pos), text.size());
+        f.pauseSteps.push_back(std::stoll(text.substr(pos, comma - pos)));
+        pos = comma + 1;
+      }
+    }
+    return f;
+  }
+
+  void afterStep(std::int64_t step, std::int64_t rank) const {
+    if (dir.empty())
+      return;
+    namespace fs = std::filesystem;
+    if (step == killStep && rank == killRank) {
+      const fs::path marker = dir / fmt::format("kill_{}", step);
+      if (!fs::exists(marker)) {
+        std::ofstream(marker) << rank << "\n";
+        spdlog::warn("fault script: rank {} kills itself after step {}", rank, step);
+        ::kill(::getpid(), SIGKILL);
+      }
+    }
+    if (std::find(pauseSteps.begin(), pauseSteps.end(), step) == pauseSteps.end())
+      return;
+    const fs::path release = dir / fmt::format("pause_{}.release", step);
+    if (fs::exists(release))
+      return;
+    if (rank == 0)
+      std::ofstream(dir / fmt::format("pause_{}.reached", step)) << "\n";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (!fs::exists(release)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        spdlog::error("fault script: nobody released the pause at step {}", step);
+        std::exit(3);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+};
 
 bool distributedEnvironment() {
   return std::getenv("WORLD_SIZE") != nullptr || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
@@ -165,6 +235,7 @@ int main(int argc, char** argv) {
     // Wall time of every optimizer step (checkpoint saves excluded): the simulator's calibration
     // (`stretch sim --calibrate`) compares its predicted step time with their median.
     std::vector<double> stepSeconds;
+    const FaultScript faults = FaultScript::fromEnvironment();
     auto stepBegan = std::chrono::steady_clock::now();
     while (engine->globalSteps() < steps) {
       auto batch = loader->next();
@@ -186,6 +257,7 @@ int main(int argc, char** argv) {
             (step == saveAt || (saveEvery > 0 && step % saveEvery == 0 && step < steps))) {
           engine->saveCheckpoint(checkpointDir);
         }
+        faults.afterStep(step, engine->dpRank());
         stepBegan = std::chrono::steady_clock::now();
       }
     }

@@ -21,8 +21,10 @@ class NodeTracker {
   NodeTracker(comm::Store& store, Duration heartbeatTimeout)
       : store_(store), heartbeatTimeout_(heartbeatTimeout) {}
 
-  // New registrations, departures and silent nodes since the last call.
-  std::vector<Event> poll(Time now) {
+  // New registrations and departures since the last call, and (withHeartbeats) silent nodes.
+  // Exits read before this call that a departure explains are applied after it (see
+  // job_protocol.hpp, "Order").
+  std::vector<Event> poll(Time now, bool withHeartbeats) {
     std::vector<Event> out;
     for (const auto& text : readRecords(store_, "nodes", nextRecord_)) {
       ++nextRecord_;
@@ -46,15 +48,22 @@ class NodeTracker {
       }
     }
     pendingLost_.clear();
+    for (const auto& text : readRecords(store_, "leaves", nextLeave_)) {
+      ++nextLeave_;
+      const auto tab = text.find('\t');
+      const std::string id = text.substr(0, tab);
+      const std::string why = tab == std::string::npos ? "its agent left" : text.substr(tab + 1);
+      auto it = nodes_.find(id);
+      if (it != nodes_.end() && it->second.alive) {
+        it->second.alive = false;
+        out.emplace_back(NodeLeft{id, why});
+      }
+    }
+    if (!withHeartbeats)
+      return out;
     for (auto& [id, node] : nodes_) {
       if (!node.alive)
         continue;
-      if (auto why = tryGet(store_, "left/" + id)) {
-        store_.deleteKey("left/" + id);
-        node.alive = false;
-        out.emplace_back(NodeLeft{id, why->empty() ? "its agent left" : *why});
-        continue;
-      }
       if (silent(id, node, now)) {
         node.alive = false;
         spdlog::warn("controller: node {} sent no keep-alive for {}", id,
@@ -108,6 +117,7 @@ class NodeTracker {
   comm::Store& store_;
   Duration heartbeatTimeout_;
   std::int64_t nextRecord_ = 0;
+  std::int64_t nextLeave_ = 0;
   std::map<std::string, Node> nodes_;
   std::set<std::string> pendingLost_;
 };
@@ -144,7 +154,11 @@ class RemoteWorkers final : public WorkerGroup {
     running_.reset();
   }
 
-  std::vector<WorkerExited> poll() override {
+  // Exits are delivered with the node events (runJobController), so that a departure read in the
+  // same poll comes first.
+  std::vector<WorkerExited> poll() override { return {}; }
+
+  std::vector<WorkerExited> readExits() {
     std::vector<WorkerExited> out;
     for (const auto& text : readRecords(store_, "exits", nextExit_)) {
       ++nextExit_;
@@ -244,11 +258,15 @@ AgentResult runJobController(const JobControllerOptions& options) {
         combined.store(SIGTERM);
       }
     }
-    // Store round trips per node: every 50 ms is plenty next to second-scale keep-alives.
-    if (now - lastNodePoll < milliseconds(50))
-      return {};
-    lastNodePoll = now;
-    return tracker.poll(now);
+    // Exits first, then departures (job_protocol.hpp, "Order"); keep-alives, a store round trip
+    // per node, every 50 ms (plenty next to second-scale timeouts).
+    const std::vector<WorkerExited> exits = workers.readExits();
+    const bool heartbeats = now - lastNodePoll >= milliseconds(50);
+    if (heartbeats)
+      lastNodePoll = now;
+    std::vector<Event> events = tracker.poll(now, heartbeats);
+    events.insert(events.end(), exits.begin(), exits.end());
+    return events;
   };
   AgentResult result = runAgentLoop(loop, workers);
   if (abandonSignal.load() != 0) {
@@ -268,7 +286,6 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
   std::uint64_t done = 0;
   if (auto text = tryGet(*store, "cmd"))
     done = decodeCommand(*text).sequence;
-  store->deleteKey("left/" + id);
   store->set("ack/" + id, std::to_string(done));
   store->add("hb/" + id, 1);
   appendRecord(*store, "nodes", encode(options.node));
@@ -312,11 +329,13 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
   while (true) {
     if (options.stopSignal != nullptr && options.stopSignal->load() != 0) {
       const int sig = options.stopSignal->load();
-      workers.stop();
+      // The departure first: the other nodes' workers fail once ours stop (see "Order").
       try {
-        store->set("left/" + id, fmt::format("its agent was stopped by signal {}", sig));
+        appendRecord(*store, "leaves",
+                     fmt::format("{}\tits agent was stopped by signal {}", id, sig));
       } catch (const std::exception&) {
       }
+      workers.stop();
       result.exitCode = 128 + sig;
       result.message = fmt::format("stopped by signal {}; this node's workers were stopped", sig);
       return result;

@@ -2,7 +2,7 @@
 // The two halves of a multi-node job (protocol and keys: job_protocol.hpp).
 //
 // Job controller (runJobController, in `stretch launch`): runs the job's one AgentStateMachine
-// with the job-wide view. Node agents that register become NodeJoined events; a left/<node> key
+// with the job-wide view. Node agents that register become NodeJoined events; a departure record
 // becomes NodeLeft; a keep-alive counter that has not moved for heartbeatTimeout (on the
 // controller's own clock) becomes HeartbeatLost; exit records become WorkerExited. The
 // machine's StartWorkers / StopWorkers become commands every live agent carries out and
@@ -14,7 +14,8 @@
 // heartbeatInterval from its own thread and store connection (so a worker stop that takes the
 // grace period does not look like a dead node), carries out each new command with its
 // NodeWorkers and reports its workers' exits. It ends on the Exit command (with the job's exit
-// code), on a stop signal (stops its workers, writes left/<node>, exits 128 + signal) and when
+// code), on a stop signal (records its departure, then stops its
+// workers and exits 128 + signal) and when
 // the controller's store has been unreachable for controllerTimeout (stops its workers, exits 1).
 // Its workers die with it even when it is SIGKILLed (LocalWorkerGroup's PR_SET_PDEATHSIG).
 

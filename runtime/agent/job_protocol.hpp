@@ -15,10 +15,16 @@
 //   hb/<node>                      keep-alive counter (the agent add()s 1 every interval; the
 //                                  controller notices the counter moving, on its own clock, so
 //                                  hosts need no synchronised clocks)
-//   left/<node>                    the agent left on purpose (value: why)
+//   leaves/count, leaves/<i>       departures, appended with add(): "<node>\t<why>" (the agent
+//                                  leaving on purpose, or the launcher seeing its process end)
 //   cmd                            the latest Command (the controller overwrites it)
 //   ack/<node>                     the sequence number of the last command the agent finished
 //   exits/count, exits/<i>         worker exits, appended with add(): an ExitRecord each
+//
+// Order: an agent that leaves appends its departure BEFORE it stops its workers, and the
+// controller reads the exits first and the departures second in each poll, then applies the
+// departures first: the other nodes' workers, failing because the leaver's died, are then stale
+// exits of the stopped generation, so one departure makes exactly one restart.
 //
 // Values are "key=value" lines; decode* throw ProtocolError naming the record and the bad line.
 // Pure apart from the Store calls in the helpers at the bottom.

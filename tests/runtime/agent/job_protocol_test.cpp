@@ -150,7 +150,7 @@ TEST(JobController, AFailurePastMaxRestartsEndsEveryAgentWithTheWorkersStatus) {
 TEST(JobController, ANodeThatLeavesShrinksTheWorld) {
   // Elastic 1..2 nodes; workers run until node b's agent is stopped, then finish.
   Job job("sleep 1; [ \"$WORLD_SIZE\" = 2 ] && exit 0; sleep 30", 5, 1);
-  // Wait for the first generation, then stop b's agent (it says goodbye: left/b).
+  // Wait for the first generation, then stop b's agent (it records its departure).
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (!tryGet(*job.store, "cmd") && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(10ms);
