@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "cli/sim_calibrate.hpp"
 #include "runtime/agent/event_log.hpp"
 #include "sim/allocator.hpp"
 #include "sim/monte_carlo.hpp"
@@ -46,6 +48,8 @@ struct SimOptions {
   std::string presets;
   std::uint64_t traceLimit = 1'000'000;
   bool quiet = false;
+  bool calibrate = false;
+  std::string calibrationOut;
 };
 
 // A one-line progress bar on stderr, redrawn at most 10 times a second; only when stderr is a
@@ -161,8 +165,49 @@ void printHuman(const sim::Scenario& s, const sim::MonteCarloResult& r, const Si
   }
 }
 
+int runCalibrate(const SimOptions& o) {
+  try {
+    const nlohmann::json result = runCalibration({!o.quiet});
+    const auto& c = result["calibration"];
+    if (!o.calibrationOut.empty())
+      std::ofstream(o.calibrationOut) << result.dump(2) << "\n";
+    if (o.json) {
+      std::cout << result.dump(2) << "\n";
+    } else {
+      std::cout << fmt::format(
+          "stretch sim --calibrate: the example job on this machine\n"
+          "  compute            {:.3g} s per sample per worker ({:.3f} ms per step alone)\n"
+          "  Gloo all-reduce    {:.1f} us per collective + bytes at {:.3f} GB/s (2 ranks)\n"
+          "  2-worker step      predicted {:.3f} ms, measured {:.3f} ms: error {:+.1f} %\n{}",
+          result["job"]["seconds_per_sample_per_gpu"].get<double>(),
+          c["single_worker_step_seconds"].get<double>() * 1e3,
+          result["cluster"]["op_latency_us"].get<double>(),
+          result["cluster"]["intra_node_GBps"].get<double>(),
+          c["predicted_step_seconds"].get<double>() * 1e3,
+          c["measured_step_seconds"].get<double>() * 1e3, c["relative_error"].get<double>() * 100,
+          o.calibrationOut.empty() ? std::string()
+                                   : fmt::format("  scenario written  {} (stretch sim {})\n",
+                                                 o.calibrationOut, o.calibrationOut));
+    }
+    return 0;
+  } catch (const ConfigError& e) {
+    std::cerr << "stretch sim: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "stretch sim: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
 int runSim(const SimOptions& o) {
   sim::tuneAllocatorForSimulation();
+  if (o.calibrate)
+    return runCalibrate(o);
+  if (o.scenario.empty()) {
+    std::cerr << "stretch sim: error: SCENARIO is required (a scenario file, e.g. "
+                 "fixtures/scenarios/llama3_like.json), unless --calibrate\n";
+    return kExitUsage;
+  }
   try {
     sim::ScenarioOptions so;
     so.presetDir = o.presets;
@@ -258,7 +303,13 @@ Command addSimCommand(CLI::App& app) {
       "failures, restarts, checkpoints and time at each world size; with --seeds N, their mean "
       "and 95 % confidence interval over N independent replicas. Schema: docs/simulator.md; "
       "examples: fixtures/scenarios/.");
-  sub->add_option("SCENARIO", o->scenario, "scenario file (JSON)")->required();
+  sub->add_option("SCENARIO", o->scenario, "scenario file (JSON); not with --calibrate");
+  sub->add_flag("--calibrate", o->calibrate,
+                "measure this machine's compute and Gloo all-reduce with the example job, fit "
+                "the models, and compare the predicted step time of 2 workers with a real run "
+                "(takes about 10 s)");
+  sub->add_option("--calibration-out", o->calibrationOut,
+                  "with --calibrate: write the fitted scenario (cluster, job, measurements)");
   sub->add_option("--seeds", o->seeds,
                   "independent replicas (Monte Carlo); replica i is seeded from the scenario's "
                   "seed and i, so results do not depend on --threads")

@@ -172,4 +172,40 @@ TEST(SimToReal, TheRealJobAndTheSimulatorTakeTheSameDecisions) {
   EXPECT_EQ(summary["steps"], 60);
 }
 
+// `stretch sim --calibrate` measures, fits and writes a scenario the simulator runs; the
+// accuracy of its prediction is a measured figure (docs/simulator.md), not asserted here: a
+// timing target belongs to benchmarks.
+TEST(SimCalibrate, WritesAScenarioTheSimulatorRunsWithTheMeasuredFigures) {
+  stretch::test::TempDir dir("stretch-calibrate");
+  const fs::path out = dir.path() / "this_machine.json";
+  Launch calibrate(dir.path(), {"--calibrate", "--calibration-out", out.string(), "--json", "-q"},
+                   "sim", "calibrate-");
+  ASSERT_EQ(calibrate.wait(180s), 0) << calibrate.err();
+  const auto result = nlohmann::json::parse(stretch::test::readFile(out));
+  EXPECT_GT(result["job"]["seconds_per_sample_per_gpu"].get<double>(), 0.0);
+  EXPECT_EQ(result["job"]["gradient_bytes"], 9610 * 4);  // the example's 64-128-10 MLP in fp32
+  EXPECT_GT(result["cluster"]["intra_node_GBps"].get<double>(), 0.0);
+  EXPECT_GE(result["cluster"]["op_latency_us"].get<double>(), 0.0);
+  const auto& c = result["calibration"];
+  EXPECT_GT(c["predicted_step_seconds"].get<double>(), c["compute_seconds"].get<double>());
+  EXPECT_GT(c["measured_step_seconds"].get<double>(), 0.0);
+  EXPECT_NEAR(
+      c["relative_error"].get<double>(),
+      (c["predicted_step_seconds"].get<double>() - c["measured_step_seconds"].get<double>()) /
+          c["measured_step_seconds"].get<double>(),
+      1e-9);
+  std::printf("calibration: predicted %.3f ms, measured %.3f ms (error %+.1f %%)\n",
+              c["predicted_step_seconds"].get<double>() * 1e3,
+              c["measured_step_seconds"].get<double>() * 1e3,
+              c["relative_error"].get<double>() * 100);
+  // The written scenario runs, and the simulated step time is the predicted one.
+  Launch sim(dir.path(), {out.string(), "--json"}, "sim", "sim-");
+  ASSERT_EQ(sim.wait(60s), 0) << sim.err();
+  const auto summary = nlohmann::json::parse(sim.out());
+  EXPECT_EQ(summary["steps"], 300);
+  EXPECT_NEAR(summary["simulated_hours"].get<double>() * 3600.0,
+              300 * c["predicted_step_seconds"].get<double>(),
+              1e-6 + 1e-3 * 300 * c["predicted_step_seconds"].get<double>());
+}
+
 }  // namespace
