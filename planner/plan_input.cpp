@@ -11,6 +11,7 @@
 
 #include "planner/example_job.hpp"  // generated from fixtures/plans/example.json
 #include "runtime/common/error.hpp"
+#include "sim/json_input.hpp"
 
 namespace stretch::planner {
 
@@ -18,16 +19,9 @@ namespace {
 
 using nlohmann::json;
 
-std::string show(const json& value) {
-  std::string text = value.dump();
-  if (text.size() > 60) {
-    text = text.substr(0, 57) + "...";
-  }
-  return text;
-}
-
+// A shorter name for the many call sites below.
 [[noreturn]] void bad(const std::string& path, const json& value, const std::string& expected) {
-  throw ConfigError(ErrorDetail{path, show(value), expected});
+  sim::badValue(path, value, expected);
 }
 
 // Typed reads of the "plan" object; every key read is remembered so the rest become warnings.
@@ -272,13 +266,7 @@ PlanSettings parseSettings(const json& object, std::vector<std::string>& warning
 }
 
 std::string readText(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw IoError(ErrorDetail{path.string(), "unreadable", "a readable job file"});
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return sim::readTextFile(path, "job file");
 }
 
 }  // namespace

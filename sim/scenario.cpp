@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/error.hpp"
+#include "sim/json_input.hpp"
 
 #ifndef STRETCH_SIM_SOURCE_DIR
 #define STRETCH_SIM_SOURCE_DIR "."
@@ -22,16 +23,12 @@ namespace {
 
 using nlohmann::json;
 
-std::string show(const json& value) {
-  std::string text = value.dump();
-  if (text.size() > 60) {
-    text = text.substr(0, 57) + "...";
-  }
-  return text;
-}
-
+// Shorter names for the many call sites below.
 [[noreturn]] void bad(const std::string& path, const json& value, const std::string& expected) {
-  throw ConfigError(ErrorDetail{path, show(value), expected});
+  badValue(path, value, expected);
+}
+std::string show(const json& value) {
+  return showJson(value);
 }
 
 [[noreturn]] void badText(const std::string& path, const std::string& value,
@@ -160,13 +157,7 @@ class ObjectReader {
 };
 
 std::string readText(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw IoError(ErrorDetail{path.string(), "unreadable", "a readable file"});
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return sim::readTextFile(path, "file");
 }
 
 json parseJsonText(std::string_view text, const std::string& source) {

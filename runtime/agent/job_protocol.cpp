@@ -74,8 +74,11 @@ std::string_view kindName(CommandKind kind) {
 
 std::string encodeDevices(const std::vector<int>& devices) {
   std::string out;
-  for (std::size_t i = 0; i < devices.size(); ++i)
-    out += (i ? "," : "") + std::to_string(devices[i]);
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    if (i > 0)
+      out += ',';
+    out += std::to_string(devices[i]);
+  }
   return out;
 }
 
