@@ -364,14 +364,7 @@ void runThreads(const CommPlan& plan, int ranks, std::chrono::steady_clock::time
 }
 
 int reportError(const Error& e, bool json) {
-  if (json) {
-    nlohmann::ordered_json out;
-    out["error"] = errorKind(e);
-    out["message"] = e.what();
-    std::cout << out.dump() << "\n";
-  } else {
-    printError(kCommand, fmt::format("{}: {}", errorKind(e), e.what()));
-  }
+  printError(kCommand, e, json);
   return dynamic_cast<const ConfigError*>(&e) != nullptr ? kExitUsage : kExitFailed;
 }
 

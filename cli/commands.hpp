@@ -30,7 +30,8 @@ Command addLaunchCommand(CLI::App& app);
 Command addAgentCommand(CLI::App& app);
 // `stretch sim`: the discrete-event simulator on a scenario file (built with sim/).
 Command addSimCommand(CLI::App& app);
-// `stretch plan`: batch choices, GPU counts, checkpoint intervals and goodput (built with planner/).
+// `stretch plan`: batch choices, GPU counts, checkpoint intervals and goodput (built with
+// planner/).
 Command addPlanCommand(CLI::App& app);
 
 }  // namespace stretch::cli

@@ -83,14 +83,7 @@ int runElastic(const ElasticOptions& opts) {
     }
     return kExitOk;
   } catch (const Error& e) {
-    if (opts.json) {
-      nlohmann::ordered_json out;
-      out["error"] = errorKind(e);
-      out["message"] = e.what();
-      std::cout << out.dump() << "\n";
-    } else {
-      printError("elastic", fmt::format("{}: {}", errorKind(e), e.what()));
-    }
+    printError("elastic", e, opts.json);
     return kExitUsage;
   }
 }

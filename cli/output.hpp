@@ -5,6 +5,9 @@
 #include <string>
 #include <string_view>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "runtime/common/error.hpp"
 
 namespace stretch::cli {
@@ -22,6 +25,19 @@ inline void printWarning(std::string_view command, const std::string& message) {
 inline std::string errorKind(const Error& e) {
   const std::string kind = e.kind();
   return kind == "IoError" ? std::string("ConfigError") : kind;
+}
+
+// An error as the command's --json output ({"error": kind, "message": ...} on stdout) or as the
+// one-line "stretch <command>: error: <kind>: <message>" on stderr.
+inline void printError(std::string_view command, const Error& e, bool json) {
+  if (json) {
+    nlohmann::ordered_json out;
+    out["error"] = errorKind(e);
+    out["message"] = e.what();
+    std::cout << out.dump() << "\n";
+  } else {
+    printError(command, fmt::format("{}: {}", errorKind(e), e.what()));
+  }
 }
 
 }  // namespace stretch::cli

@@ -159,14 +159,7 @@ int runPlan(const PlanCliOptions& o) {
     }
     return kExitOk;
   } catch (const Error& e) {
-    if (json) {
-      nlohmann::json out;
-      out["error"] = errorKind(e);
-      out["message"] = e.what();
-      std::cout << out.dump() << "\n";
-    } else {
-      printError("plan", fmt::format("{}: {}", errorKind(e), e.what()));
-    }
+    printError("plan", e, json);
     return kExitUsage;
   }
 }

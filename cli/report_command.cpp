@@ -260,14 +260,7 @@ int runReport(const ReportOptions& opts) {
       printHuman(report);
     return kExitOk;
   } catch (const Error& e) {
-    if (opts.json) {
-      Json out;
-      out["error"] = errorKind(e);
-      out["message"] = e.what();
-      std::cout << out.dump() << "\n";
-    } else {
-      printError("report", fmt::format("{}: {}", errorKind(e), e.what()));
-    }
+    printError("report", e, opts.json);
     return kExitUsage;
   }
 }

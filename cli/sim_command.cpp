@@ -279,14 +279,7 @@ int runSim(const SimOptions& o) {
     }
     return kExitOk;
   } catch (const Error& e) {
-    if (o.json) {
-      nlohmann::json out;
-      out["error"] = errorKind(e);
-      out["message"] = e.what();
-      std::cout << out.dump() << "\n";
-    } else {
-      printError("sim", fmt::format("{}: {}", errorKind(e), e.what()));
-    }
+    printError("sim", e, o.json);
     return kExitUsage;
   }
 }
