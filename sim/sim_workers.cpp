@@ -20,14 +20,22 @@ void SimWorkerGroup::start(const agent::StartWorkers& action) {
   assigned_.clear();
   assigned_.reserve(action.nodes.size());
   pending_.clear();
+  // Restarts mostly run the previous generation's nodes in the same order, less a failed node or
+  // two, plus replacements: walking the previous list alongside (skipping a few departed nodes)
+  // is far cheaper than a lookup per node (16,384 nodes per restart).
+  constexpr std::size_t kLookAhead = 4;
+  std::size_t previous = 0;
   for (std::size_t i = 0; i < action.nodes.size(); ++i) {
     const agent::NodeAssignment& a = action.nodes[i];
-    // Restarts mostly run the same nodes in the same order: a string compare with the previous
-    // generation's node at this rank is far cheaper than a lookup (16,384 nodes per restart).
     std::int64_t node = -1;
-    if (i < lastNodes_.size() && ids_[static_cast<std::size_t>(lastNodes_[i])] == a.nodeId) {
-      node = lastNodes_[i];
-    } else {
+    for (std::size_t k = previous; k < lastNodes_.size() && k < previous + kLookAhead; ++k) {
+      if (ids_[static_cast<std::size_t>(lastNodes_[k])] == a.nodeId) {
+        node = lastNodes_[k];
+        previous = k + 1;
+        break;
+      }
+    }
+    if (node < 0) {
       node = resolver_(a.nodeId);
     }
     STRETCH_CHECK(node >= 0 && node < static_cast<std::int64_t>(workersOn_.size()),

@@ -139,10 +139,8 @@ void AgentStateMachine::onWorkerExited(const WorkerExited& e, std::vector<Action
     return;
   }
   const auto& assigned = current_->nodes;
-  const auto found = memberIndex_.find(e.nodeId);
-  const auto node = found == memberIndex_.end()
-                        ? assigned.end()
-                        : assigned.begin() + static_cast<std::ptrdiff_t>(found->second);
+  const auto found = memberIndex(e.nodeId);
+  const auto node = found ? assigned.begin() + static_cast<std::ptrdiff_t>(*found) : assigned.end();
   if (node == assigned.end() || e.localRank < 0 || e.localRank >= node->localWorldSize) {
     out.push_back(LogEvent{"unknown_worker",
                            fmt::format("exit of node {} local rank {} ignored: no such worker in "
@@ -285,7 +283,7 @@ void AgentStateMachine::maybeScaleUp(std::vector<Action>& out) {
   }
   const auto waiting = static_cast<std::int64_t>(waiting_.size());
   // Join times grow with the join order: the first waiting node waited longest.
-  const std::optional<Time> firstWaiting = byOrder_.at(*waiting_.begin())->second.joinedAt;
+  const std::optional<Time> firstWaiting = byOrder(*waiting_.begin())->second.joinedAt;
   const std::int64_t room = config_.maxNodes - poolSize();
   if (room <= 0) {
     scaleUpSettled_ = true;  // they wait for a place; re-checked when nodes change
@@ -295,15 +293,15 @@ void AgentStateMachine::maybeScaleUp(std::vector<Action>& out) {
   if (!full && now_ < *firstWaiting + config_.lastCall) {
     return;
   }
-  const std::vector<CandidateNode> candidates = poolCandidates(/*withWaiting=*/true);
-  const std::optional<WorldPlan> plan = planWorld(candidates, rules_, config_.selection);
+  std::optional<WorldPlan> plan =
+      planWorld(poolCandidates(/*withWaiting=*/true), rules_, config_.selection);
   const std::vector<std::string> admitted = admitWaiting();
   if (plan && plan->worldSize > current_->worldSize) {
     const std::string reason =
         fmt::format("scale up from {} to {} GPUs: node{} {} joined", current_->worldSize,
                     plan->worldSize, admitted.size() == 1 ? "" : "s", fmt::join(admitted, ", "));
     out.push_back(StopWorkers{generation_, reason});
-    start(*plan, reason, out);
+    start(std::move(*plan), reason, out);
     return;
   }
   out.push_back(LogEvent{
@@ -332,13 +330,12 @@ void AgentStateMachine::failGeneration(const std::string& cause, int exitCode,
   admitWaiting();
   const std::string reason =
       fmt::format("restart {} of {} after {}", restartCount_, config_.maxRestarts, cause);
-  const std::vector<CandidateNode> pool = poolCandidates(false);
   std::optional<WorldPlan> plan;
-  if (static_cast<std::int64_t>(pool.size()) >= config_.minNodes) {
-    plan = planWorld(pool, rules_, config_.selection);
+  if (poolSize() >= config_.minNodes) {
+    plan = planWorld(poolCandidates(false), rules_, config_.selection);
   }
   if (plan) {
-    start(*plan, reason, out);
+    start(std::move(*plan), reason, out);
   } else {
     out.push_back(LogEvent{"restart_deferred", reason});
     enterRendezvous(out);
@@ -348,7 +345,7 @@ void AgentStateMachine::failGeneration(const std::string& cause, int exitCode,
 std::vector<std::string> AgentStateMachine::admitWaiting() {
   std::vector<std::string> admitted;
   while (!waiting_.empty() && poolSize() < config_.maxNodes) {
-    const std::string id = byOrder_.at(*waiting_.begin())->first;
+    const std::string id = byOrder(*waiting_.begin())->first;
     setPooled(id);
     admitted.push_back(id);
   }
@@ -370,14 +367,16 @@ std::vector<CandidateNode> AgentStateMachine::poolCandidates(bool withWaiting) c
   out.reserve(static_cast<std::size_t>(poolSize()) + (anyAdmitted ? waiting_.size() : 0));
   for (const auto& [order, it] : byOrder_) {
     if (it->second.pooled || (anyAdmitted && order <= lastAdmitted)) {
-      out.push_back(CandidateNode{it->first, it->second.slots});
+      out.push_back(CandidateNode{it->first, it->second.slots, order});
     }
   }
   return out;
 }
 
 void AgentStateMachine::addNode(const std::string& id, const Node& node) {
-  byOrder_.emplace(node.order, nodes_.emplace(id, node).first);
+  STRETCH_CHECK(byOrder_.empty() || byOrder_.back().first < node.order,
+                "node {} joins with order {} out of sequence", id, node.order);
+  byOrder_.emplace_back(node.order, nodes_.emplace(id, node).first);
   if (node.pooled) {
     ++pooled_;
   } else {
@@ -386,13 +385,26 @@ void AgentStateMachine::addNode(const std::string& id, const Node& node) {
 }
 
 void AgentStateMachine::eraseNode(std::map<std::string, Node>::iterator it) {
-  byOrder_.erase(it->second.order);
+  const auto ref =
+      std::lower_bound(byOrder_.begin(), byOrder_.end(), it->second.order,
+                       [](const NodeRef& r, std::uint64_t order) { return r.first < order; });
+  STRETCH_CHECK(ref != byOrder_.end() && ref->first == it->second.order, "node {} not indexed",
+                it->first);
+  byOrder_.erase(ref);
   if (it->second.pooled) {
     --pooled_;
   } else {
     waiting_.erase(it->second.order);
   }
   nodes_.erase(it);
+}
+
+std::map<std::string, AgentStateMachine::Node>::iterator AgentStateMachine::byOrder(
+    std::uint64_t order) const {
+  const auto ref = std::lower_bound(byOrder_.begin(), byOrder_.end(), order,
+                                    [](const NodeRef& r, std::uint64_t o) { return r.first < o; });
+  STRETCH_CHECK(ref != byOrder_.end() && ref->first == order, "no node with join order {}", order);
+  return ref->second;
 }
 
 void AgentStateMachine::setPooled(const std::string& id) {
@@ -404,8 +416,7 @@ void AgentStateMachine::setPooled(const std::string& id) {
   }
 }
 
-void AgentStateMachine::start(const WorldPlan& plan, const std::string& reason,
-                              std::vector<Action>& out) {
+void AgentStateMachine::start(WorldPlan plan, const std::string& reason, std::vector<Action>& out) {
   const std::optional<config::BatchTriple> batch = rules_.batchFor(plan.worldSize);
   STRETCH_CHECK(batch.has_value(), "planned world size {} is not valid", plan.worldSize);
   ++generation_;
@@ -418,17 +429,21 @@ void AgentStateMachine::start(const WorldPlan& plan, const std::string& reason,
   s.resumeFromLatest = true;
   s.reason = reason;
   std::int64_t rank = 0;
-  for (const NodeShare& share : plan.used) {
-    s.nodes.push_back(NodeAssignment{share.nodeId, static_cast<std::int64_t>(s.nodes.size()), rank,
-                                     share.used, share.slots});
+  s.nodes.reserve(plan.used.size());
+  for (NodeShare& share : plan.used) {
+    s.nodes.push_back(NodeAssignment{std::move(share.nodeId),
+                                     static_cast<std::int64_t>(s.nodes.size()), rank, share.used,
+                                     share.slots});
     rank += share.used;
   }
-  s.spareNodes = plan.spare;
-  memberIndex_.clear();
-  memberIndex_.reserve(s.nodes.size());
-  for (std::size_t i = 0; i < s.nodes.size(); ++i) {
-    memberIndex_.emplace(s.nodes[i].nodeId, i);
+  s.spareNodes = std::move(plan.spare);
+  memberOrders_.clear();
+  memberOrders_.reserve(plan.used.size());
+  for (const NodeShare& share : plan.used) {
+    memberOrders_.push_back(share.key);
   }
+  STRETCH_CHECK(std::is_sorted(memberOrders_.begin(), memberOrders_.end()),
+                "generation {}: nodes not in join order", generation_);
   phase_ = Phase::Running;
   current_ = s;
   succeeded_.clear();
@@ -473,15 +488,15 @@ void AgentStateMachine::rendezvousStep(std::vector<Action>& out) {
   if (readySince_ && readyPoolIntact_ && !startNow) {
     return;  // still in the last call, with (at least) the world announced by the last Wait
   }
-  const std::vector<CandidateNode> candidates = poolCandidates(false);
-  const std::optional<WorldPlan> plan = planWorld(candidates, rules_, config_.selection);
+  std::vector<CandidateNode> candidates = poolCandidates(false);
+  std::int64_t slots = 0;
+  for (const CandidateNode& c : candidates) {
+    slots += c.slots;
+  }
+  std::optional<WorldPlan> plan = planWorld(std::move(candidates), rules_, config_.selection);
   if (!plan) {
     readySince_.reset();
     readyPoolIntact_ = false;
-    std::int64_t slots = 0;
-    for (const CandidateNode& c : candidates) {
-      slots += c.slots;
-    }
     const std::string what = fmt::format(
         "no valid world size: {} slot(s) available on {} node(s) ({}), node selection {}; valid "
         "world sizes: {}",
@@ -501,11 +516,11 @@ void AgentStateMachine::rendezvousStep(std::vector<Action>& out) {
   readyPoolIntact_ = true;
   const Time deadline = *readySince_ + config_.lastCall;
   if (pool >= config_.maxNodes || now_ >= deadline || timedOut) {
-    start(*plan,
-          generation_ == 0 ? fmt::format("initial start on {} node(s)", plan->used.size())
-                           : fmt::format("start on {} node(s) after waiting for a valid world",
-                                         plan->used.size()),
-          out);
+    const std::string reason =
+        generation_ == 0
+            ? fmt::format("initial start on {} node(s)", plan->used.size())
+            : fmt::format("start on {} node(s) after waiting for a valid world", plan->used.size());
+    start(std::move(*plan), reason, out);
     return;
   }
   emitWait(fmt::format("last call: {} node(s) can run {} GPUs; waiting up to {} for more nodes "
@@ -529,8 +544,23 @@ void AgentStateMachine::fail(const std::string& message, int exitCode, std::vect
 
 // ---- inspection -----------------------------------------------------------------------------
 
+std::optional<std::size_t> AgentStateMachine::memberIndex(const std::string& nodeId) const {
+  if (!current_) {
+    return std::nullopt;
+  }
+  const auto node = nodes_.find(nodeId);
+  if (node == nodes_.end()) {
+    return std::nullopt;
+  }
+  const auto at = std::lower_bound(memberOrders_.begin(), memberOrders_.end(), node->second.order);
+  if (at == memberOrders_.end() || *at != node->second.order) {
+    return std::nullopt;
+  }
+  return static_cast<std::size_t>(at - memberOrders_.begin());
+}
+
 bool AgentStateMachine::isMember(const std::string& nodeId) const {
-  return current_ && memberIndex_.contains(nodeId);
+  return memberIndex(nodeId).has_value();
 }
 
 std::int64_t AgentStateMachine::poolSize() const {

@@ -52,7 +52,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -260,7 +259,7 @@ class AgentStateMachine {
   std::vector<std::string> admitWaiting();
   // Pool nodes in join order; withWaiting adds the waiting nodes the pool has room for.
   std::vector<CandidateNode> poolCandidates(bool withWaiting) const;
-  void start(const WorldPlan& plan, const std::string& reason, std::vector<Action>& out);
+  void start(WorldPlan plan, const std::string& reason, std::vector<Action>& out);
   void enterRendezvous(std::vector<Action>& out);
   void rendezvousStep(std::vector<Action>& out);
   void emitWait(const std::string& reason, std::vector<Action>& out);
@@ -283,11 +282,19 @@ class AgentStateMachine {
   std::int64_t restartCount_ = 0;
   std::uint64_t nextOrder_ = 0;
   std::map<std::string, Node> nodes_;
-  // Every node in join order (map iterators stay valid until their node is erased).
-  std::map<std::uint64_t, std::map<std::string, Node>::iterator> byOrder_;
+  // Every node in join order (map iterators stay valid until their node is erased). A vector
+  // sorted by order: joins append (orders only grow), departures erase, and the O(nodes) walks
+  // of a (re)start read contiguous memory.
+  using NodeRef = std::pair<std::uint64_t, std::map<std::string, Node>::iterator>;
+  std::vector<NodeRef> byOrder_;
+  std::map<std::string, Node>::iterator byOrder(std::uint64_t order) const;
   std::set<std::uint64_t> waiting_;  // join orders of the nodes not in the pool
   std::int64_t pooled_ = 0;          // nodes in the pool
-  std::unordered_map<std::string, std::size_t> memberIndex_;  // current_->nodes index by id
+  // Join orders of the running generation's nodes, by node rank: ascending, since candidates
+  // are planned in join order. isMember and a worker's node are binary searches in it.
+  std::vector<std::uint64_t> memberOrders_;
+  // current_->nodes index of the node, or nullopt when it runs no worker of the generation.
+  std::optional<std::size_t> memberIndex(const std::string& nodeId) const;
   std::optional<StartWorkers> current_;
   std::set<std::pair<std::string, std::int64_t>> succeeded_;  // (node, local rank)
   std::optional<Time> firstSuccessAt_;

@@ -173,7 +173,7 @@ std::string_view toString(NodeSelection selection) noexcept {
   return "?";
 }
 
-std::optional<WorldPlan> planWorld(const std::vector<CandidateNode>& candidates,
+std::optional<WorldPlan> planWorld(std::vector<CandidateNode> candidates,
                                    const WorldSizeRules& rules, NodeSelection selection) {
   std::int64_t total = 0;
   for (const CandidateNode& node : candidates) {
@@ -243,11 +243,13 @@ std::optional<WorldPlan> planWorld(const std::vector<CandidateNode>& candidates,
   }
   WorldPlan plan;
   plan.worldSize = worldSize;
+  plan.used.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
     if (used[i] > 0) {
-      plan.used.push_back({candidates[i].nodeId, candidates[i].slots, used[i]});
+      plan.used.push_back(
+          {std::move(candidates[i].nodeId), candidates[i].slots, used[i], candidates[i].key});
     } else {
-      plan.spare.push_back(candidates[i].nodeId);
+      plan.spare.push_back(std::move(candidates[i].nodeId));
     }
   }
   STRETCH_CHECK_EQ(std::accumulate(plan.used.begin(), plan.used.end(), std::int64_t{0},

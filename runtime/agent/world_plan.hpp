@@ -85,12 +85,14 @@ std::string_view toString(NodeSelection selection) noexcept;  // "whole-nodes", 
 struct CandidateNode {
   std::string nodeId;
   std::int64_t slots = 0;
+  std::uint64_t key = 0;  // the caller's handle for the node, copied to its NodeShare
 };
 
 struct NodeShare {
   std::string nodeId;
   std::int64_t slots = 0;  // the node's slots
   std::int64_t used = 0;   // workers it runs, 1..slots
+  std::uint64_t key = 0;   // the candidate's key
   bool operator==(const NodeShare&) const = default;
 };
 
@@ -102,8 +104,9 @@ struct WorldPlan {
 };
 
 // The largest valid world the candidates (in preference order; slots >= 1 each) can run, or
-// nullopt when no valid size fits.
-std::optional<WorldPlan> planWorld(const std::vector<CandidateNode>& candidates,
+// nullopt when no valid size fits. Takes the candidates by value: pass an rvalue and their ids
+// move into the plan.
+std::optional<WorldPlan> planWorld(std::vector<CandidateNode> candidates,
                                    const WorldSizeRules& rules, NodeSelection selection);
 
 }  // namespace stretch::agent
