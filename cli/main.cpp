@@ -11,8 +11,9 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "Stretch: elastic distributed training in the DeepSpeed style.\n"
-      "Plan elastic batch sizes, validate DeepSpeed configs, launch elastic jobs, and (in later\n"
-      "releases) simulate and plan them. Run `stretch <command> --help` for a command's options.",
+      "Plan elastic jobs (batch sizes, checkpoint intervals, goodput under failures), simulate\n"
+      "them, validate DeepSpeed configs and launch elastic jobs on one machine or many.\n"
+      "Run `stretch <command> --help` for a command's options.",
       "stretch"};
   app.set_version_flag("--version", std::string("stretch ") + STRETCH_VERSION);
   app.require_subcommand(1);
