@@ -63,7 +63,8 @@ Json integration(bool built, const std::string& version, const std::string& notB
 }
 
 // Why an optional module is missing: switched off, or not found at configure time.
-std::string notBuiltReason(std::string_view option, std::string_view value, std::string_view hint) {
+[[maybe_unused]] std::string notBuiltReason(std::string_view option, std::string_view value,
+                                            std::string_view hint) {
   if (value == "OFF")
     return fmt::format("disabled ({}=OFF)", option);
   return fmt::format("not found at configure time ({})", hint);
