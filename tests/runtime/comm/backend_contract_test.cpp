@@ -583,7 +583,7 @@ TEST_P(BackendContract, SubGroupRejectsBadMemberLists) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, BackendContract, ::testing::ValuesIn(backendKinds()),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& p) { return p.param; });
 
 }  // namespace
 }  // namespace stretch::comm
