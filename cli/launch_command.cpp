@@ -353,6 +353,8 @@ int runMultiNode(const LaunchOptions& o, const launcher::ActiveResources& active
   options.commandTimeout = toDuration(o.heartbeatTimeout + 10.0);
   if (o.masterAddrGiven)
     options.masterAddr = o.masterAddr;
+  for (const auto& h : hosts)
+    options.launchHosts.push_back(h.id);
   options.stopSignal = &gStopSignal;
   options.abandoned = [&]() -> std::string {
     reap(processes);

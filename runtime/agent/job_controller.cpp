@@ -1,5 +1,6 @@
 #include "runtime/agent/job_controller.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <map>
 #include <mutex>
@@ -18,8 +19,17 @@ using std::chrono::milliseconds;
 // The controller's view of the registered node agents.
 class NodeTracker {
  public:
-  NodeTracker(comm::Store& store, Duration heartbeatTimeout)
-      : store_(store), heartbeatTimeout_(heartbeatTimeout) {}
+  // launchHosts: the hosts the launcher started agents on, in hostfile order. Their
+  // registrations are held (up to `window`) until every one of them has registered or is known
+  // to be gone, then announced in that order, so node ranks follow the hostfile (and MASTER_ADDR
+  // is the first host's) whatever order the agents come up in.
+  NodeTracker(comm::Store& store, Duration heartbeatTimeout, std::vector<std::string> launchHosts,
+              Duration window)
+      : store_(store),
+        heartbeatTimeout_(heartbeatTimeout),
+        launchHosts_(std::move(launchHosts)),
+        window_(window),
+        holding_(!launchHosts_.empty()) {}
 
   // New registrations and departures since the last call, and (withHeartbeats) silent nodes.
   // Exits read before this call that a departure explains are applied after it (see
@@ -38,7 +48,12 @@ class NodeTracker {
       node.lastChange = now;
       spdlog::info("controller: node {} registered ({} slot(s), address {})", record.nodeId,
                    record.slots, record.address);
-      out.emplace_back(NodeJoined{record.nodeId, record.slots});
+      if (holding_) {
+        held_.push_back(record.nodeId);
+        holdSince_ = holdSince_.value_or(now);
+      } else {
+        out.emplace_back(NodeJoined{record.nodeId, record.slots});
+      }
     }
     for (auto& id : pendingLost_) {
       auto it = nodes_.find(id);
@@ -56,9 +71,14 @@ class NodeTracker {
       auto it = nodes_.find(id);
       if (it != nodes_.end() && it->second.alive) {
         it->second.alive = false;
-        out.emplace_back(NodeLeft{id, why});
+        if (!isHeld(id))
+          out.emplace_back(NodeLeft{id, why});
+      } else if (holding_) {
+        gone_.insert(id);  // its agent never registered (a runner that failed)
       }
     }
+    if (holding_)
+      maybeRelease(now, out);
     if (!withHeartbeats)
       return out;
     for (auto& [id, node] : nodes_) {
@@ -68,7 +88,8 @@ class NodeTracker {
         node.alive = false;
         spdlog::warn("controller: node {} sent no keep-alive for {}", id,
                      formatDuration(heartbeatTimeout_));
-        out.emplace_back(HeartbeatLost{id});
+        if (!isHeld(id))
+          out.emplace_back(HeartbeatLost{id});
       }
     }
     return out;
@@ -114,8 +135,41 @@ class NodeTracker {
     return now - node.lastChange > heartbeatTimeout_;
   }
 
+  bool isHeld(const std::string& id) const {
+    return holding_ && std::find(held_.begin(), held_.end(), id) != held_.end();
+  }
+
+  // Announces the held registrations in hostfile order once every launched host registered or
+  // is gone, or the window has passed.
+  void maybeRelease(Time now, std::vector<Event>& out) {
+    const bool allIn = std::all_of(launchHosts_.begin(), launchHosts_.end(), [&](const auto& h) {
+      return gone_.contains(h) || std::find(held_.begin(), held_.end(), h) != held_.end();
+    });
+    if (!allIn && !(holdSince_ && now - *holdSince_ >= window_))
+      return;
+    auto rank = [&](const std::string& id) {
+      const auto it = std::find(launchHosts_.begin(), launchHosts_.end(), id);
+      return static_cast<std::size_t>(it - launchHosts_.begin());  // others after, in arrival order
+    };
+    std::stable_sort(held_.begin(), held_.end(),
+                     [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
+    holding_ = false;
+    for (const auto& id : held_) {
+      const auto it = nodes_.find(id);
+      if (it != nodes_.end() && it->second.alive)
+        out.emplace_back(NodeJoined{id, it->second.record.slots});
+    }
+    held_.clear();
+  }
+
   comm::Store& store_;
   Duration heartbeatTimeout_;
+  std::vector<std::string> launchHosts_;
+  Duration window_;
+  bool holding_ = false;
+  std::optional<Time> holdSince_;
+  std::vector<std::string> held_;
+  std::set<std::string> gone_;
   std::int64_t nextRecord_ = 0;
   std::int64_t nextLeave_ = 0;
   std::map<std::string, Node> nodes_;
@@ -231,7 +285,8 @@ AgentResult runJobController(const JobControllerOptions& options) {
     throw ConfigError(fmt::format(
         "the job's store already holds a command ('{}'): another job uses this rendezvous port",
         old->substr(0, old->find('\n'))));
-  NodeTracker tracker(store, options.heartbeatTimeout);
+  NodeTracker tracker(store, options.heartbeatTimeout, options.launchHosts,
+                      options.registrationWindow);
   RemoteWorkers workers(options, tracker);
 
   AgentLoopOptions loop;

@@ -43,6 +43,11 @@ struct JobControllerOptions {
   Duration commandTimeout = std::chrono::seconds(30);
   // MASTER_ADDR for the workers; empty: the address node rank 0 registered with.
   std::string masterAddr;
+  // The hosts the launcher started agents on, in hostfile order: their registrations are
+  // announced to the state machine in this order (node rank = hostfile order, as DeepSpeed)
+  // once all registered or are gone, or registrationWindow after the first one.
+  std::vector<std::string> launchHosts;
+  Duration registrationWindow = std::chrono::seconds(30);
   const std::atomic<int>* stopSignal = nullptr;
   // Called every poll; a non-empty message ends the job with exit code 1 (the launcher uses it
   // when every process it started to bring up node agents is gone and no agent registered).
