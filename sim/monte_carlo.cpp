@@ -133,7 +133,16 @@ MonteCarloResult runMonteCarlo(const Scenario& scenario, const MonteCarloOptions
       const std::int64_t done = finished.fetch_add(1) + 1;
       if (options.replicaDone) {
         std::lock_guard lock(progressMutex);
-        options.replicaDone(done, options.seeds);
+        // A callback that throws (a cancel, a full disk) ends the batch like a failed replica,
+        // on this replica's slot, instead of escaping the thread and terminating the program.
+        try {
+          options.replicaDone(done, options.seeds);
+        } catch (...) {
+          if (!errors[i]) {
+            errors[i] = std::current_exception();
+          }
+          next.store(n);
+        }
       }
     }
   };

@@ -3,6 +3,9 @@
 
 #include "sim/monte_carlo.hpp"
 
+#include <atomic>
+#include <stdexcept>
+
 #include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
@@ -56,6 +59,31 @@ TEST(MonteCarlo, ProgressCallbackSeesEveryReplica) {
   EXPECT_EQ(calls, 5);
   o.seeds = 0;
   EXPECT_THROW(runMonteCarlo(s, o), ConfigError);
+}
+
+// A progress callback that throws (the GUI's cancel) stops the batch and reaches the caller,
+// from whichever thread ran it, instead of terminating the program.
+TEST(MonteCarlo, AThrowingProgressCallbackStopsTheBatchAndReachesTheCaller) {
+  const Scenario s = loadScenario(test::fixturePath("scenarios/trace_replay.json"));
+  for (const int threads : {1, 3}) {
+    MonteCarloOptions o;
+    o.seeds = 50;
+    o.threads = threads;
+    std::atomic<int> calls{0};
+    o.replicaDone = [&](std::int64_t done, std::int64_t) {
+      ++calls;
+      if (done == 2) {
+        throw std::runtime_error("cancelled by the user");
+      }
+    };
+    try {
+      runMonteCarlo(s, o);
+      FAIL() << "no exception with " << threads << " thread(s)";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "cancelled by the user");
+    }
+    EXPECT_LT(calls.load(), 50) << "the batch went on after the callback threw";
+  }
 }
 
 TEST(Summarize, MeanAndNormalConfidenceInterval) {
