@@ -25,6 +25,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "cli/progress_bar.hpp"
 #include "planner/plan.hpp"
 #include "planner/plan_input.hpp"
 #include "planner/report.hpp"
@@ -46,50 +47,6 @@ struct PlanCliOptions {
   std::string emitConfig;
   std::string presets;
   bool quiet = false;
-};
-
-// One line on stderr, redrawn at most 10 times a second, only on a terminal and only once the
-// plan has taken a quarter of a second.
-class ProgressBar {
- public:
-  explicit ProgressBar(bool enabled)
-      : enabled_(enabled && isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
-  ~ProgressBar() { clear(); }
-  ProgressBar(const ProgressBar&) = delete;
-  ProgressBar& operator=(const ProgressBar&) = delete;
-
-  void update(const planner::PlanProgress& p) {
-    if (!enabled_) {
-      return;
-    }
-    std::lock_guard lock(mutex_);
-    const auto now = std::chrono::steady_clock::now();
-    if (now - start_ < std::chrono::milliseconds(250) ||
-        (drawn_ && now - last_ < std::chrono::milliseconds(100))) {
-      return;
-    }
-    last_ = now;
-    drawn_ = true;
-    constexpr int kWidth = 30;
-    const int filled = static_cast<int>(std::clamp(p.fraction, 0.0, 1.0) * kWidth);
-    std::cerr << fmt::format("\r[{}{}] {:5.1f}% {:<16}", std::string(filled, '#'),
-                             std::string(kWidth - filled, ' '), 100.0 * p.fraction, p.stage)
-              << std::flush;
-  }
-  void clear() {
-    std::lock_guard lock(mutex_);
-    if (enabled_ && drawn_) {
-      std::cerr << "\r" << std::string(60, ' ') << "\r" << std::flush;
-      drawn_ = false;
-    }
-  }
-
- private:
-  bool enabled_;
-  std::chrono::steady_clock::time_point start_;
-  std::chrono::steady_clock::time_point last_;
-  bool drawn_ = false;
-  std::mutex mutex_;
 };
 
 void writeFile(const std::string& path, const std::string& text, const std::string& flag) {
@@ -137,10 +94,10 @@ int runPlan(const PlanCliOptions& o) {
       }
     }
 
-    ProgressBar bar(!o.quiet);
+    ProgressBar bar(!o.quiet, std::chrono::milliseconds(250));
     planner::PlanOptions options;
     options.threads = o.threads;
-    options.progress = [&](const planner::PlanProgress& p) { bar.update(p); };
+    options.progress = [&](const planner::PlanProgress& p) { bar.update(p.fraction, p.stage); };
     const planner::Plan plan = planner::makePlan(input, options);
     bar.clear();
 

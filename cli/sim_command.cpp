@@ -24,6 +24,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "cli/progress_bar.hpp"
 #include "cli/sim_calibrate.hpp"
 #include "runtime/agent/event_log.hpp"
 #include "sim/allocator.hpp"
@@ -50,49 +51,6 @@ struct SimOptions {
   bool quiet = false;
   bool calibrate = false;
   std::string calibrationOut;
-};
-
-// A one-line progress bar on stderr, redrawn at most 10 times a second; only when stderr is a
-// terminal (a log file gets no bar), and only once the run has taken half a second.
-class ProgressBar {
- public:
-  explicit ProgressBar(bool enabled)
-      : enabled_(enabled && isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
-  ~ProgressBar() { clear(); }
-  ProgressBar(const ProgressBar&) = delete;
-  ProgressBar& operator=(const ProgressBar&) = delete;
-
-  void update(double fraction, const std::string& label) {
-    if (!enabled_) {
-      return;
-    }
-    std::lock_guard lock(mutex_);
-    const auto now = std::chrono::steady_clock::now();
-    if (now - start_ < std::chrono::milliseconds(500) ||
-        (drawn_ && now - last_ < std::chrono::milliseconds(100))) {
-      return;
-    }
-    last_ = now;
-    drawn_ = true;
-    constexpr int kWidth = 30;
-    const int filled = static_cast<int>(std::clamp(fraction, 0.0, 1.0) * kWidth);
-    std::cerr << fmt::format("\r[{}{}] {:5.1f}% {}   ", std::string(filled, '#'),
-                             std::string(kWidth - filled, ' '), 100.0 * fraction, label)
-              << std::flush;
-  }
-  void clear() {
-    if (enabled_ && drawn_) {
-      std::cerr << "\r" << std::string(80, ' ') << "\r" << std::flush;
-      drawn_ = false;
-    }
-  }
-
- private:
-  bool enabled_;
-  std::chrono::steady_clock::time_point start_;
-  std::chrono::steady_clock::time_point last_;
-  bool drawn_ = false;
-  std::mutex mutex_;
 };
 
 std::string hours(double h) {
@@ -235,7 +193,7 @@ int runSim(const SimOptions& o) {
     }
     sim::TimelineTee tee(trace.get(), csv.get());
 
-    ProgressBar bar(!o.quiet);
+    ProgressBar bar(!o.quiet, std::chrono::milliseconds(500));
     sim::MonteCarloOptions mc;
     mc.seeds = o.seeds;
     mc.threads = o.threads;
