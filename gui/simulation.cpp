@@ -2,9 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <exception>
-#include <mutex>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -20,73 +17,14 @@ sim::MonteCarloResult runReplicas(const sim::Scenario& scenario, std::int64_t se
   if (seeds < 1) {
     throw ConfigError(ErrorDetail{"seeds", std::to_string(seeds), "at least 1"});
   }
-  const auto start = std::chrono::steady_clock::now();
-  sim::MonteCarloResult result;
-  const auto n = static_cast<std::size_t>(seeds);
-  result.runs.resize(n);
-  std::vector<std::exception_ptr> errors(n);
-  int workers =
-      threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  workers = static_cast<int>(std::min<std::int64_t>(workers, seeds));
-  result.threads = workers;
-
-  std::atomic<std::size_t> next{0};
-  std::atomic<std::int64_t> finished{0};
-  std::mutex progressMutex;
-  auto worker = [&] {
-    while (!cancel.load(std::memory_order_relaxed)) {
-      const std::size_t i = next.fetch_add(1);
-      if (i >= n) {
-        return;
-      }
-      // The same options sim::runMonteCarlo gives replica i (so the same seeds and results),
-      // plus a progress hook that stops a long run when the user cancels.
-      sim::RunOptions run;
-      run.mode = sim::SimMode::Aggregate;
-      run.replica = i;
-      run.timeline = i == 0 ? timeline : nullptr;
-      run.progress = [&cancel](double) {
-        if (cancel.load(std::memory_order_relaxed)) {
-          throw SimulationCancelled();
-        }
-      };
-      try {
-        result.runs[i] = sim::simulate(scenario, run);
-      } catch (...) {
-        errors[i] = std::current_exception();
-        next.store(n);
-        return;
-      }
-      const std::int64_t done = finished.fetch_add(1) + 1;
-      if (replicaDone) {
-        std::lock_guard lock(progressMutex);
-        replicaDone(done, seeds);
-      }
-    }
-  };
-  if (workers == 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    pool.reserve(static_cast<std::size_t>(workers));
-    for (int t = 0; t < workers; ++t) {
-      pool.emplace_back(worker);
-    }
-    for (auto& t : pool) {
-      t.join();
-    }
-  }
-  if (cancel.load()) {
-    throw SimulationCancelled();
-  }
-  for (const auto& e : errors) {
-    if (e) {
-      std::rethrow_exception(e);
-    }
-  }
-  result.wallSeconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return result;
+  sim::MonteCarloOptions options;
+  options.seeds = seeds;
+  options.threads = threads;
+  options.mode = sim::SimMode::Aggregate;
+  options.timeline = timeline;
+  options.replicaDone = replicaDone;
+  options.cancel = &cancel;
+  return sim::runMonteCarlo(scenario, options);
 }
 
 TimelineCollector::TimelineCollector(const std::atomic<bool>& cancel, std::size_t maxRecords)

@@ -27,16 +27,13 @@
 
 namespace stretch::gui {
 
-class SimulationCancelled : public std::runtime_error {
- public:
-  SimulationCancelled() : std::runtime_error("simulation cancelled") {}
-};
+using SimulationCancelled = sim::SimulationCancelled;
 
 // Called (from worker threads, serialised) after each finished replica: (done, total).
 using ProgressFn = std::function<void(std::int64_t, std::int64_t)>;
 
-// Replicas 0..seeds-1 of the scenario on `threads` threads (0: the machine's cores), each seeded
-// as sim::runMonteCarlo seeds it, so the runs equal runMonteCarlo's whatever the thread count.
+// sim::runMonteCarlo over replicas 0..seeds-1 on `threads` threads (0: the machine's cores),
+// aggregate mode, cancelled by `cancel`.
 // timeline (may be null) receives replica 0's records. Throws SimulationCancelled, or the first
 // (lowest replica) simulation error.
 sim::MonteCarloResult runReplicas(const sim::Scenario& scenario, std::int64_t seeds, int threads,

@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
-#include <mutex>
-#include <thread>
 
 #include "sim/cluster.hpp"
+#include "sim/parallel.hpp"
 #include "sim/random.hpp"
 #include "sim/scheduler.hpp"
 
@@ -22,90 +21,43 @@ std::vector<std::vector<ReplicaMetrics>> runReplicas(const std::vector<sim::Scen
   if (total == 0) {
     return results;
   }
-  int threads = options.threads > 0
-                    ? options.threads
-                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads = static_cast<int>(std::min<std::int64_t>(threads, total));
-
   auto cancelled = [&] {
     return options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed);
   };
-  std::atomic<std::int64_t> next{0};
-  std::atomic<std::int64_t> done{0};
-  std::mutex mutex;
-  std::exception_ptr firstError;
-  std::int64_t firstErrorItem = total;
-
-  auto worker = [&] {
-    while (true) {
-      const std::int64_t item = next.fetch_add(1);
-      if (item >= total) {
-        return;
-      }
-      // Replica-major order: every scenario's replica r is done before replica r + 1 starts, so
-      // a cancelled or failing batch stops early for all of them alike.
-      const std::int64_t replica = item / count;
-      const std::int64_t index = item % count;
-      try {
+  // Replica-major order: every scenario's replica r is handed out before replica r + 1, so a
+  // cancelled or failing batch stops early for all of them alike.
+  auto work = [&](std::int64_t item) {
+    const std::int64_t replica = item / count;
+    const std::int64_t index = item % count;
+    if (cancelled()) {
+      throw PlanCancelled();
+    }
+    sim::RunOptions run;
+    run.replica = static_cast<std::uint64_t>(options.firstReplica + replica);
+    if (options.cancel != nullptr) {
+      run.progress = [&](double) {
         if (cancelled()) {
           throw PlanCancelled();
         }
-        sim::RunOptions run;
-        run.replica = static_cast<std::uint64_t>(options.firstReplica + replica);
-        if (options.cancel != nullptr) {
-          run.progress = [&](double) {
-            if (cancelled()) {
-              throw PlanCancelled();
-            }
-          };
-        }
-        const sim::Scenario& base = scenarios[static_cast<std::size_t>(index)];
-        const double jitter = static_cast<std::size_t>(index) < options.traceJitterHours.size()
-                                  ? options.traceJitterHours[static_cast<std::size_t>(index)]
-                                  : 0.0;
-        const bool perturb = jitter > 0.0 && base.failures.model == sim::FailureModelKind::Trace;
-        const sim::RunResult r =
-            perturb
-                ? sim::simulate(jitteredTrace(base, options.firstReplica + replica, jitter), run)
+      };
+    }
+    const sim::Scenario& base = scenarios[static_cast<std::size_t>(index)];
+    const double jitter = static_cast<std::size_t>(index) < options.traceJitterHours.size()
+                              ? options.traceJitterHours[static_cast<std::size_t>(index)]
+                              : 0.0;
+    const bool perturb = jitter > 0.0 && base.failures.model == sim::FailureModelKind::Trace;
+    const sim::RunResult r =
+        perturb ? sim::simulate(jitteredTrace(base, options.firstReplica + replica, jitter), run)
                 : sim::simulate(base, run);
-        ReplicaMetrics m;
-        m.ettr = r.ettr();
-        m.simulatedHours = sim::nanosToHours(r.simulatedNs);
-        m.samples = static_cast<double>(r.samples);
-        m.failures = static_cast<double>(r.failures + r.preemptions);
-        m.finished = r.outcome == sim::Outcome::Finished;
-        results[static_cast<std::size_t>(index)][static_cast<std::size_t>(replica)] = m;
-      } catch (...) {
-        std::lock_guard lock(mutex);
-        if (item < firstErrorItem) {
-          firstErrorItem = item;
-          firstError = std::current_exception();
-        }
-        next.store(total);  // stop handing out work
-        return;
-      }
-      const std::int64_t finished = done.fetch_add(1) + 1;
-      if (options.onDone) {
-        std::lock_guard lock(mutex);
-        options.onDone(finished, total);
-      }
-    }
+    ReplicaMetrics m;
+    m.ettr = r.ettr();
+    m.simulatedHours = sim::nanosToHours(r.simulatedNs);
+    m.samples = static_cast<double>(r.samples);
+    m.failures = static_cast<double>(r.failures + r.preemptions);
+    m.finished = r.outcome == sim::Outcome::Finished;
+    results[static_cast<std::size_t>(index)][static_cast<std::size_t>(replica)] = m;
   };
-  if (threads == 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    pool.reserve(static_cast<std::size_t>(threads));
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back(worker);
-    }
-    for (auto& t : pool) {
-      t.join();
-    }
-  }
-  if (firstError) {
-    std::rethrow_exception(firstError);
-  }
+  sim::parallelFor(total, options.threads, work, options.onDone);
   return results;
 }
 

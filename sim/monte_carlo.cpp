@@ -5,12 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
-#include <mutex>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/error.hpp"
+#include "sim/parallel.hpp"
 
 namespace stretch::sim {
 
@@ -96,72 +95,49 @@ MonteCarloResult runMonteCarlo(const Scenario& scenario, const MonteCarloOptions
   }
   const auto start = std::chrono::steady_clock::now();
   MonteCarloResult result;
-  const auto n = static_cast<std::size_t>(options.seeds);
-  result.runs.resize(n);
-  std::vector<std::exception_ptr> errors(n);
-  int threads = options.threads > 0
-                    ? options.threads
-                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads = static_cast<int>(std::min<std::int64_t>(threads, options.seeds));
-  result.threads = threads;
-
-  std::atomic<std::size_t> next{0};
-  std::atomic<std::int64_t> finished{0};
-  std::mutex progressMutex;
-  auto worker = [&] {
-    while (true) {
-      const std::size_t i = next.fetch_add(1);
-      if (i >= n) {
-        return;
-      }
-      RunOptions run;
-      run.mode = options.mode;
-      run.replica = i;
-      if (i == 0) {
-        run.eventLog = options.eventLog;
-        run.timeline = options.timeline;
-        if (n == 1 && options.progress) {
-          run.progress = options.progress;
-        }
-      }
-      try {
-        result.runs[i] = simulate(scenario, run);
-      } catch (...) {
-        errors[i] = std::current_exception();
-        next.store(n);  // stop handing out work
-      }
-      const std::int64_t done = finished.fetch_add(1) + 1;
-      if (options.replicaDone) {
-        std::lock_guard lock(progressMutex);
-        // A callback that throws (a cancel, a full disk) ends the batch like a failed replica,
-        // on this replica's slot, instead of escaping the thread and terminating the program.
-        try {
-          options.replicaDone(done, options.seeds);
-        } catch (...) {
-          if (!errors[i]) {
-            errors[i] = std::current_exception();
-          }
-          next.store(n);
-        }
-      }
-    }
+  result.runs.resize(static_cast<std::size_t>(options.seeds));
+  auto cancelled = [&] {
+    return options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed);
   };
-  if (threads == 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    pool.reserve(static_cast<std::size_t>(threads));
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back(worker);
+  auto replica = [&](std::int64_t i) {
+    if (cancelled()) {
+      throw SimulationCancelled();
     }
-    for (auto& t : pool) {
-      t.join();
+    RunOptions run;
+    run.mode = options.mode;
+    run.replica = static_cast<std::uint64_t>(i);
+    std::function<void(double)> progress;
+    if (i == 0) {
+      run.eventLog = options.eventLog;
+      run.timeline = options.timeline;
+      if (options.seeds == 1) {
+        progress = options.progress;
+      }
     }
+    if (options.cancel != nullptr || progress) {
+      run.progress = [&cancelled, progress](double fraction) {
+        if (cancelled()) {
+          throw SimulationCancelled();
+        }
+        if (progress) {
+          progress(fraction);
+        }
+      };
+    }
+    result.runs[static_cast<std::size_t>(i)] = simulate(scenario, run);
+  };
+  try {
+    // A replicaDone that throws (a cancel, a full disk) ends the batch like a failed replica
+    // instead of escaping a worker thread and terminating the program.
+    result.threads = parallelFor(options.seeds, options.threads, replica, options.replicaDone);
+  } catch (...) {
+    if (cancelled()) {
+      throw SimulationCancelled();
+    }
+    throw;
   }
-  for (const auto& e : errors) {
-    if (e) {
-      std::rethrow_exception(e);
-    }
+  if (cancelled()) {
+    throw SimulationCancelled();
   }
   result.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -7,9 +7,11 @@
 // Thread safety: runMonteCarlo is reentrant. The optional outputs (event log, timeline) receive
 // replica 0's records only, from whichever thread runs it.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,15 @@ struct MonteCarloOptions {
   // replica 0's fraction done while it runs alone (seeds == 1).
   std::function<void(std::int64_t, std::int64_t)> replicaDone;
   std::function<void(double)> progress;
+  // When set and it becomes true (from any thread), no further replica starts, running ones
+  // stop at their next progress check, and runMonteCarlo throws SimulationCancelled.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+// runMonteCarlo was cancelled through MonteCarloOptions::cancel.
+class SimulationCancelled : public std::runtime_error {
+ public:
+  SimulationCancelled() : std::runtime_error("simulation cancelled") {}
 };
 
 // Mean and half-width of the 95 % confidence interval (1.96 s / sqrt(n), s the sample standard

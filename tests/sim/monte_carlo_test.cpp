@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sim/parallel.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch::sim {
@@ -84,6 +85,37 @@ TEST(MonteCarlo, AThrowingProgressCallbackStopsTheBatchAndReachesTheCaller) {
     }
     EXPECT_LT(calls.load(), 50) << "the batch went on after the callback threw";
   }
+}
+
+TEST(ParallelFor, EveryItemOnceAndTheLowestFailureWins) {
+  for (const int threads : {1, 2, 4}) {
+    std::vector<std::atomic<int>> runs(100);
+    std::int64_t lastDone = 0;
+    const int used = parallelFor(
+        100, threads, [&](std::int64_t i) { ++runs[static_cast<std::size_t>(i)]; },
+        [&](std::int64_t done, std::int64_t total) {
+          EXPECT_EQ(total, 100);
+          EXPECT_EQ(done, lastDone + 1);  // serialised, counted in order
+          lastDone = done;
+        });
+    EXPECT_EQ(used, threads);
+    EXPECT_EQ(lastDone, 100);
+    for (const auto& r : runs) {
+      EXPECT_EQ(r.load(), 1);
+    }
+    // Items 30 and 60 fail: whichever thread sees which first, item 30's error is the one.
+    try {
+      parallelFor(100, threads, [](std::int64_t i) {
+        if (i == 30 || i == 60) {
+          throw std::runtime_error("item " + std::to_string(i));
+        }
+      });
+      FAIL();
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "item 30");
+    }
+  }
+  EXPECT_EQ(parallelFor(0, 4, [](std::int64_t) { FAIL(); }), 0);
 }
 
 TEST(Summarize, MeanAndNormalConfidenceInterval) {
