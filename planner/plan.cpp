@@ -12,6 +12,7 @@
 
 #include "planner/analytic.hpp"
 #include "planner/batch_plan.hpp"
+#include "planner/text_format.hpp"
 #include "runtime/common/error.hpp"
 #include "sim/step_model.hpp"
 
@@ -78,51 +79,8 @@ std::optional<std::int64_t> nodeIndex(const sim::Scenario& s, const std::string&
   return std::stoll(digits);
 }
 
-std::string hoursText(double h) {
-  if (std::isinf(h)) {
-    return "never";
-  }
-  if (h >= 48.0) {
-    return fmt::format("{:.1f} days", h / 24.0);
-  }
-  if (h >= 1.0) {
-    return fmt::format("{:.1f} h", h);
-  }
-  return fmt::format("{:.0f} min", h * 60.0);
-}
-
-std::string minutesText(double m) {
-  if (std::isinf(m)) {
-    return "never";
-  }
-  if (m >= 120.0) {
-    return fmt::format("{:.1f} h", m / 60.0);
-  }
-  if (m >= 1.0) {
-    return fmt::format("{:.1f} min", m);
-  }
-  return fmt::format("{:.0f} s", m * 60.0);
-}
-
 std::string nodesText(std::int64_t n) {
   return fmt::format("{} node{}", n, n == 1 ? "" : "s");
-}
-
-// 1234567 -> "1,234,567"
-std::string grouped(double x) {
-  if (!std::isfinite(x)) {
-    return "-";
-  }
-  const auto v = static_cast<long long>(std::llround(x));
-  const std::string digits = std::to_string(v < 0 ? -v : v);
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) {
-      out += ',';
-    }
-    out += digits[i];
-  }
-  return v < 0 ? "-" + out : out;
 }
 
 std::string failureSummary(const sim::Scenario& s) {
@@ -841,7 +799,7 @@ Plan makePlan(const PlanInput& input, const PlanOptions& options) {
       ck.reason = fmt::format(
           "the simulated optimum ({}) beats Daly's interval ({}) by {:.2f} ± {:.2f} percentage "
           "points of ETTR on {} fresh paired replicas{}",
-          minutesText(opt), minutesText(dalyAt), 100.0 * ck.gainOverDaly.mean,
+          minutesText(opt, 0), minutesText(dalyAt, 0), 100.0 * ck.gainOverDaly.mean,
           100.0 * ck.gainOverDaly.ci95, seeds,
           sc.failures.model == sim::FailureModelKind::Exponential && !sc.spot
               ? std::string(" (the job's finite length and restarts are what Daly's formula "
@@ -858,7 +816,7 @@ Plan makePlan(const PlanInput& input, const PlanOptions& options) {
       ck.reason = fmt::format(
           "Daly's interval: on {} fresh paired replicas the simulated optimum ({}) gains {:+.3f} "
           "± {:.3f} percentage points over it, less than {:.1f} point or within the noise",
-          seeds, minutesText(opt), 100.0 * ck.gainOverDaly.mean, 100.0 * ck.gainOverDaly.ci95,
+          seeds, minutesText(opt, 0), 100.0 * ck.gainOverDaly.mean, 100.0 * ck.gainOverDaly.ci95,
           100.0 * kMinGain);
     }
   }
@@ -923,7 +881,7 @@ Plan makePlan(const PlanInput& input, const PlanOptions& options) {
                       "{} GPUs ({}) train the {} samples fastest: {} at an "
                       "expected ETTR of {:.1f} %",
                       chosen.gpus, nodesText(chosen.nodes), grouped(static_cast<double>(*samples)),
-                      hoursText(rec.timeToTrainHours.value_or(inf())), 100.0 * rec.ettr)
+                      hoursText(rec.timeToTrainHours.value_or(inf()), "days"), 100.0 * rec.ettr)
                 : fmt::format(
                       "{} GPUs ({}) give the highest goodput: {:.1f} samples/s "
                       "at an expected ETTR of {:.1f} %",
@@ -956,8 +914,8 @@ Plan makePlan(const PlanInput& input, const PlanOptions& options) {
         "costs a {:.0f} s restart plus the work since the last checkpoint; saving every {} "
         "({} steps; {}) balances the {:.0f} s save against that loss, leaving an ETTR of "
         "{:.1f} % ({})",
-        hoursText(chosen.jobMtbfHours), plan.failureSummary, restartSeconds,
-        minutesText(rec.intervalMinutes), rec.intervalSteps,
+        hoursText(chosen.jobMtbfHours, "days"), plan.failureSummary, restartSeconds,
+        minutesText(rec.intervalMinutes, 0), rec.intervalSteps,
         ck.recommendedSource == "simulated" ? "the simulated optimum" : "Daly's optimum",
         saveSeconds, 100.0 * rec.ettr, ettrSource);
   } else {

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "planner/text_format.hpp"
 #include "sim/cluster.hpp"
 
 namespace stretch::planner {
@@ -36,49 +37,6 @@ json optionalSummary(const std::optional<sim::MetricSummary>& m) {
 
 std::string pct(double x, int digits = 1) {
   return std::isfinite(x) ? fmt::format("{:.{}f} %", 100.0 * x, digits) : "-";
-}
-
-std::string hoursText(double h) {
-  if (!std::isfinite(h)) {
-    return "never";
-  }
-  if (h >= 48.0) {
-    return fmt::format("{:.1f} d", h / 24.0);
-  }
-  if (h >= 1.0) {
-    return fmt::format("{:.1f} h", h);
-  }
-  return fmt::format("{:.0f} min", h * 60.0);
-}
-
-std::string minutesText(double m) {
-  if (!std::isfinite(m)) {
-    return "never";
-  }
-  if (m >= 120.0) {
-    return fmt::format("{:.1f} h", m / 60.0);
-  }
-  if (m >= 1.0) {
-    return fmt::format("{:.1f} min", m);
-  }
-  return fmt::format("{:.1f} s", m * 60.0);
-}
-
-// 1234567 -> "1,234,567"
-std::string grouped(double x) {
-  if (!std::isfinite(x)) {
-    return "-";
-  }
-  const auto v = static_cast<long long>(std::llround(x));
-  std::string digits = std::to_string(v < 0 ? -v : v);
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) {
-      out += ',';
-    }
-    out += digits[i];
-  }
-  return v < 0 ? "-" + out : out;
 }
 
 std::string compact(double x) {
@@ -363,19 +321,20 @@ Table intervalTable(const Plan& p) {
     }
     return std::string("-");
   };
-  t.rows.push_back({"Young", "sqrt(2 C M)", minutesText(c.youngMinutes), analytic(c.youngMinutes),
-                    simAt(std::max(c.youngMinutes, stepMin))});
-  t.rows.push_back({"Daly", "higher-order, Daly 2006", minutesText(c.dalyMinutes), pct(c.dalyEttr),
-                    simAt(std::max(c.dalyMinutes, stepMin))});
-  t.rows.push_back({"Daly exact", "max of Daly's ETTR", minutesText(c.exactDalyMinutes), "-", "-"});
+  t.rows.push_back({"Young", "sqrt(2 C M)", minutesText(c.youngMinutes, 1),
+                    analytic(c.youngMinutes), simAt(std::max(c.youngMinutes, stepMin))});
+  t.rows.push_back({"Daly", "higher-order, Daly 2006", minutesText(c.dalyMinutes, 1),
+                    pct(c.dalyEttr), simAt(std::max(c.dalyMinutes, stepMin))});
+  t.rows.push_back(
+      {"Daly exact", "max of Daly's ETTR", minutesText(c.exactDalyMinutes, 1), "-", "-"});
   if (c.configuredMinutes) {
-    t.rows.push_back({"configured", "the job's cadence", minutesText(*c.configuredMinutes),
+    t.rows.push_back({"configured", "the job's cadence", minutesText(*c.configuredMinutes, 1),
                       analytic(*c.configuredMinutes),
                       simAt(std::max(*c.configuredMinutes, stepMin))});
   }
   if (c.simulated) {
     t.rows.push_back({"simulated optimum", fmt::format("Monte Carlo, {} replicas", c.seeds),
-                      minutesText(c.simulatedOptimumMinutes), "-",
+                      minutesText(c.simulatedOptimumMinutes, 1), "-",
                       ettrText(c.simulatedOptimumEttr, true)});
   }
   return t;
@@ -387,8 +346,9 @@ Table curveTable(const Plan& p) {
           {true, true, true, true, false},
           {}};
   for (const IntervalPoint& pt : c.curve) {
-    t.rows.push_back({minutesText(pt.minutes), grouped(pt.effectiveMinutes * 60.0 / c.stepSeconds),
-                      pct(pt.analyticEttr, 2), ettrText(pt.ettr, true), pt.label});
+    t.rows.push_back({minutesText(pt.minutes, 1),
+                      grouped(pt.effectiveMinutes * 60.0 / c.stepSeconds), pct(pt.analyticEttr, 2),
+                      ettrText(pt.ettr, true), pt.label});
   }
   return t;
 }
@@ -416,10 +376,12 @@ Table scaleTable(const Plan& p, bool shownOnly) {
         fmt::format("{} x {}", r.microBatch, r.gradientAccumulation),
         fmt::format("{:.3g} s", r.stepSeconds),
         compact(r.samplesPerSecond),
-        hoursText(r.jobMtbfHours),
-        minutesText(r.intervalMinutes),
+        hoursText(r.jobMtbfHours, "d"),
+        minutesText(r.intervalMinutes, 1),
         ettrText(r.ettr, r.simulated),
-        r.timeToTrainHours ? withCi(*r.timeToTrainHours, r.simulated, hoursText) : "-",
+        r.timeToTrainHours
+            ? withCi(*r.timeToTrainHours, r.simulated, [](double h) { return hoursText(h, "d"); })
+            : "-",
         r.gpuHours ? withCi(*r.gpuHours, r.simulated, compact) : "-"};
     if (price) {
       row.push_back(r.cost ? withCi(*r.cost, r.simulated, compact) : "-");
@@ -464,7 +426,7 @@ std::string recommendationLine(const Plan& p) {
       "{} GPUs ({} node{}), micro batch {} x {} accumulation = global batch {}, checkpoint every "
       "{}{}",
       r.gpus, r.nodes, r.nodes == 1 ? "" : "s", r.microBatch, r.gradientAccumulation, r.batch,
-      minutesText(r.intervalMinutes),
+      minutesText(r.intervalMinutes, 1),
       r.intervalSteps > 0 ? fmt::format(" ({} steps)", r.intervalSteps) : "");
 }
 
@@ -472,12 +434,12 @@ std::string checkpointHeader(const Plan& p) {
   const CheckpointSection& c = p.checkpoint;
   return fmt::format(
       "at {} GPUs: job MTBF M = {}, save C = {:g} s, restart R = {:g} s, step {:.3g} s", c.gpus,
-      hoursText(c.jobMtbfHours), c.saveSeconds, c.restartSeconds, c.stepSeconds);
+      hoursText(c.jobMtbfHours, "d"), c.saveSeconds, c.restartSeconds, c.stepSeconds);
 }
 
 std::string recommendedIntervalText(const Plan& p) {
   const CheckpointSection& c = p.checkpoint;
-  std::string out = fmt::format("recommended: {}", minutesText(c.recommendedMinutes));
+  std::string out = fmt::format("recommended: {}", minutesText(c.recommendedMinutes, 1));
   if (c.recommendedSteps > 0) {
     out += fmt::format(" ({} steps)", c.recommendedSteps);
   }
@@ -1063,7 +1025,7 @@ std::string ettrChart(const Plan& p) {
         "%</title></circle></g>",
         pt.label, px, y.map(std::clamp(pt.ettr.mean - pt.ettr.ci95, y.lo, y.hi)), px,
         y.map(std::clamp(pt.ettr.mean + pt.ettr.ci95, y.lo, y.hi)), px,
-        y.map(std::clamp(pt.ettr.mean, y.lo, y.hi)), escapeHtml(minutesText(pt.minutes)),
+        y.map(std::clamp(pt.ettr.mean, y.lo, y.hi)), escapeHtml(minutesText(pt.minutes, 1)),
         100 * pt.ettr.mean, 100 * pt.ettr.ci95);
   }
   out += markLine(x, std::max(c.youngMinutes, stepMin), "mark-young", "Young", 0);
@@ -1136,7 +1098,7 @@ std::string timeChart(const Plan& p) {
         "{}</title></circle>",
         rec ? " recommended" : "", x.map(static_cast<double>(r.gpus)), y.map(value(r)),
         rec ? 6 : 3.5, r.gpus,
-        time ? hoursText(value(r)) : fmt::format("{:.1f} samples/s", value(r)));
+        time ? hoursText(value(r), "d") : fmt::format("{:.1f} samples/s", value(r)));
   }
   out += "</svg>\n";
   return out;
