@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/error.hpp"
+#include "sim/json_input.hpp"
 
 namespace stretch::sim {
 
@@ -23,10 +24,7 @@ using Json = nlohmann::json;
 constexpr std::size_t kMaxWrittenValue = 80;
 
 std::string written(const Json& value) {
-  std::string text = value.dump();
-  if (text.size() > kMaxWrittenValue)
-    text = text.substr(0, kMaxWrittenValue - 3) + "...";
-  return text;
+  return showJson(value, kMaxWrittenValue);
 }
 
 // Where the object being read comes from: a scenario's "cluster" object or a preset file.

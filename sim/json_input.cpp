@@ -9,10 +9,10 @@
 
 namespace stretch::sim {
 
-std::string showJson(const nlohmann::json& value) {
+std::string showJson(const nlohmann::json& value, std::size_t maxChars) {
   std::string text = value.dump();
-  if (text.size() > 60) {
-    text = text.substr(0, 57) + "...";
+  if (text.size() > maxChars) {
+    text = text.substr(0, maxChars - 3) + "...";
   }
   return text;
 }

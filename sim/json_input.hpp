@@ -3,6 +3,7 @@
 // files): errors that name the JSON path, the offending value (shortened) and what was expected,
 // and reading a whole file.
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 
@@ -10,8 +11,8 @@
 
 namespace stretch::sim {
 
-// The value as compact JSON, cut to 60 characters ("...") for messages.
-std::string showJson(const nlohmann::json& value);
+// The value as compact JSON, cut to maxChars characters ("...") for messages.
+std::string showJson(const nlohmann::json& value, std::size_t maxChars = 60);
 
 // Throws ConfigError "<path> = <value>: expected <expected>".
 [[noreturn]] void badValue(const std::string& path, const nlohmann::json& value,
