@@ -58,6 +58,18 @@ void tooltipOnHover(QXYSeries* series, std::function<QString(qsizetype)> text) {
                    });
 }
 
+// Points of the chart's XY series named `name`; -1 when it has none by that name.
+int xyPointCount(QChart* chart, const QString& name) {
+  for (QAbstractSeries* s : chart->series()) {
+    if (s->name() == name) {
+      if (auto* xy = qobject_cast<QXYSeries*>(s)) {
+        return static_cast<int>(xy->count());
+      }
+    }
+  }
+  return -1;
+}
+
 QImage renderView(QChartView* view, const QSize& size) {
   QImage image(size, QImage::Format_ARGB32_Premultiplied);
   image.fill(Qt::white);
@@ -189,12 +201,7 @@ void TimelineChart::setData(const TimelineData& timeline) {
 }
 
 int TimelineChart::pointCount(const QString& series) const {
-  for (QAbstractSeries* s : impl_->chart->series()) {
-    if (s->name() == series) {
-      return static_cast<int>(static_cast<QXYSeries*>(s)->count());
-    }
-  }
-  return -1;
+  return xyPointCount(impl_->chart, series);
 }
 
 QImage TimelineChart::render(const QSize& size) const {
@@ -310,12 +317,7 @@ void ScaleChart::setRows(const std::vector<planner::ScaleRow>& rows) {
 }
 
 int ScaleChart::pointCount(const QString& series) const {
-  for (QAbstractSeries* s : impl_->chart->series()) {
-    if (s->name() == series) {
-      return static_cast<int>(static_cast<QXYSeries*>(s)->count());
-    }
-  }
-  return -1;
+  return xyPointCount(impl_->chart, series);
 }
 
 QImage ScaleChart::render(const QSize& size) const {
@@ -488,14 +490,7 @@ void EttrChart::setSection(const planner::CheckpointSection& section) {
 }
 
 int EttrChart::pointCount(const QString& series) const {
-  for (QAbstractSeries* s : impl_->chart->series()) {
-    if (s->name() == series) {
-      if (auto* xy = qobject_cast<QXYSeries*>(s)) {
-        return static_cast<int>(xy->count());
-      }
-    }
-  }
-  return -1;
+  return xyPointCount(impl_->chart, series);
 }
 
 QImage EttrChart::render(const QSize& size) const {
