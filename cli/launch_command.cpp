@@ -356,7 +356,7 @@ int runMultiNode(const LaunchOptions& o, const launcher::ActiveResources& active
   for (const auto& h : hosts)
     options.launchHosts.push_back(h.id);
   options.stopSignal = &gStopSignal;
-  options.abandoned = [&]() -> std::string {
+  options.pollLaunchers = [&]() -> std::string {
     reap(processes);
     // A process that runs one node's agent (local, netns, ssh) ended: that node is gone now,
     // no need to wait for its keep-alive to time out.

@@ -294,10 +294,8 @@ AgentResult runJobController(const JobControllerOptions& options) {
   loop.eventLog = options.eventLog;
   loop.checkpointDir = options.checkpointDir;
   loop.monitorInterval = options.monitorInterval;
-  loop.stopSignal = options.stopSignal;
   loop.clock = options.clock;
   std::string abandonedWhy;
-  std::atomic<int> abandonSignal{0};
   // The agent loop stops on a signal; an abandoned job stops it the same way, with SIGTERM's
   // number, and the result is rewritten below.
   std::atomic<int> combined{0};
@@ -306,12 +304,10 @@ AgentResult runJobController(const JobControllerOptions& options) {
   loop.nodeEvents = [&](Time now) -> std::vector<Event> {
     if (options.stopSignal != nullptr && options.stopSignal->load() != 0)
       combined.store(options.stopSignal->load());
-    if (options.abandoned && abandonedWhy.empty()) {
-      abandonedWhy = options.abandoned();
-      if (!abandonedWhy.empty()) {
-        abandonSignal.store(1);
+    if (options.pollLaunchers && abandonedWhy.empty()) {
+      abandonedWhy = options.pollLaunchers();
+      if (!abandonedWhy.empty())
         combined.store(SIGTERM);
-      }
     }
     // Exits first, then departures (job_protocol.hpp, "Order"); keep-alives, a store round trip
     // per node, every 50 ms (plenty next to second-scale timeouts).
@@ -324,7 +320,7 @@ AgentResult runJobController(const JobControllerOptions& options) {
     return events;
   };
   AgentResult result = runAgentLoop(loop, workers);
-  if (abandonSignal.load() != 0) {
+  if (!abandonedWhy.empty()) {
     result.exitCode = 1;
     result.message = abandonedWhy;
   }

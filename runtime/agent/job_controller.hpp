@@ -49,9 +49,11 @@ struct JobControllerOptions {
   std::vector<std::string> launchHosts;
   Duration registrationWindow = std::chrono::seconds(30);
   const std::atomic<int>* stopSignal = nullptr;
-  // Called every poll; a non-empty message ends the job with exit code 1 (the launcher uses it
-  // when every process it started to bring up node agents is gone and no agent registered).
-  std::function<std::string()> abandoned;
+  // Called every poll. The launcher reaps the processes it started to bring up node agents
+  // here, recording the departure of a node whose agent process ended; it returns a non-empty
+  // message, which ends the job with exit code 1, when all of them are gone and no agent ever
+  // registered.
+  std::function<std::string()> pollLaunchers;
   Clock clock = systemClock();
 };
 
