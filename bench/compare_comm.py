@@ -5,7 +5,7 @@ Runs the same sweep with both in the same run, ranks as processes on 127.0.0.1:
   (a) BUILD/bin/stretch bench comm --backend gloo --ranks R --op OPS --min-bytes B --max-bytes E --json
   (b) bench/comm_peer/torch_comm_bench.py with the same flags (Debian python3-torch, gloo process group)
 Both print JSON arrays of {"op", "ranks", "bytes", "time_us", "algbw_gbps", "busbw_gbps", "wrong"} rows with the same
-method (bench/comm/comm_bench.hpp). With --repeat K the two alternate K times (ours first on odd rounds, torch first on
+method (tools/comm_bench.hpp). With --repeat K the two alternate K times (ours first on odd rounds, torch first on
 even ones) and each row keeps its fastest time, which damps the noise of a shared machine.
 
 Targets, for every row: bytes >= 64 KiB: our busbw >= 1.0 x torch's; bytes < 64 KiB: our time <= 1.1 x torch's.

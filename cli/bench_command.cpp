@@ -1,7 +1,7 @@
 // `stretch bench comm`: an nccl-tests-style communication benchmark. Each rank is a process of
 // this executable, re-executed with a hidden --worker flag and the launcher's variables (RANK,
 // WORLD_SIZE, MASTER_ADDR, MASTER_PORT, STRETCH_STORE_TOKEN); rank 0 sends its rows back as JSON
-// lines on stdout. The method is in bench/comm/comm_bench.hpp.
+// lines on stdout. The method is in tools/comm_bench.hpp.
 
 #include <algorithm>
 #include <chrono>
@@ -18,8 +18,6 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "bench/comm/comm_bench.hpp"
-#include "bench/comm/rank_launcher.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "runtime/comm/backend_registry.hpp"
@@ -27,12 +25,20 @@
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/in_process_backend.hpp"
 #include "runtime/comm/init_distributed.hpp"
+#include "tools/comm_bench.hpp"
+#include "tools/rank_launcher.hpp"
+#ifdef STRETCH_HAVE_SIM
+#include "sim/cluster.hpp"
+#include "sim/scenario.hpp"
+#include "tools/sim_comm_bench.hpp"
+#endif
 
 namespace stretch::cli {
 
 namespace {
 
-namespace bc = stretch::bench::comm;
+namespace bc = stretch::tools;
+namespace fs = std::filesystem;
 using stretch::comm::DataType;
 using stretch::comm::OpType;
 
@@ -41,6 +47,7 @@ constexpr int kExitFailed = 1;  // a rank failed, the run timed out or results w
 constexpr int kMaxRanks = 256;
 constexpr std::uint64_t kMaxBytes = 16ull << 30;
 constexpr const char* kInProcess = "in_process";
+constexpr const char* kSim = "sim";
 
 struct CommOptions {
   std::string backend = "gloo";
@@ -52,6 +59,9 @@ struct CommOptions {
   std::string warmup;  // "" = per-size default
   std::string iters;
   std::string timeout = "3600";
+  std::string cluster = "dgx-h100";  // --backend sim: the cluster preset
+  std::string presets;               // --backend sim: preset folder ("" = the default)
+  std::string nodes;                 // --backend sim: the cluster's node count ("" = preset's)
   bool json = false;
   bool verbose = false;
   bool worker = false;
@@ -60,6 +70,9 @@ struct CommOptions {
 // Validated options.
 struct CommPlan {
   std::string backend;
+#ifdef STRETCH_HAVE_SIM
+  sim::ClusterSpec cluster;  // --backend sim
+#endif
   std::vector<int> ranks;
   bc::SweepOptions sweep;
   double timeoutSeconds = 3600;
@@ -107,6 +120,9 @@ int parseCount(const std::string& flag, const std::string& text, int min) {
 // The registered backends for CPU buffers (the benchmark's buffers live in host memory).
 std::vector<std::string> cpuBackends() {
   std::vector<std::string> names = {kInProcess};
+#ifdef STRETCH_HAVE_SIM
+  names.push_back(kSim);
+#endif
   for (const auto& info : stretch::comm::registeredBackends()) {
     if (info.device == stretch::comm::DeviceType::Cpu)
       names.push_back(info.name);
@@ -130,6 +146,25 @@ CommPlan validate(const CommOptions& o) {
           fmt::format("a comma-separated list of rank counts from 1 to {}, e.g. 2,4", kMaxRanks));
     plan.ranks.push_back(static_cast<int>(*n));
   }
+#ifdef STRETCH_HAVE_SIM
+  if (plan.backend == kSim) {
+    const auto dir = o.presets.empty() ? sim::defaultPresetDir({}) : fs::path(o.presets);
+    try {
+      plan.cluster = sim::loadClusterPreset(o.cluster, dir);
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("--cluster: {}", e.what()));
+    }
+    if (!o.nodes.empty())
+      plan.cluster.nodes = parseCount("--nodes", o.nodes, 1);
+    for (const int n : plan.ranks) {
+      if (n > plan.cluster.gpus())
+        badFlag(
+            "--ranks", o.ranks,
+            fmt::format("at most the {} GPUs of cluster {} ({} nodes x {})", plan.cluster.gpus(),
+                        o.cluster, plan.cluster.nodes, plan.cluster.gpusPerNode));
+    }
+  }
+#endif
 
   plan.sweep.ops.clear();
   for (const std::string& item : splitList(o.ops)) {
@@ -240,8 +275,10 @@ class RowPrinter {
 
  private:
   void header(const bc::BenchRow& row) {
-    const std::string where =
-        plan_.backend == kInProcess ? "threads of one process" : "processes on 127.0.0.1";
+    const std::string where = plan_.backend == kInProcess ? "threads of one process"
+                              : plan_.backend == kSim
+                                  ? "simulated: the cost model of cluster " + simCluster()
+                                  : "processes on 127.0.0.1";
     std::cout << fmt::format("# {}, {} ranks ({}), backend {}, {}\n",
                              stretch::comm::toString(row.op), row.ranks, where, plan_.backend,
                              stretch::comm::toString(plan_.sweep.dtype));
@@ -250,6 +287,15 @@ class RowPrinter {
                              "#wrong");
     std::cout << fmt::format("#{:>11}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7} {:>7} {:>7}\n", "(B)",
                              "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)");
+  }
+
+  std::string simCluster() const {
+#ifdef STRETCH_HAVE_SIM
+    return fmt::format("{}, {} nodes x {} GPUs", plan_.cluster.name, plan_.cluster.nodes,
+                       plan_.cluster.gpusPerNode);
+#else
+    return "?";
+#endif
   }
 
   void footer() {
@@ -340,27 +386,13 @@ void runThreads(const CommPlan& plan, int ranks, std::chrono::steady_clock::time
   const auto left = std::chrono::duration_cast<stretch::comm::Duration>(
       deadline - std::chrono::steady_clock::now());
   stretch::comm::InProcessWorld world(ranks, std::max(left, stretch::comm::Duration(1000)));
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto backend = world.backend(r);
-        bc::runSweep(*backend, plan.sweep, [&](const bc::BenchRow& row) {
-          if (r == 0)
-            printer.add(row);
-        });
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
-      }
+  bc::runRankThreads(ranks, [&](int r) {
+    auto backend = world.backend(r);
+    bc::runSweep(*backend, plan.sweep, [&](const bc::BenchRow& row) {
+      if (r == 0)
+        printer.add(row);
     });
-  }
-  for (auto& t : threads)
-    t.join();
-  for (const auto& e : errors) {
-    if (e)
-      std::rethrow_exception(e);
-  }
+  });
 }
 
 int reportError(const Error& e, bool json) {
@@ -384,10 +416,17 @@ int runComm(const CommOptions& o) {
     for (const int ranks : plan.ranks) {
       std::cerr << fmt::format("stretch {}: {} ranks, backend {} ({}), {} .. {} B, {}\n", kCommand,
                                ranks, plan.backend,
-                               plan.backend == kInProcess ? "threads" : "processes",
+                               plan.backend == kInProcess ? "threads"
+                               : plan.backend == kSim     ? "simulated"
+                                                          : "processes",
                                plan.sweep.minBytes, plan.sweep.maxBytes, o.ops);
       if (plan.backend == kInProcess)
         runThreads(plan, ranks, deadline, printer);
+#ifdef STRETCH_HAVE_SIM
+      else if (plan.backend == kSim)
+        bc::runSimulatedSweep(plan.cluster, ranks, plan.sweep,
+                              [&](const bc::BenchRow& row) { printer.add(row); });
+#endif
       else
         runProcesses(plan, o, ranks, deadline, printer);
     }
@@ -409,7 +448,6 @@ int runComm(const CommOptions& o) {
 // One rank of a process run: joins the group from the launcher's variables, runs the sweep and,
 // on rank 0, prints each row as a JSON line.
 int runWorker(const CommOptions& o) {
-  bc::bindToParent();
   registerBackends();
   int rank = -1;
   try {
@@ -458,12 +496,23 @@ Command addBenchCommand(CLI::App& app) {
       "comm",
       "Measure collectives over a sweep of sizes, nccl-tests style: for each rank count, "
       "operation and power-of-two size, the average time per operation (maximum over the "
-      "ranks), algbw, busbw and #wrong. Ranks are processes on 127.0.0.1. Table on stdout, "
+      "ranks), algbw, busbw and #wrong. Ranks are processes on 127.0.0.1 (threads with --backend "
+      "in_process or sim). Table on stdout, "
       "progress on stderr; exit 1 when a rank fails or a result is wrong, 2 on bad flags.");
   comm->add_option("--backend", opts->backend,
                    "Communication backend (gloo; in_process runs the ranks as threads of this "
-                   "process)")
+                   "process; sim prints what the simulator's cost model predicts for --cluster, "
+                   "timed on simulated clocks)")
       ->capture_default_str();
+  comm->add_option("--cluster", opts->cluster,
+                   "--backend sim: the cluster preset (fixtures/clusters: dgx-h100, dgx-a100, "
+                   "cloud-a10g-4x, cpu-loopback); ranks fill its nodes in order")
+      ->capture_default_str();
+  comm->add_option("--nodes", opts->nodes,
+                   "--backend sim: the cluster's node count (default: the preset's)");
+  comm->add_option("--presets", opts->presets,
+                   "--backend sim: cluster preset folder (default: $STRETCH_CLUSTER_PRESETS or "
+                   "the source tree's fixtures/clusters)");
   comm->add_option("--ranks", opts->ranks, "Comma-separated rank counts, e.g. 2,4")
       ->capture_default_str();
   comm->add_option("--op", opts->ops,

@@ -21,13 +21,13 @@
 #include "runtime/comm/builtin/builtin_backends.hpp"
 
 #if defined(STRETCH_HAVE_GLOO)
-#include <gloo/config.h>
+#include "runtime/comm/gloo/gloo_backend.hpp"
 #endif
 #if defined(STRETCH_HAVE_NCCL)
 #include "runtime/comm/nccl/nccl_backend.hpp"
 #endif
 #if defined(STRETCH_HAVE_REDIS)
-#include <hiredis/hiredis.h>
+#include "runtime/comm/redis/redis_store.hpp"
 #endif
 
 namespace stretch::cli {
@@ -80,13 +80,13 @@ Json libraryVersions() {
   libs["CLI11"] = CLI11_VERSION;
 #endif
 #if defined(STRETCH_HAVE_GLOO)
-  libs["gloo"] = version3(GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
+  libs["gloo"] = comm::gloo::glooVersion();
 #endif
 #if defined(STRETCH_HAVE_NCCL)
   libs["nccl"] = comm::nccl::ncclVersion();
 #endif
 #if defined(STRETCH_HAVE_REDIS)
-  libs["hiredis"] = version3(HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
+  libs["hiredis"] = comm::redis::hiredisVersion();
 #endif
   if (const accel::CudaStatus cuda = accel::cudaStatus(); cuda.built) {
     libs["cuda_runtime"] = cuda.runtimeVersion;
@@ -100,8 +100,7 @@ Json communicationBackends() {
   comm::registerBuiltinBackends();
   Json backends;
 #if defined(STRETCH_HAVE_GLOO)
-  backends["gloo"] =
-      integration(true, version3(GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH), "");
+  backends["gloo"] = integration(true, comm::gloo::glooVersion(), "");
 #else
   backends["gloo"] = integration(
       false, "", notBuiltReason("STRETCH_WITH_GLOO", STRETCH_GLOO_OPTION, "install libgloo-dev"));
@@ -115,7 +114,7 @@ Json communicationBackends() {
                                                 "needs nccl.h, libnccl and the CUDA toolkit"));
 #endif
 #if defined(STRETCH_HAVE_REDIS)
-  backends["redis"] = integration(true, version3(HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH), "");
+  backends["redis"] = integration(true, comm::redis::hiredisVersion(), "");
   backends["redis"]["kind"] = "store (hiredis)";
 #else
   backends["redis"] = integration(

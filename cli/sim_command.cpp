@@ -25,12 +25,12 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/progress_bar.hpp"
-#include "cli/sim_calibrate.hpp"
 #include "runtime/agent/event_log.hpp"
 #include "sim/allocator.hpp"
 #include "sim/monte_carlo.hpp"
 #include "sim/scenario.hpp"
 #include "sim/timeline.hpp"
+#include "tools/sim_calibrate.hpp"
 
 namespace stretch::cli {
 
@@ -125,7 +125,7 @@ void printHuman(const sim::Scenario& s, const sim::MonteCarloResult& r, const Si
 
 int runCalibrate(const SimOptions& o) {
   try {
-    const nlohmann::json result = runCalibration({!o.quiet});
+    const nlohmann::json result = tools::runCalibration({!o.quiet});
     const auto& c = result["calibration"];
     if (!o.calibrationOut.empty())
       std::ofstream(o.calibrationOut) << result.dump(2) << "\n";

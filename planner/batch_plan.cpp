@@ -51,7 +51,7 @@ bool better(const Coverage& a, std::int64_t batchA, const Coverage& b, std::int6
 SizeOracle::SizeOracle(const config::DsConfig& config, std::int64_t modelParallelSize,
                        std::int64_t gpusPerNode, agent::NodeSelection selection,
                        std::int64_t maxGpus)
-    : rules_(std::make_unique<agent::WorldSizeRules>(config, modelParallelSize)),
+    : rules_(std::make_unique<elasticity::WorldSizeRules>(config, modelParallelSize)),
       gpusPerNode_(std::max<std::int64_t>(1, gpusPerNode)),
       wholeNodes_(selection == agent::NodeSelection::WholeNodes) {
   if (rules_->elastic()) {
@@ -143,7 +143,7 @@ BatchSection computeBatchSection(const PlanInput& input, const config::DsConfig&
     v.version = label;
     try {
       const SizeOracle oracle(c, sc.job.modelParallelSize, g, sc.agent.selection, maxGpus);
-      const agent::WorldSizeRules& rules = oracle.rules();
+      const elasticity::WorldSizeRules& rules = oracle.rules();
       v.finalBatch = rules.finalBatch().value_or(0);
       const std::vector<std::int64_t>& all =
           rules.elastic() ? rules.validGpuCounts() : oracle.sizes();

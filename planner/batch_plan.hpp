@@ -3,7 +3,7 @@
 // micro batch and gradient accumulation, coverage of the expected cluster sizes, and the search
 // for a nearby configuration that covers more (planner/plan.hpp describes the section).
 //
-// Not thread-safe per object (agent::WorldSizeRules caches); the functions are reentrant.
+// Not thread-safe per object (elasticity::WorldSizeRules caches); the functions are reentrant.
 
 #include <cstdint>
 #include <memory>
@@ -12,6 +12,7 @@
 
 #include "planner/plan.hpp"
 #include "runtime/agent/world_plan.hpp"
+#include "runtime/elasticity/world_size_rules.hpp"
 
 namespace stretch::planner {
 
@@ -20,11 +21,11 @@ namespace stretch::planner {
 // with A GPUs available" is one binary search.
 class SizeOracle {
  public:
-  // Throws what agent::WorldSizeRules throws for a config no solver accepts.
+  // Throws what elasticity::WorldSizeRules throws for a config no solver accepts.
   SizeOracle(const config::DsConfig& config, std::int64_t modelParallelSize,
              std::int64_t gpusPerNode, agent::NodeSelection selection, std::int64_t maxGpus);
 
-  const agent::WorldSizeRules& rules() const noexcept { return *rules_; }
+  const elasticity::WorldSizeRules& rules() const noexcept { return *rules_; }
   // Reachable valid sizes, ascending.
   const std::vector<std::int64_t>& sizes() const noexcept { return sizes_; }
   // The largest reachable valid size <= available (0 when none).
@@ -34,7 +35,7 @@ class SizeOracle {
   Coverage coverage(const std::vector<ExpectedSize>& expected) const noexcept;
 
  private:
-  std::unique_ptr<agent::WorldSizeRules> rules_;
+  std::unique_ptr<elasticity::WorldSizeRules> rules_;
   std::int64_t gpusPerNode_ = 1;
   bool wholeNodes_ = true;
   std::vector<std::int64_t> sizes_;

@@ -354,7 +354,7 @@ double jobMtbfHours(const sim::Scenario& s, std::int64_t nodes) {
 config::DsConfig plannedConfig(const PlanInput& input, std::int64_t gpus) {
   config::DsConfig c = effectiveConfig(input);
   if (!c.elasticity.enabled) {
-    const agent::WorldSizeRules rules(c, input.scenario.job.modelParallelSize);
+    const elasticity::WorldSizeRules rules(c, input.scenario.job.modelParallelSize);
     if (const auto triple = rules.batchFor(gpus)) {
       c.batch.trainBatchSize = triple->trainBatchSize;
       c.batch.microBatchPerGpu = triple->microBatchPerGpu;
@@ -365,348 +365,105 @@ config::DsConfig plannedConfig(const PlanInput& input, std::int64_t gpus) {
 }
 
 // ---- the plan ----------------------------------------------------------------------------
+//
+// One function per section, numbered as plan.hpp and the reports number them (the reports show
+// them in that order). makePlan calls them in the order their inputs allow: 1 (batch), 3 (scale:
+// which world size wins), 2 (the checkpoint interval at that size), 4 (recommendation), 5
+// (portability).
 
-Plan makePlan(const PlanInput& input, const PlanOptions& options) {
-  const auto wallStart = std::chrono::steady_clock::now();
-  Reporter reporter(options);
-  const sim::Scenario& sc = input.scenario;
-  const PlanSettings& settings = input.settings;
+namespace {
 
-  Plan plan;
-  plan.name = input.name;
-  plan.description = input.description;
-  plan.cluster = sc.cluster;
-  plan.settings = settings;
-  plan.failureSummary = failureSummary(sc);
-  plan.warnings = input.warnings;
-  int threads = options.threads > 0 ? options.threads : settings.threads;
+// What every section reads: the job, the caller's options and what is derived from them once.
+struct Planning {
+  const PlanInput& input;
+  const PlanOptions& options;
+  Reporter& reporter;
+  int threads = 1;
+  config::DsConfig config;             // effectiveConfig(input)
+  std::vector<ExpectedSize> expected;  // expectedSizes(input)
+  double saveSeconds = 0.0;            // C
+  double restartSeconds = 0.0;         // R = restart overhead + checkpoint load
+};
+
+int threadCount(const PlanInput& input, const PlanOptions& options) {
+  int threads = options.threads > 0 ? options.threads : input.settings.threads;
   if (threads <= 0) {
     threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
-  plan.threads = threads;
+  return threads;
+}
 
-  // ---- 1. batch -------------------------------------------------------------------------
-  reporter.report("batch", 0.0);
-  const config::DsConfig config = effectiveConfig(input);
-  const std::vector<ExpectedSize> expected = expectedSizes(input);
-  plan.batch = computeBatchSection(input, config, expected);
-  if (!plan.batch.versions.front().error.empty()) {
-    throw ConfigError(ErrorDetail{
-        "job.config.elasticity", fmt::format("version {}", plan.batch.version),
-        fmt::format("a section the solver can plan: {}", plan.batch.versions.front().error)});
+// The samples the time-to-train figures of a row with global batch `batch` are for.
+std::optional<std::int64_t> trainingSamples(const ScaleSection& scale, const sim::Scenario& sc,
+                                            std::int64_t batch) {
+  std::optional<std::int64_t> samples = scale.totalSamples;
+  if (!samples && sc.job.totalSteps) {
+    samples = *sc.job.totalSteps * batch;  // fixed batch keys: the batch varies by size
   }
-  reporter.checkCancel();
-  reporter.report("scale", 0.08);
+  return samples;
+}
 
-  // ---- 3. scale table, analytic ----------------------------------------------------------
+// The row that optimises the objective (among the simulated rows only, when asked).
+std::size_t bestRow(const ScaleSection& scale, Objective objective, bool simulatedOnly) {
+  std::size_t best = scale.rows.size();
+  double bestScore = -inf();
+  for (std::size_t i = 0; i < scale.rows.size(); ++i) {
+    const ScaleRow& r = scale.rows[i];
+    if (simulatedOnly && !r.simulated) {
+      continue;
+    }
+    const double s = score(objective, r.ettr.mean, r.goodput.mean, r.rentedGpus);
+    if (s > bestScore) {
+      bestScore = s;
+      best = i;
+    }
+  }
+  return best;
+}
+
+// Which world sizes the job reaches, up to the largest expected size (sections 3 and 5).
+SizeOracle sizeOracle(const Planning& p) {
+  const sim::Scenario& sc = p.input.scenario;
   std::int64_t maxExpected = 0;
-  for (const ExpectedSize& e : expected) {
+  for (const ExpectedSize& e : p.expected) {
     maxExpected = std::max(maxExpected, e.gpus);
   }
   const std::int64_t g = sc.cluster.gpusPerNode;
-  const SizeOracle oracle(config, sc.job.modelParallelSize, g, sc.agent.selection,
-                          std::max(maxExpected, g));
-  std::set<std::int64_t> candidates;
-  for (const ExpectedSize& e : expected) {
-    if (const std::int64_t w = oracle.running(e.gpus); w > 0) {
-      candidates.insert(w);
-    }
+  return SizeOracle(p.config, sc.job.modelParallelSize, g, sc.agent.selection,
+                    std::max(maxExpected, g));
+}
+
+// ---- 1. batch ----------------------------------------------------------------------------
+
+BatchSection batchSection(const Planning& p) {
+  BatchSection batch = computeBatchSection(p.input, p.config, p.expected);
+  if (!batch.versions.front().error.empty()) {
+    throw ConfigError(ErrorDetail{
+        "job.config.elasticity", fmt::format("version {}", batch.version),
+        fmt::format("a section the solver can plan: {}", batch.versions.front().error)});
   }
-  if (candidates.empty()) {
-    throw ConfigError(
-        ErrorDetail{"plan.world_sizes",
-                    fmt::format("{} expected size(s) from {} to {} GPUs", expected.size(),
-                                expected.front().gpus, expected.back().gpus),
-                    fmt::format("at least one size where the job has a valid world ({})",
-                                oracle.rules().describeValid())});
-  }
+  return batch;
+}
 
-  const double saveSeconds = sc.job.checkpoint.saveSeconds;
-  const double restartSeconds = sc.job.restartOverheadSeconds + sc.job.checkpoint.loadSeconds;
-  const bool anyFailures = sc.failures.model != sim::FailureModelKind::None || sc.spot;
-  ScaleSection& scale = plan.scale;
-  const std::int64_t mp = oracle.rules().modelParallelSize();
-  for (const std::int64_t w : candidates) {
-    const config::BatchTriple triple = *oracle.batchFor(w);
-    ScaleRow row;
-    row.gpus = w;
-    row.nodes = (w + g - 1) / g;
-    row.rentedGpus = row.nodes * g;
-    row.batch = triple.trainBatchSize;
-    row.microBatch = triple.microBatchPerGpu;
-    row.gradientAccumulation = triple.gradientAccumulation;
-    const sim::StepPlan step = sim::planStep(sc.job, sc.cluster, triple, w / mp, mp);
-    row.stepSeconds = sim::nanosToSeconds(step.stepNs);
-    row.exposedCommSeconds = sim::nanosToSeconds(step.exposedCommNs);
-    row.samplesPerSecond = static_cast<double>(triple.trainBatchSize) / row.stepSeconds;
-    row.jobMtbfHours = jobMtbfHours(sc, row.nodes);
-    const double stepMinutes = row.stepSeconds / 60.0;
-    std::optional<double> interval;
-    if (!std::isinf(row.jobMtbfHours)) {
-      interval = dalyInterval(saveSeconds / 60.0, row.jobMtbfHours * 60.0);
-    } else {
-      interval = configuredInterval(sc, row.stepSeconds);
-    }
-    if (interval) {
-      row.intervalMinutes = quantizedInterval(std::max(*interval, stepMinutes), stepMinutes);
-      row.ettr.mean = dalyEttr(row.intervalMinutes, saveSeconds / 60.0, restartSeconds / 60.0,
-                               row.jobMtbfHours * 60.0);
-    } else {
-      row.intervalMinutes = inf();  // never saves, never fails
-      row.ettr.mean = 1.0;
-    }
-    row.ettr.min = row.ettr.max = row.ettr.mean;
-    row.goodput.mean = row.samplesPerSecond * row.ettr.mean;
-    row.goodput.min = row.goodput.max = row.goodput.mean;
-    scale.rows.push_back(row);
-  }
-  if (sc.job.totalSamples) {
-    scale.totalSamples = *sc.job.totalSamples;
-  } else if (sc.job.totalSteps && plan.batch.elastic) {
-    scale.totalSamples = *sc.job.totalSteps * scale.rows.front().batch;
-  }
-  for (ScaleRow& row : scale.rows) {
-    std::optional<std::int64_t> samples = scale.totalSamples;
-    if (!samples && sc.job.totalSteps) {
-      samples = *sc.job.totalSteps * row.batch;  // fixed batch keys: the batch varies by size
-    }
-    fillWorkFigures(row, samples, settings.pricePerGpuHour);
-  }
+// ---- 2. checkpoint interval at the chosen size -------------------------------------------
 
-  auto bestRow = [&](bool simulatedOnly) {
-    std::size_t best = scale.rows.size();
-    double bestScore = -inf();
-    for (std::size_t i = 0; i < scale.rows.size(); ++i) {
-      const ScaleRow& r = scale.rows[i];
-      if (simulatedOnly && !r.simulated) {
-        continue;
-      }
-      const double s = score(settings.objective, r.ettr.mean, r.goodput.mean, r.rentedGpus);
-      if (s > bestScore) {
-        bestScore = s;
-        best = i;
-      }
-    }
-    return best;
-  };
-  std::size_t best = bestRow(false);
-  for (const std::size_t i : shownRows(scale.rows, best, settings.maxRows)) {
-    scale.rows[i].shown = true;
-  }
-  reporter.checkCancel();
-  reporter.report("scale", 0.12);
+// The Monte Carlo sweep of the ETTR over checkpoint intervals at one world size: a log-spaced
+// grid plus Young's, Daly's and the configured interval, then a refinement around the best grid
+// point, then a hold-out check of the optimum against Daly's and Young's intervals.
+class IntervalSweep {
+ public:
+  IntervalSweep(const Planning& p, const ScaleRow& chosen, CheckpointSection& ck)
+      : p_(p), chosen_(chosen), ck_(ck), stepMin_(chosen.stepSeconds / 60.0) {}
 
-  // ---- 3. scale table, Monte Carlo ---------------------------------------------------------
-  if (settings.seeds > 0 && anyFailures) {
-    scale.monteCarlo = true;
-    scale.seeds = settings.seeds;
-    std::vector<std::size_t> indices;
-    std::vector<sim::Scenario> scenarios;
-    std::vector<std::int64_t> factors;
-    for (std::size_t i = 0; i < scale.rows.size(); ++i) {
-      const ScaleRow& r = scale.rows[i];
-      if (!r.shown) {
-        continue;
-      }
-      const bool saves = !std::isinf(r.intervalMinutes);
-      ReducedScenario e = evaluationScenario(
-          sc, config, r.nodes, r.gpus, saves ? std::optional(r.intervalMinutes) : std::nullopt,
-          saves ? r.intervalMinutes : 0.0, r.jobMtbfHours, restartSeconds);
-      indices.push_back(i);
-      scenarios.push_back(std::move(e.scenario));
-      factors.push_back(e.factor);
-    }
-    ReplicaOptions ro;
-    ro.seeds = settings.seeds;
-    ro.threads = threads;
-    ro.cancel = options.cancel;
-    for (const std::size_t i : indices) {
-      const double interval = scale.rows[i].intervalMinutes;
-      ro.traceJitterHours.push_back(std::isinf(interval) ? 0.0 : interval / 120.0);
-    }
-    ro.onDone = [&](std::int64_t done, std::int64_t total) {
-      reporter.report("scale",
-                      0.12 + 0.43 * static_cast<double>(done) / static_cast<double>(total));
-    };
-    const auto results = runReplicas(scenarios, ro);
-    for (std::size_t k = 0; k < indices.size(); ++k) {
-      ScaleRow& row = scale.rows[indices[k]];
-      const auto& runs = results[k];
-      row.simulated = true;
-      row.reduction = factors[k];
-      row.ettr = summarizeMetric(runs, &ReplicaMetrics::ettr);
-      std::vector<double> goodput;
-      for (const ReplicaMetrics& m : runs) {
-        // A reduced run's step time is not the real cluster's: its ETTR carries over, its sample
-        // count does not.
-        goodput.push_back(row.reduction > 1 || m.simulatedHours <= 0.0
-                              ? row.samplesPerSecond * m.ettr
-                              : m.samples / (m.simulatedHours * 3600.0));
-      }
-      row.goodput = sim::summarize(goodput);
-      std::optional<std::int64_t> samples = scale.totalSamples;
-      if (!samples && sc.job.totalSteps) {
-        samples = *sc.job.totalSteps * row.batch;
-      }
-      fillWorkFigures(row, samples, settings.pricePerGpuHour);
-    }
-    best = bestRow(true);
-  }
-  reporter.checkCancel();
-  reporter.report("checkpoint", 0.55);
-
-  // ---- 2. checkpoint interval at the chosen size -----------------------------------------------
-  const ScaleRow& chosen = scale.rows[best];
-  CheckpointSection& ck = plan.checkpoint;
-  ck.gpus = chosen.gpus;
-  ck.failureModel = plan.failureSummary;
-  ck.failures = !std::isinf(chosen.jobMtbfHours);
-  ck.jobMtbfHours = chosen.jobMtbfHours;
-  ck.saveSeconds = saveSeconds;
-  ck.restartSeconds = restartSeconds;
-  ck.stepSeconds = chosen.stepSeconds;
-  ck.configuredMinutes = configuredInterval(sc, chosen.stepSeconds);
-  const double cMin = saveSeconds / 60.0;
-  const double rMin = restartSeconds / 60.0;
-  const double mMin = chosen.jobMtbfHours * 60.0;
-  const double stepMin = chosen.stepSeconds / 60.0;
-  ck.youngMinutes = youngInterval(cMin, mMin);
-  ck.dalyMinutes = dalyInterval(cMin, mMin);
-  ck.exactDalyMinutes = exactDalyOptimum(cMin, rMin, mMin);
-  ck.dalyEttr =
-      dalyEttr(quantizedInterval(std::max(ck.dalyMinutes, stepMin), stepMin), cMin, rMin, mMin);
-
-  double recommendedEttr = chosen.ettr.mean;
-  if (!ck.failures) {
-    ck.skipped = "the job never fails: checkpoints only cost time, no interval is optimal";
-    ck.recommendedSource = ck.configuredMinutes ? "configured" : "none";
-    ck.recommendedMinutes = ck.configuredMinutes.value_or(inf());
-    ck.reason = ck.configuredMinutes
-                    ? "no failure model: the configured interval is kept (saves guard against "
-                      "failures the model does not include)"
-                    : "no failure model and no configured interval: no checkpoints are needed";
-  } else {
-    // Sweep range: the plan's, else Daly's interval / 8 .. x 8, never below one step.
-    double lo = settings.intervalMinMinutes.value_or(std::max(ck.dalyMinutes / 8.0, stepMin));
-    double hi = settings.intervalMaxMinutes.value_or(std::max(ck.dalyMinutes * 8.0, lo * 2.0));
-    lo = std::max(lo, stepMin);
-    hi = std::max(hi, lo * 1.0001);
-
-    const double longest =
-        std::max({hi, ck.youngMinutes, ck.dalyMinutes, ck.configuredMinutes.value_or(0.0)});
-    auto scenarioAt = [&](double minutes) {
-      return evaluationScenario(sc, config, chosen.nodes, chosen.gpus, minutes, longest,
-                                chosen.jobMtbfHours, restartSeconds);
-    };
-    ck.reduction = scenarioAt(ck.dalyMinutes).factor;
-
-    // Replicas: asked for, else kDefaultSweepSeeds unless one pilot run shows the sweep would
-    // take longer than the budget (then as many as fit, at least kMinAutoSweepSeeds). A fixed
-    // default keeps the plan reproducible: the cut only happens for jobs whose replicas are slow.
-    std::int64_t seeds = settings.sweepSeeds > 0 ? settings.sweepSeeds : settings.seeds;
-    if (seeds <= 0) {
-      seeds = kDefaultSweepSeeds;
-      const ReducedScenario pilot = scenarioAt(std::max(ck.dalyMinutes, stepMin));
-      ReplicaOptions ro;
-      ro.seeds = 1;
-      ro.threads = 1;
-      ro.cancel = options.cancel;
-      double one = inf();  // the fastest of three pilot runs: the first also warms caches up
-      for (int i = 0; i < 3; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        runReplicas({pilot.scenario}, ro);
-        one = std::min(
-            one, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        if (one * static_cast<double>(seeds) > 10.0 * kSweepBudgetSeconds) {
-          break;  // clearly too slow: no need to confirm
-        }
-      }
-      one = std::max(one, 1e-7);
-      const double evaluations = kGridPoints + 3 + 2 * kRefineRounds + 3;
-      const double estimate = one * static_cast<double>(seeds) * evaluations / threads;
-      if (estimate > kSweepBudgetSeconds) {
-        seeds = std::clamp<std::int64_t>(
-            static_cast<std::int64_t>(kSweepBudgetSeconds * threads / (one * evaluations)),
-            kMinAutoSweepSeeds, kDefaultSweepSeeds);
-        plan.warnings.push_back(fmt::format(
-            "checkpoint sweep: {} replicas per interval instead of {}, since one replica of this "
-            "job takes {:.2g} s (--sweep-seeds N asks for more)",
-            seeds, kDefaultSweepSeeds, one));
-      }
-    }
-    ck.seeds = seeds;
-    ck.simulated = true;
-
-    std::map<double, IntervalPoint> points;  // by requested minutes
-    std::map<double, std::vector<ReplicaMetrics>> runsAt;
-    double runHoursTotal = 0.0;
-    std::int64_t runCount = 0;
-    const double totalEvaluations = kGridPoints + 3 + 2 * kRefineRounds + 3;
-    double evaluationsDone = 0.0;
-    // Runs `scenarios` for replicas [first, first + seeds), reporting progress.
-    auto runBatch = [&](const std::vector<sim::Scenario>& scenarios, std::int64_t first) {
-      ReplicaOptions ro;
-      ro.seeds = seeds;
-      ro.firstReplica = first;
-      ro.threads = threads;
-      ro.cancel = options.cancel;
-      ro.traceJitterHours.assign(scenarios.size(), std::max(ck.dalyMinutes, stepMin) / 120.0);
-      const double before = evaluationsDone;
-      const double size = static_cast<double>(scenarios.size());
-      ro.onDone = [&](std::int64_t done, std::int64_t total) {
-        const double progress =
-            (before + size * static_cast<double>(done) / static_cast<double>(total)) /
-            totalEvaluations;
-        reporter.report("checkpoint", 0.55 + 0.4 * std::min(1.0, progress));
-      };
-      auto results = runReplicas(scenarios, ro);
-      evaluationsDone += size;
-      return results;
-    };
-    // Intervals within 0.1 % of an evaluated one are that one (they save at the same steps, or
-    // nearly).
-    auto keyOf = [&](double x) {
-      const auto it = points.lower_bound(x * (1.0 - 1e-3));
-      return it != points.end() && it->first <= x * (1.0 + 1e-3) ? it->first : x;
-    };
-    auto evaluate = [&](const std::vector<std::pair<double, std::string>>& asks) {
-      std::vector<sim::Scenario> scenarios;
-      std::vector<std::pair<double, std::string>> todo;
-      for (const auto& [asked, label] : asks) {
-        const double minutes = keyOf(asked);
-        if (const auto it = points.find(minutes); it != points.end()) {
-          if (it->second.label == "grid" || it->second.label == "refine") {
-            it->second.label = label;
-          }
-          continue;
-        }
-        if (std::any_of(todo.begin(), todo.end(),
-                        [&](const auto& t) { return std::abs(t.first / minutes - 1.0) <= 1e-3; })) {
-          continue;
-        }
-        todo.emplace_back(minutes, label);
-        scenarios.push_back(scenarioAt(minutes).scenario);
-      }
-      if (scenarios.empty()) {
-        return;
-      }
-      const auto results = runBatch(scenarios, 0);
-      for (std::size_t i = 0; i < todo.size(); ++i) {
-        IntervalPoint p;
-        p.minutes = todo[i].first;
-        p.label = todo[i].second;
-        p.effectiveMinutes = quantizedInterval(p.minutes, stepMin);
-        p.analyticEttr = dalyEttr(p.effectiveMinutes, cMin, rMin, mMin);
-        p.ettr = summarizeMetric(results[i], &ReplicaMetrics::ettr);
-        for (const ReplicaMetrics& m : results[i]) {
-          runHoursTotal += m.simulatedHours;
-          ++runCount;
-        }
-        points[p.minutes] = p;
-        runsAt[p.minutes] = results[i];
-      }
-    };
-    auto meanAt = [&](double x) { return points.at(x).ettr.mean; };
+  // Fills the checkpoint section's simulated fields and the recommended interval (before
+  // quantisation).
+  void run(double lo, double hi, std::vector<std::string>& warnings) {
+    longest_ =
+        std::max({hi, ck_.youngMinutes, ck_.dalyMinutes, ck_.configuredMinutes.value_or(0.0)});
+    ck_.reduction = scenarioAt(ck_.dalyMinutes).factor;
+    seeds_ = replicasPerInterval(warnings);
+    ck_.seeds = seeds_;
+    ck_.simulated = true;
 
     std::vector<double> grid;
     std::vector<std::pair<double, std::string>> first;
@@ -715,20 +472,154 @@ Plan makePlan(const PlanInput& input, const PlanOptions& options) {
           std::exp(std::log(lo) + (std::log(hi) - std::log(lo)) * i / (kGridPoints - 1)));
       first.emplace_back(grid.back(), "grid");
     }
-    first.emplace_back(std::max(ck.dalyMinutes, stepMin), "daly");
-    first.emplace_back(std::max(ck.youngMinutes, stepMin), "young");
-    if (ck.configuredMinutes) {
-      first.emplace_back(std::max(*ck.configuredMinutes, stepMin), "configured");
+    first.emplace_back(std::max(ck_.dalyMinutes, stepMin_), "daly");
+    first.emplace_back(std::max(ck_.youngMinutes, stepMin_), "young");
+    if (ck_.configuredMinutes) {
+      first.emplace_back(std::max(*ck_.configuredMinutes, stepMin_), "configured");
     }
     evaluate(first);
-    const double youngAt = keyOf(std::max(ck.youngMinutes, stepMin));
-    const double dalyAt = keyOf(std::max(ck.dalyMinutes, stepMin));
+    const double youngAt = keyOf(std::max(ck_.youngMinutes, stepMin_));
+    const double dalyAt = keyOf(std::max(ck_.dalyMinutes, stepMin_));
     for (double& x : grid) {
       x = keyOf(x);
     }
+    refine(grid);
 
-    // Refinement: bisect, in log scale, the bracket of grid neighbours around the best grid point,
-    // keeping the best of (left half, centre, right half) each round.
+    for (const auto& [x, pt] : points_) {
+      ck_.curve.push_back(pt);
+    }
+    ck_.runHours = runCount_ > 0 ? runHoursTotal_ / static_cast<double>(runCount_) : 0.0;
+    double opt = points_.begin()->first;
+    for (const auto& [x, pt] : points_) {
+      if (pt.ettr.mean > points_.at(opt).ettr.mean) {
+        opt = x;
+      }
+    }
+    ck_.simulatedOptimumMinutes = opt;
+    ck_.simulatedOptimumEttr = points_.at(opt).ettr;
+    ck_.dalySimulatedEttr = points_.at(dalyAt).ettr;
+    ck_.youngSimulatedEttr = points_.at(youngAt).ettr;
+    choose(opt, dalyAt, youngAt);
+  }
+
+ private:
+  ReducedScenario scenarioAt(double minutes) const {
+    return evaluationScenario(p_.input.scenario, p_.config, chosen_.nodes, chosen_.gpus, minutes,
+                              longest_, chosen_.jobMtbfHours, p_.restartSeconds);
+  }
+
+  // Replicas: asked for, else kDefaultSweepSeeds unless one pilot run shows the sweep would
+  // take longer than the budget (then as many as fit, at least kMinAutoSweepSeeds). A fixed
+  // default keeps the plan reproducible: the cut only happens for jobs whose replicas are slow.
+  std::int64_t replicasPerInterval(std::vector<std::string>& warnings) const {
+    const PlanSettings& settings = p_.input.settings;
+    std::int64_t seeds = settings.sweepSeeds > 0 ? settings.sweepSeeds : settings.seeds;
+    if (seeds > 0) {
+      return seeds;
+    }
+    seeds = kDefaultSweepSeeds;
+    const ReducedScenario pilot = scenarioAt(std::max(ck_.dalyMinutes, stepMin_));
+    ReplicaOptions ro;
+    ro.seeds = 1;
+    ro.threads = 1;
+    ro.cancel = p_.options.cancel;
+    double one = inf();  // the fastest of three pilot runs: the first also warms caches up
+    for (int i = 0; i < 3; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      runReplicas({pilot.scenario}, ro);
+      one = std::min(one,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (one * static_cast<double>(seeds) > 10.0 * kSweepBudgetSeconds) {
+        break;  // clearly too slow: no need to confirm
+      }
+    }
+    one = std::max(one, 1e-7);
+    const double estimate = one * static_cast<double>(seeds) * kEvaluations / p_.threads;
+    if (estimate > kSweepBudgetSeconds) {
+      seeds = std::clamp<std::int64_t>(
+          static_cast<std::int64_t>(kSweepBudgetSeconds * p_.threads / (one * kEvaluations)),
+          kMinAutoSweepSeeds, kDefaultSweepSeeds);
+      warnings.push_back(fmt::format(
+          "checkpoint sweep: {} replicas per interval instead of {}, since one replica of this "
+          "job takes {:.2g} s (--sweep-seeds N asks for more)",
+          seeds, kDefaultSweepSeeds, one));
+    }
+    return seeds;
+  }
+
+  // Runs `scenarios` for replicas [first, first + seeds), reporting progress.
+  std::vector<std::vector<ReplicaMetrics>> runBatch(const std::vector<sim::Scenario>& scenarios,
+                                                    std::int64_t first) {
+    ReplicaOptions ro;
+    ro.seeds = seeds_;
+    ro.firstReplica = first;
+    ro.threads = p_.threads;
+    ro.cancel = p_.options.cancel;
+    ro.traceJitterHours.assign(scenarios.size(), std::max(ck_.dalyMinutes, stepMin_) / 120.0);
+    const double before = evaluationsDone_;
+    const double size = static_cast<double>(scenarios.size());
+    ro.onDone = [&](std::int64_t done, std::int64_t total) {
+      const double progress =
+          (before + size * static_cast<double>(done) / static_cast<double>(total)) / kEvaluations;
+      p_.reporter.report("checkpoint", 0.55 + 0.4 * std::min(1.0, progress));
+    };
+    auto results = runReplicas(scenarios, ro);
+    evaluationsDone_ += size;
+    return results;
+  }
+
+  // Intervals within 0.1 % of an evaluated one are that one (they save at the same steps, or
+  // nearly).
+  double keyOf(double x) const {
+    const auto it = points_.lower_bound(x * (1.0 - 1e-3));
+    return it != points_.end() && it->first <= x * (1.0 + 1e-3) ? it->first : x;
+  }
+
+  double meanAt(double x) const { return points_.at(x).ettr.mean; }
+
+  void evaluate(const std::vector<std::pair<double, std::string>>& asks) {
+    std::vector<sim::Scenario> scenarios;
+    std::vector<std::pair<double, std::string>> todo;
+    for (const auto& [asked, label] : asks) {
+      const double minutes = keyOf(asked);
+      if (const auto it = points_.find(minutes); it != points_.end()) {
+        if (it->second.label == "grid" || it->second.label == "refine") {
+          it->second.label = label;
+        }
+        continue;
+      }
+      if (std::any_of(todo.begin(), todo.end(),
+                      [&](const auto& t) { return std::abs(t.first / minutes - 1.0) <= 1e-3; })) {
+        continue;
+      }
+      todo.emplace_back(minutes, label);
+      scenarios.push_back(scenarioAt(minutes).scenario);
+    }
+    if (scenarios.empty()) {
+      return;
+    }
+    const double cMin = p_.saveSeconds / 60.0;
+    const double rMin = p_.restartSeconds / 60.0;
+    const double mMin = chosen_.jobMtbfHours * 60.0;
+    const auto results = runBatch(scenarios, 0);
+    for (std::size_t i = 0; i < todo.size(); ++i) {
+      IntervalPoint pt;
+      pt.minutes = todo[i].first;
+      pt.label = todo[i].second;
+      pt.effectiveMinutes = quantizedInterval(pt.minutes, stepMin_);
+      pt.analyticEttr = dalyEttr(pt.effectiveMinutes, cMin, rMin, mMin);
+      pt.ettr = summarizeMetric(results[i], &ReplicaMetrics::ettr);
+      for (const ReplicaMetrics& m : results[i]) {
+        runHoursTotal_ += m.simulatedHours;
+        ++runCount_;
+      }
+      points_[pt.minutes] = pt;
+    }
+  }
+
+  // Bisects, in log scale, the bracket of grid neighbours around the best grid point, keeping
+  // the best of (left half, centre, right half) each round.
+  void refine(const std::vector<double>& grid) {
     std::size_t bestGrid = 0;
     for (std::size_t i = 1; i < grid.size(); ++i) {
       if (meanAt(grid[i]) > meanAt(grid[bestGrid])) {
@@ -739,7 +630,7 @@ Plan makePlan(const PlanInput& input, const PlanOptions& options) {
     double left = bestGrid > 0 ? grid[bestGrid - 1] : centre;
     double right = bestGrid + 1 < grid.size() ? grid[bestGrid + 1] : centre;
     for (int round = 0; round < kRefineRounds; ++round) {
-      reporter.checkCancel();
+      p_.reporter.checkCancel();
       const double a = keyOf(std::sqrt(left * centre));
       const double b = keyOf(std::sqrt(centre * right));
       std::vector<std::pair<double, std::string>> asks;
@@ -765,42 +656,29 @@ Plan makePlan(const PlanInput& input, const PlanOptions& options) {
         right = b > centre * 1.001 ? b : right;
       }
     }
+  }
 
-    for (const auto& [x, p] : points) {
-      ck.curve.push_back(p);
-    }
-    ck.runHours = runCount > 0 ? runHoursTotal / static_cast<double>(runCount) : 0.0;
-    double opt = points.begin()->first;
-    for (const auto& [x, p] : points) {
-      if (p.ettr.mean > points.at(opt).ettr.mean) {
-        opt = x;
-      }
-    }
-    ck.simulatedOptimumMinutes = opt;
-    ck.simulatedOptimumEttr = points.at(opt).ettr;
-    ck.dalySimulatedEttr = points.at(dalyAt).ettr;
-    ck.youngSimulatedEttr = points.at(youngAt).ettr;
-
-    // The optimum was picked as the best of many noisy points, so its gain on the same replicas
-    // is biased upwards (the winner's curse). The gain is measured again on a fresh, independent
-    // set of replicas (a hold-out), paired across the three intervals.
-    reporter.checkCancel();
+  // The optimum was picked as the best of many noisy points, so its gain on the same replicas
+  // is biased upwards (the winner's curse). The gain is measured again on a fresh, independent
+  // set of replicas (a hold-out), paired across the three intervals.
+  void choose(double opt, double dalyAt, double youngAt) {
+    const sim::Scenario& sc = p_.input.scenario;
+    p_.reporter.checkCancel();
     const auto holdout = runBatch(
         {scenarioAt(opt).scenario, scenarioAt(dalyAt).scenario, scenarioAt(youngAt).scenario},
-        seeds);
-    ck.gainOverDaly = summarizeDifference(holdout[0], holdout[1], &ReplicaMetrics::ettr);
-    ck.gainOverYoung = summarizeDifference(holdout[0], holdout[2], &ReplicaMetrics::ettr);
+        seeds_);
+    ck_.gainOverDaly = summarizeDifference(holdout[0], holdout[1], &ReplicaMetrics::ettr);
+    ck_.gainOverYoung = summarizeDifference(holdout[0], holdout[2], &ReplicaMetrics::ettr);
     const bool significant =
-        ck.gainOverDaly.mean > kMinGain && ck.gainOverDaly.mean > ck.gainOverDaly.ci95;
-    recommendedEttr = significant ? points.at(opt).ettr.mean : points.at(dalyAt).ettr.mean;
+        ck_.gainOverDaly.mean > kMinGain && ck_.gainOverDaly.mean > ck_.gainOverDaly.ci95;
     if (significant) {
-      ck.recommendedSource = "simulated";
-      ck.recommendedMinutes = opt;
-      ck.reason = fmt::format(
+      ck_.recommendedSource = "simulated";
+      ck_.recommendedMinutes = opt;
+      ck_.reason = fmt::format(
           "the simulated optimum ({}) beats Daly's interval ({}) by {:.2f} ± {:.2f} percentage "
           "points of ETTR on {} fresh paired replicas{}",
-          minutesText(opt, 0), minutesText(dalyAt, 0), 100.0 * ck.gainOverDaly.mean,
-          100.0 * ck.gainOverDaly.ci95, seeds,
+          minutesText(opt, 0), minutesText(dalyAt, 0), 100.0 * ck_.gainOverDaly.mean,
+          100.0 * ck_.gainOverDaly.ci95, seeds_,
           sc.failures.model == sim::FailureModelKind::Exponential && !sc.spot
               ? std::string(" (the job's finite length and restarts are what Daly's formula "
                             "leaves out)")
@@ -811,59 +689,244 @@ Plan makePlan(const PlanInput& input, const PlanOptions& options) {
                                 ? fmt::format("Weibull (shape {:g}) failures", sc.failures.shape)
                                 : std::string("replayed trace failures")));
     } else {
-      ck.recommendedSource = "daly";
-      ck.recommendedMinutes = dalyAt;
-      ck.reason = fmt::format(
+      ck_.recommendedSource = "daly";
+      ck_.recommendedMinutes = dalyAt;
+      ck_.reason = fmt::format(
           "Daly's interval: on {} fresh paired replicas the simulated optimum ({}) gains {:+.3f} "
           "± {:.3f} percentage points over it, less than {:.1f} point or within the noise",
-          seeds, minutesText(opt, 0), 100.0 * ck.gainOverDaly.mean, 100.0 * ck.gainOverDaly.ci95,
+          seeds_, minutesText(opt, 0), 100.0 * ck_.gainOverDaly.mean, 100.0 * ck_.gainOverDaly.ci95,
           100.0 * kMinGain);
     }
+  }
+
+  // Interval evaluations a sweep runs at most: the grid, Daly, Young and the configured
+  // interval, two per refinement round, the three of the hold-out.
+  static constexpr double kEvaluations = kGridPoints + 3 + 2 * kRefineRounds + 3;
+
+  const Planning& p_;
+  const ScaleRow& chosen_;
+  CheckpointSection& ck_;
+  const double stepMin_;
+  double longest_ = 0.0;  // the longest interval: every scenario gets the same cut (paired)
+  std::int64_t seeds_ = 0;
+  std::map<double, IntervalPoint> points_;  // by requested minutes
+  double runHoursTotal_ = 0.0;
+  std::int64_t runCount_ = 0;
+  double evaluationsDone_ = 0.0;
+};
+
+CheckpointSection checkpointSection(const Planning& p, const ScaleRow& chosen,
+                                    const std::string& failureSummary,
+                                    std::vector<std::string>& warnings) {
+  const sim::Scenario& sc = p.input.scenario;
+  const PlanSettings& settings = p.input.settings;
+  CheckpointSection ck;
+  ck.gpus = chosen.gpus;
+  ck.failureModel = failureSummary;
+  ck.failures = !std::isinf(chosen.jobMtbfHours);
+  ck.jobMtbfHours = chosen.jobMtbfHours;
+  ck.saveSeconds = p.saveSeconds;
+  ck.restartSeconds = p.restartSeconds;
+  ck.stepSeconds = chosen.stepSeconds;
+  ck.configuredMinutes = configuredInterval(sc, chosen.stepSeconds);
+  const double cMin = p.saveSeconds / 60.0;
+  const double rMin = p.restartSeconds / 60.0;
+  const double mMin = chosen.jobMtbfHours * 60.0;
+  const double stepMin = chosen.stepSeconds / 60.0;
+  ck.youngMinutes = youngInterval(cMin, mMin);
+  ck.dalyMinutes = dalyInterval(cMin, mMin);
+  ck.exactDalyMinutes = exactDalyOptimum(cMin, rMin, mMin);
+  ck.dalyEttr =
+      dalyEttr(quantizedInterval(std::max(ck.dalyMinutes, stepMin), stepMin), cMin, rMin, mMin);
+
+  if (!ck.failures) {
+    ck.skipped = "the job never fails: checkpoints only cost time, no interval is optimal";
+    ck.recommendedSource = ck.configuredMinutes ? "configured" : "none";
+    ck.recommendedMinutes = ck.configuredMinutes.value_or(inf());
+    ck.reason = ck.configuredMinutes
+                    ? "no failure model: the configured interval is kept (saves guard against "
+                      "failures the model does not include)"
+                    : "no failure model and no configured interval: no checkpoints are needed";
+  } else {
+    // Sweep range: the plan's, else Daly's interval / 8 .. x 8, never below one step.
+    double lo = settings.intervalMinMinutes.value_or(std::max(ck.dalyMinutes / 8.0, stepMin));
+    double hi = settings.intervalMaxMinutes.value_or(std::max(ck.dalyMinutes * 8.0, lo * 2.0));
+    lo = std::max(lo, stepMin);
+    hi = std::max(hi, lo * 1.0001);
+    IntervalSweep(p, chosen, ck).run(lo, hi, warnings);
   }
   ck.recommendedSteps = intervalSteps(ck.recommendedMinutes, stepMin);
   if (!std::isinf(ck.recommendedMinutes)) {
     ck.recommendedMinutes = quantizedInterval(ck.recommendedMinutes, stepMin);
   }
-  reporter.checkCancel();
-  reporter.report("recommendation", 0.96);
+  return ck;
+}
 
-  // ---- 4. recommendation -----------------------------------------------------------------
-  Recommendation& rec = plan.recommendation;
-  rec.objective = settings.objective;
-  rec.row = best;
-  rec.gpus = chosen.gpus;
-  rec.nodes = chosen.nodes;
-  rec.batch = chosen.batch;
-  rec.microBatch = chosen.microBatch;
-  rec.gradientAccumulation = chosen.gradientAccumulation;
-  rec.intervalMinutes = ck.recommendedMinutes;
-  rec.intervalSteps = ck.recommendedSteps;
-  // The sweep simulated this very interval: its ETTR is the most faithful figure.
-  rec.ettr = recommendedEttr;
-  const std::string ettrSource =
-      ck.simulated ? fmt::format("simulated over {} replicas", ck.seeds) : "no failures";
-  rec.goodput = chosen.samplesPerSecond * rec.ettr;
-  std::optional<std::int64_t> samples = scale.totalSamples;
-  if (!samples && sc.job.totalSteps) {
-    samples = *sc.job.totalSteps * chosen.batch;
-  }
-  if (samples && rec.goodput > 0.0) {
-    rec.timeToTrainHours = static_cast<double>(*samples) / rec.goodput / 3600.0;
-    rec.gpuHours = *rec.timeToTrainHours * static_cast<double>(chosen.rentedGpus);
-    if (settings.pricePerGpuHour) {
-      rec.cost = *rec.gpuHours * *settings.pricePerGpuHour;
+// ---- 3. scale table ----------------------------------------------------------------------
+
+// The world sizes the job runs at when the expected sizes are available.
+std::set<std::int64_t> candidateSizes(const Planning& p, const SizeOracle& oracle) {
+  std::set<std::int64_t> candidates;
+  for (const ExpectedSize& e : p.expected) {
+    if (const std::int64_t w = oracle.running(e.gpus); w > 0) {
+      candidates.insert(w);
     }
   }
-  rec.config = plannedConfig(input, chosen.gpus);
-  rec.configJson = config::toJson(rec.config);
+  if (candidates.empty()) {
+    throw ConfigError(
+        ErrorDetail{"plan.world_sizes",
+                    fmt::format("{} expected size(s) from {} to {} GPUs", p.expected.size(),
+                                p.expected.front().gpus, p.expected.back().gpus),
+                    fmt::format("at least one size where the job has a valid world ({})",
+                                oracle.rules().describeValid())});
+  }
+  return candidates;
+}
 
-  // The runner-up by the same objective, for the reasons.
+// One row at world size w, with Daly's ETTR at Daly's interval.
+ScaleRow analyticRow(const Planning& p, const SizeOracle& oracle, std::int64_t w) {
+  const sim::Scenario& sc = p.input.scenario;
+  const std::int64_t g = sc.cluster.gpusPerNode;
+  const std::int64_t mp = oracle.rules().modelParallelSize();
+  const config::BatchTriple triple = *oracle.batchFor(w);
+  ScaleRow row;
+  row.gpus = w;
+  row.nodes = (w + g - 1) / g;
+  row.rentedGpus = row.nodes * g;
+  row.batch = triple.trainBatchSize;
+  row.microBatch = triple.microBatchPerGpu;
+  row.gradientAccumulation = triple.gradientAccumulation;
+  const sim::StepPlan step = sim::planStep(sc.job, sc.cluster, triple, w / mp, mp);
+  row.stepSeconds = sim::nanosToSeconds(step.stepNs);
+  row.exposedCommSeconds = sim::nanosToSeconds(step.exposedCommNs);
+  row.samplesPerSecond = static_cast<double>(triple.trainBatchSize) / row.stepSeconds;
+  row.jobMtbfHours = jobMtbfHours(sc, row.nodes);
+  const double stepMinutes = row.stepSeconds / 60.0;
+  std::optional<double> interval;
+  if (!std::isinf(row.jobMtbfHours)) {
+    interval = dalyInterval(p.saveSeconds / 60.0, row.jobMtbfHours * 60.0);
+  } else {
+    interval = configuredInterval(sc, row.stepSeconds);
+  }
+  if (interval) {
+    row.intervalMinutes = quantizedInterval(std::max(*interval, stepMinutes), stepMinutes);
+    row.ettr.mean = dalyEttr(row.intervalMinutes, p.saveSeconds / 60.0, p.restartSeconds / 60.0,
+                             row.jobMtbfHours * 60.0);
+  } else {
+    row.intervalMinutes = inf();  // never saves, never fails
+    row.ettr.mean = 1.0;
+  }
+  row.ettr.min = row.ettr.max = row.ettr.mean;
+  row.goodput.mean = row.samplesPerSecond * row.ettr.mean;
+  row.goodput.min = row.goodput.max = row.goodput.mean;
+  return row;
+}
+
+// Every candidate row, analytic; the displayed subset marked around the analytic best.
+ScaleSection analyticScale(const Planning& p, const SizeOracle& oracle, bool elastic) {
+  const sim::Scenario& sc = p.input.scenario;
+  const PlanSettings& settings = p.input.settings;
+  ScaleSection scale;
+  for (const std::int64_t w : candidateSizes(p, oracle)) {
+    scale.rows.push_back(analyticRow(p, oracle, w));
+  }
+  if (sc.job.totalSamples) {
+    scale.totalSamples = *sc.job.totalSamples;
+  } else if (sc.job.totalSteps && elastic) {
+    scale.totalSamples = *sc.job.totalSteps * scale.rows.front().batch;
+  }
+  for (ScaleRow& row : scale.rows) {
+    fillWorkFigures(row, trainingSamples(scale, sc, row.batch), settings.pricePerGpuHour);
+  }
+  const std::size_t best = bestRow(scale, settings.objective, false);
+  for (const std::size_t i : shownRows(scale.rows, best, settings.maxRows)) {
+    scale.rows[i].shown = true;
+  }
+  return scale;
+}
+
+// The displayed rows again, as Monte Carlo means and CIs over the seeds.
+void simulateScale(const Planning& p, ScaleSection& scale) {
+  const sim::Scenario& sc = p.input.scenario;
+  const PlanSettings& settings = p.input.settings;
+  scale.monteCarlo = true;
+  scale.seeds = settings.seeds;
+  std::vector<std::size_t> indices;
+  std::vector<sim::Scenario> scenarios;
+  std::vector<std::int64_t> factors;
+  for (std::size_t i = 0; i < scale.rows.size(); ++i) {
+    const ScaleRow& r = scale.rows[i];
+    if (!r.shown) {
+      continue;
+    }
+    const bool saves = !std::isinf(r.intervalMinutes);
+    ReducedScenario e = evaluationScenario(
+        sc, p.config, r.nodes, r.gpus, saves ? std::optional(r.intervalMinutes) : std::nullopt,
+        saves ? r.intervalMinutes : 0.0, r.jobMtbfHours, p.restartSeconds);
+    indices.push_back(i);
+    scenarios.push_back(std::move(e.scenario));
+    factors.push_back(e.factor);
+  }
+  ReplicaOptions ro;
+  ro.seeds = settings.seeds;
+  ro.threads = p.threads;
+  ro.cancel = p.options.cancel;
+  for (const std::size_t i : indices) {
+    const double interval = scale.rows[i].intervalMinutes;
+    ro.traceJitterHours.push_back(std::isinf(interval) ? 0.0 : interval / 120.0);
+  }
+  ro.onDone = [&](std::int64_t done, std::int64_t total) {
+    p.reporter.report("scale",
+                      0.12 + 0.43 * static_cast<double>(done) / static_cast<double>(total));
+  };
+  const auto results = runReplicas(scenarios, ro);
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    ScaleRow& row = scale.rows[indices[k]];
+    const auto& runs = results[k];
+    row.simulated = true;
+    row.reduction = factors[k];
+    row.ettr = summarizeMetric(runs, &ReplicaMetrics::ettr);
+    std::vector<double> goodput;
+    for (const ReplicaMetrics& m : runs) {
+      // A reduced run's step time is not the real cluster's: its ETTR carries over, its sample
+      // count does not.
+      goodput.push_back(row.reduction > 1 || m.simulatedHours <= 0.0
+                            ? row.samplesPerSecond * m.ettr
+                            : m.samples / (m.simulatedHours * 3600.0));
+    }
+    row.goodput = sim::summarize(goodput);
+    fillWorkFigures(row, trainingSamples(scale, sc, row.batch), settings.pricePerGpuHour);
+  }
+}
+
+ScaleSection scaleSection(const Planning& p, const SizeOracle& oracle, bool elastic) {
+  const sim::Scenario& sc = p.input.scenario;
+  ScaleSection scale = analyticScale(p, oracle, elastic);
+  p.reporter.checkCancel();
+  p.reporter.report("scale", 0.12);
+  const bool anyFailures = sc.failures.model != sim::FailureModelKind::None || sc.spot;
+  if (p.input.settings.seeds > 0 && anyFailures) {
+    simulateScale(p, scale);
+  }
+  return scale;
+}
+
+// ---- 4. recommendation -------------------------------------------------------------------
+
+// Why the recommended row wins, what failures cost there and what batch it trains with.
+std::string reasons(const Planning& p, const Plan& plan, const Recommendation& rec,
+                    std::optional<std::int64_t> samples) {
+  const PlanSettings& settings = p.input.settings;
+  const ScaleSection& scale = plan.scale;
+  const CheckpointSection& ck = plan.checkpoint;
+  const ScaleRow& chosen = scale.rows[rec.row];
+  // The runner-up by the same objective.
   std::optional<std::size_t> second;
   {
     double secondScore = -inf();
     for (std::size_t i = 0; i < scale.rows.size(); ++i) {
       const ScaleRow& r = scale.rows[i];
-      if (i == best || (scale.monteCarlo && !r.simulated)) {
+      if (i == rec.row || (scale.monteCarlo && !r.simulated)) {
         continue;
       }
       const double s = score(settings.objective, r.ettr.mean, r.goodput.mean, r.rentedGpus);
@@ -909,15 +972,17 @@ Plan makePlan(const PlanInput& input, const PlanOptions& options) {
   }
   std::string failuresText;
   if (ck.failures) {
+    const std::string ettrSource =
+        ck.simulated ? fmt::format("simulated over {} replicas", ck.seeds) : "no failures";
     failuresText = fmt::format(
         ". At this size the job is interrupted every {} on average ({}), and each interruption "
         "costs a {:.0f} s restart plus the work since the last checkpoint; saving every {} "
         "({} steps; {}) balances the {:.0f} s save against that loss, leaving an ETTR of "
         "{:.1f} % ({})",
-        hoursText(chosen.jobMtbfHours, "days"), plan.failureSummary, restartSeconds,
+        hoursText(chosen.jobMtbfHours, "days"), plan.failureSummary, p.restartSeconds,
         minutesText(rec.intervalMinutes, 0), rec.intervalSteps,
         ck.recommendedSource == "simulated" ? "the simulated optimum" : "Daly's optimum",
-        saveSeconds, 100.0 * rec.ettr, ettrSource);
+        p.saveSeconds, 100.0 * rec.ettr, ettrSource);
   } else {
     failuresText = fmt::format(". The failure model has no failures, so {}", ck.reason);
   }
@@ -933,13 +998,51 @@ Plan makePlan(const PlanInput& input, const PlanOptions& options) {
                                                *settings.pricePerGpuHour)
                                  : std::string())
           : std::string());
-  rec.reasons = why + failuresText + batchText + ".";
+  return why + failuresText + batchText + ".";
+}
 
-  // ---- 5. checkpoint portability ---------------------------------------------------------
-  PortabilitySection& port = plan.portability;
+Recommendation recommendationSection(const Planning& p, const Plan& plan, std::size_t best) {
+  const sim::Scenario& sc = p.input.scenario;
+  const PlanSettings& settings = p.input.settings;
+  const ScaleRow& chosen = plan.scale.rows[best];
+  const CheckpointSection& ck = plan.checkpoint;
+  Recommendation rec;
+  rec.objective = settings.objective;
+  rec.row = best;
+  rec.gpus = chosen.gpus;
+  rec.nodes = chosen.nodes;
+  rec.batch = chosen.batch;
+  rec.microBatch = chosen.microBatch;
+  rec.gradientAccumulation = chosen.gradientAccumulation;
+  rec.intervalMinutes = ck.recommendedMinutes;
+  rec.intervalSteps = ck.recommendedSteps;
+  // The sweep simulated this very interval: its ETTR is the most faithful figure.
+  rec.ettr = ck.recommendedSource == "simulated" ? ck.simulatedOptimumEttr.mean
+             : ck.recommendedSource == "daly"    ? ck.dalySimulatedEttr.mean
+                                                 : chosen.ettr.mean;
+  rec.goodput = chosen.samplesPerSecond * rec.ettr;
+  const std::optional<std::int64_t> samples = trainingSamples(plan.scale, sc, chosen.batch);
+  if (samples && rec.goodput > 0.0) {
+    rec.timeToTrainHours = static_cast<double>(*samples) / rec.goodput / 3600.0;
+    rec.gpuHours = *rec.timeToTrainHours * static_cast<double>(chosen.rentedGpus);
+    if (settings.pricePerGpuHour) {
+      rec.cost = *rec.gpuHours * *settings.pricePerGpuHour;
+    }
+  }
+  rec.config = plannedConfig(p.input, chosen.gpus);
+  rec.configJson = config::toJson(rec.config);
+  rec.reasons = reasons(p, plan, rec, samples);
+  return rec;
+}
+
+// ---- 5. checkpoint portability -----------------------------------------------------------
+
+PortabilitySection portabilitySection(const Planning& p, const SizeOracle& oracle,
+                                      const ScaleRow& chosen) {
+  PortabilitySection port;
   port.writtenAt = chosen.gpus;
-  port.zeroStage = config.zero.stage;
-  const agent::WorldSizeRules& rules = oracle.rules();
+  port.zeroStage = p.config.zero.stage;
+  const elasticity::WorldSizeRules& rules = oracle.rules();
   const std::vector<std::int64_t>& resumable =
       rules.elastic() ? rules.validGpuCounts() : oracle.sizes();
   for (const std::int64_t w : resumable) {
@@ -969,22 +1072,68 @@ Plan makePlan(const PlanInput& input, const PlanOptions& options) {
       "Stretch checkpoints store the optimizer state by element range of the flat parameter "
       "vector (docs/engine.md, Checkpoints): a checkpoint written at any size loads at any other, "
       "at any ZeRO stage, and the sampler resumes exactly where it stopped.");
-  if (config.zero.stage >= 1) {
+  if (p.config.zero.stage >= 1) {
     port.notes.push_back(fmt::format(
         "DeepSpeed's own format partitions ZeRO stage {} optimizer state by data-parallel rank: "
         "resuming a DeepSpeed checkpoint at another size needs Universal Checkpointing "
         "(DeepSpeed#2921; the failure is DeepSpeed#3810).",
-        config.zero.stage));
+        p.config.zero.stage));
   } else {
     port.notes.push_back(
         "ZeRO stage 0: DeepSpeed's own checkpoints hold the full optimizer state on rank 0 and "
         "also load at any data-parallel size.");
   }
+  const std::int64_t mp = oracle.rules().modelParallelSize();
   if (mp > 1) {
     port.notes.push_back(fmt::format(
         "The model-parallel size ({}) must stay the same: only the data-parallel size changes.",
         mp));
   }
+  return port;
+}
+
+}  // namespace
+
+Plan makePlan(const PlanInput& input, const PlanOptions& options) {
+  const auto wallStart = std::chrono::steady_clock::now();
+  Reporter reporter(options);
+  const sim::Scenario& sc = input.scenario;
+
+  Plan plan;
+  plan.name = input.name;
+  plan.description = input.description;
+  plan.cluster = sc.cluster;
+  plan.settings = input.settings;
+  plan.failureSummary = failureSummary(sc);
+  plan.warnings = input.warnings;
+  plan.threads = threadCount(input, options);
+
+  reporter.report("batch", 0.0);
+  const Planning p{input,
+                   options,
+                   reporter,
+                   plan.threads,
+                   effectiveConfig(input),
+                   expectedSizes(input),
+                   sc.job.checkpoint.saveSeconds,
+                   sc.job.restartOverheadSeconds + sc.job.checkpoint.loadSeconds};
+  plan.batch = batchSection(p);
+  reporter.checkCancel();
+  reporter.report("scale", 0.08);
+
+  const SizeOracle oracle = sizeOracle(p);
+  plan.scale = scaleSection(p, oracle, plan.batch.elastic);
+  const std::size_t best = bestRow(plan.scale, input.settings.objective, plan.scale.monteCarlo);
+  const ScaleRow& chosen = plan.scale.rows[best];
+  reporter.checkCancel();
+  reporter.report("checkpoint", 0.55);
+
+  plan.checkpoint = checkpointSection(p, chosen, plan.failureSummary, plan.warnings);
+  reporter.checkCancel();
+  reporter.report("recommendation", 0.96);
+
+  plan.recommendation = recommendationSection(p, plan, best);
+  plan.portability = portabilitySection(p, oracle, chosen);
 
   plan.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count();

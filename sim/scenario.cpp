@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -11,7 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/error.hpp"
-#include "sim/json_input.hpp"
+#include "runtime/common/file_io.hpp"
+#include "runtime/config/json_reader.hpp"
 
 #ifndef STRETCH_SIM_SOURCE_DIR
 #define STRETCH_SIM_SOURCE_DIR "."
@@ -21,150 +22,62 @@ namespace stretch::sim {
 
 namespace {
 
-using nlohmann::json;
+using config::detail::indexPath;
+using config::detail::IntRule;
+using config::detail::Json;
+using config::detail::kMissing;
+using config::detail::NumberRule;
+using config::detail::ObjectReader;
+using config::detail::throwValue;
 
-// Shorter names for the many call sites below.
-[[noreturn]] void bad(const std::string& path, const json& value, const std::string& expected) {
-  badValue(path, value, expected);
-}
-std::string show(const json& value) {
-  return showJson(value);
-}
-
+// A value that is not one JSON value as written (a CSV field, a count of names).
 [[noreturn]] void badText(const std::string& path, const std::string& value,
                           const std::string& expected) {
   throw ConfigError(ErrorDetail{path, value, expected});
 }
 
-std::string join(const std::string& prefix, std::string_view key) {
-  return prefix.empty() ? std::string(key) : prefix + "." + std::string(key);
+// A finite number > 0.
+std::optional<double> positive(const ObjectReader& r, std::string_view key, std::string_view unit) {
+  const std::string expected = fmt::format("a positive number of {}", unit);
+  return r.readNumber(key, NumberRule{0.0, true, expected});
 }
 
-// Walks one JSON object: typed getters that throw ConfigError naming the path, and a record of
-// the keys read so that the rest become "unknown key" warnings.
-class ObjectReader {
- public:
-  ObjectReader(const json& object, std::string path, std::vector<std::string>& warnings)
-      : object_(object), path_(std::move(path)), warnings_(warnings) {
-    if (!object_.is_object()) {
-      bad(path_.empty() ? "scenario" : path_, object_, "a JSON object");
-    }
-  }
-  ObjectReader(const ObjectReader&) = delete;
-  ObjectReader& operator=(const ObjectReader&) = delete;
-  ~ObjectReader() = default;
-
-  // Reports the keys never looked at. Call once when done.
-  void finish() {
-    for (const auto& [key, value] : object_.items()) {
-      if (!known_.contains(key)) {
-        warnings_.push_back(fmt::format("{}: unknown key, ignored", join(path_, key)));
-      }
-    }
-  }
-
-  bool has(std::string_view key) {
-    known_.insert(std::string(key));
-    return object_.contains(std::string(key));
-  }
-  const json* find(std::string_view key) {
-    known_.insert(std::string(key));
-    const auto it = object_.find(std::string(key));
-    return it == object_.end() ? nullptr : &*it;
-  }
-  // Marks a key as known without reading it (read by someone else).
-  void accept(std::string_view key) { known_.insert(std::string(key)); }
-  std::string pathOf(std::string_view key) const { return join(path_, key); }
-  const std::string& path() const { return path_; }
-
-  std::optional<double> number(std::string_view key) {
-    const json* v = find(key);
-    if (v == nullptr) {
-      return std::nullopt;
-    }
-    if (!v->is_number()) {
-      bad(pathOf(key), *v, "a number");
-    }
-    const double x = v->get<double>();
-    if (!std::isfinite(x)) {
-      bad(pathOf(key), *v, "a finite number");
-    }
-    return x;
-  }
-  // A number > 0 (positive) or >= 0.
-  std::optional<double> positive(std::string_view key, const std::string& unit) {
-    const auto x = number(key);
-    if (x && !(*x > 0.0)) {
-      bad(pathOf(key), *find(key), fmt::format("a positive number of {}", unit));
-    }
-    return x;
-  }
-  std::optional<double> nonNegative(std::string_view key, const std::string& unit) {
-    const auto x = number(key);
-    if (x && !(*x >= 0.0)) {
-      bad(pathOf(key), *find(key), fmt::format("a non-negative number of {}", unit));
-    }
-    return x;
-  }
-  std::optional<std::int64_t> integer(std::string_view key, std::int64_t min,
-                                      const std::string& expected) {
-    const json* v = find(key);
-    if (v == nullptr) {
-      return std::nullopt;
-    }
-    if (v->is_number_integer()) {
-      const auto x = v->get<std::int64_t>();
-      if (v->is_number_unsigned() && v->get<std::uint64_t>() > std::uint64_t{INT64_MAX}) {
-        bad(pathOf(key), *v, expected);
-      }
-      if (x >= min) {
-        return x;
-      }
-    } else if (v->is_number_float()) {
-      const double d = v->get<double>();
-      if (std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(min) && d < 9.2e18) {
-        return static_cast<std::int64_t>(d);
-      }
-    }
-    bad(pathOf(key), *v, expected);
-  }
-  std::optional<std::string> string(std::string_view key) {
-    const json* v = find(key);
-    if (v == nullptr) {
-      return std::nullopt;
-    }
-    if (!v->is_string()) {
-      bad(pathOf(key), *v, "a string");
-    }
-    return v->get<std::string>();
-  }
-  std::optional<bool> boolean(std::string_view key) {
-    const json* v = find(key);
-    if (v == nullptr) {
-      return std::nullopt;
-    }
-    if (!v->is_boolean()) {
-      bad(pathOf(key), *v, "true or false");
-    }
-    return v->get<bool>();
-  }
-
- private:
-  const json& object_;
-  std::string path_;
-  std::vector<std::string>& warnings_;
-  std::set<std::string> known_;
-};
-
-std::string readText(const std::filesystem::path& path) {
-  return sim::readTextFile(path, "file");
+// A finite number >= 0.
+std::optional<double> nonNegative(const ObjectReader& r, std::string_view key,
+                                  std::string_view unit) {
+  const std::string expected = fmt::format("a non-negative number of {}", unit);
+  return r.readNumber(key, NumberRule{0.0, false, expected});
 }
 
-json parseJsonText(std::string_view text, const std::string& source) {
-  try {
-    return json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    throw ConfigError(fmt::format("{}: not valid JSON: {}", source, e.what()));
+// An integer >= min; an integral float (2.0) counts.
+std::optional<std::int64_t> integer(const ObjectReader& r, std::string_view key, std::int64_t min,
+                                    std::string_view expected) {
+  return r.readInt(key, IntRule{min, std::numeric_limits<std::int64_t>::max(), expected,
+                                /*allowIntegralFloat=*/true});
+}
+
+// The value read at key; "<path>.<key> = (missing): expected <expected>" when it is absent.
+template <typename T>
+T required(const ObjectReader& r, std::string_view key, std::optional<T> value,
+           std::string_view expected) {
+  if (!value) {
+    r.fail(key, expected);
+  }
+  return *value;
+}
+
+// Reads every element of an array of objects ("<path>[i]") with read; the keys it never looks up
+// become warnings.
+template <typename Read>
+void forEachObject(const Json& list, const std::string& path, std::string_view expected,
+                   std::vector<std::string>& warnings, Read read) {
+  if (!list.is_array()) {
+    throwValue(path, list, expected);
+  }
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const ObjectReader r(list[i], indexPath(path, i));
+    read(r);
+    r.warnUnread(warnings);
   }
 }
 
@@ -173,82 +86,88 @@ std::filesystem::path resolve(const std::filesystem::path& baseDir, const std::s
   return p.is_absolute() ? p : baseDir / p;
 }
 
-std::vector<FailureCause> parseCauses(const json& list, const std::string& path,
+std::vector<FailureCause> parseCauses(const Json& list, const std::string& path,
                                       std::vector<std::string>& warnings) {
-  if (!list.is_array() || list.empty()) {
-    bad(path, list, "a non-empty array of causes");
+  constexpr std::string_view kExpected = "a non-empty array of causes";
+  if (list.empty()) {
+    throwValue(path, list, kExpected);
   }
   std::vector<FailureCause> causes;
   std::set<std::string> names;
   double total = 0.0;
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    ObjectReader r(list[i], fmt::format("{}[{}]", path, i), warnings);
+  forEachObject(list, path, kExpected, warnings, [&](const ObjectReader& r) {
     FailureCause c;
-    const auto name = r.string("name");
+    const auto name = r.readString("name");
     if (!name || name->empty()) {
-      badText(r.pathOf("name"), name ? "\"\"" : "missing", "the cause's name");
+      r.fail("name", "the cause's name");
     }
     c.name = *name;
     if (!names.insert(c.name).second) {
-      badText(r.pathOf("name"), c.name, "a name not used by another cause");
+      r.fail("name", "a name not used by another cause");
     }
-    const auto count = r.nonNegative("count", "failures");
-    const auto weight = r.nonNegative("weight", "shares");
+    const auto count = nonNegative(r, "count", "failures");
+    const auto weight = nonNegative(r, "weight", "shares");
     if (count && weight) {
-      badText(r.pathOf("weight"), show(*r.find("weight")), "either count or weight, not both");
+      r.fail("weight", "either count or weight, not both");
     }
     if (!count && !weight) {
-      badText(r.pathOf("count"), "missing", "a count or a weight");
+      r.fail("count", "a count or a weight");
     }
     c.weight = count ? *count : *weight;
-    c.nodeLost = r.boolean("node_lost").value_or(true);
-    c.repairHours = r.nonNegative("repair_hours", "hours");
+    c.nodeLost = r.readBool("node_lost").value_or(true);
+    c.repairHours = nonNegative(r, "repair_hours", "hours");
     r.accept("category");  // free text for people
     r.accept("note");
-    r.finish();
     total += c.weight;
     causes.push_back(std::move(c));
-  }
+  });
   if (!(total > 0.0)) {
     badText(path, "all weights 0", "at least one cause with a positive count or weight");
   }
   return causes;
 }
 
-std::vector<TraceFailure> parseTraceEvents(const json& list, const std::string& path,
+std::vector<TraceFailure> parseTraceEvents(const Json& list, const std::string& path,
                                            std::vector<std::string>& warnings) {
-  if (!list.is_array()) {
-    bad(path, list, "an array of failures");
-  }
   std::vector<TraceFailure> events;
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    ObjectReader r(list[i], fmt::format("{}[{}]", path, i), warnings);
+  forEachObject(list, path, "an array of failures", warnings, [&](const ObjectReader& r) {
     TraceFailure f;
-    const auto at = r.nonNegative("at_hours", "hours");
-    if (!at) {
-      badText(r.pathOf("at_hours"), "missing", "the failure's time in hours");
-    }
-    f.atHours = *at;
-    const json* node = r.find("node");
-    if (node == nullptr) {
-      badText(r.pathOf("node"), "missing", "a node id or index");
-    }
-    if (node->is_string()) {
+    f.atHours =
+        required(r, "at_hours", nonNegative(r, "at_hours", "hours"), "the failure's time in hours");
+    const Json* node = r.find("node");
+    if (node != nullptr && node->is_string()) {
       f.node = node->get<std::string>();
-    } else if (node->is_number_integer() && node->get<std::int64_t>() >= 0) {
+    } else if (node != nullptr && node->is_number_integer() && node->get<std::int64_t>() >= 0) {
       f.node = std::to_string(node->get<std::int64_t>());
     } else {
-      bad(r.pathOf("node"), *node, "a node id or a non-negative index");
+      r.fail("node", "a node id or a non-negative index");
     }
-    f.cause = r.string("cause").value_or("");
-    f.repairHours = r.nonNegative("repair_hours", "hours");
-    r.finish();
+    f.cause = r.readString("cause").value_or("");
+    f.repairHours = nonNegative(r, "repair_hours", "hours");
     events.push_back(std::move(f));
-  }
+  });
   std::stable_sort(events.begin(), events.end(), [](const TraceFailure& a, const TraceFailure& b) {
     return a.atHours < b.atHours;
   });
   return events;
+}
+
+// A cause table or trace file (what it is: "failure cause table"): {"<key>": [...], ...} or
+// the bare array.
+template <typename Parse>
+auto parseListFile(const std::filesystem::path& path, std::string_view what, std::string_view key,
+                   std::string_view expected, Parse parse) {
+  const std::string source = path.filename().string();
+  const Json root = config::detail::parseJson(readFile(path, what), path.string());
+  std::vector<std::string> warnings;  // a file's extra keys (sources, notes) are documentation
+  if (root.is_object()) {
+    const auto it = root.find(key);
+    if (it == root.end()) {
+      badText(fmt::format("{}: {}", source, key), std::string(kMissing), std::string(expected));
+    }
+    return parse(*it, fmt::format("{}: {}", source, key), warnings);
+  }
+  return parse(root, source, warnings);
 }
 
 std::vector<std::string> splitCsvLine(const std::string& line) {
@@ -280,27 +199,18 @@ double parseCsvNumber(const std::string& text, const std::string& path) {
   return x;
 }
 
-ClusterSpec parseClusterSection(const json& section, const std::filesystem::path& presetDir,
-                                std::vector<std::string>& warnings) {
-  std::vector<std::string> clusterWarnings;
-  ClusterSpec cluster = sim::parseCluster(section, presetDir, &clusterWarnings);
-  warnings.insert(warnings.end(), clusterWarnings.begin(), clusterWarnings.end());
-  return cluster;
-}
-
-void parseJob(const json& section, const std::filesystem::path& baseDir, Scenario& s) {
-  ObjectReader r(section, "job", s.warnings);
+void parseJob(const ObjectReader& r, const std::filesystem::path& baseDir, Scenario& s) {
   JobSpec& job = s.job;
 
-  const json* inlineConfig = r.find("config");
-  const auto configFile = r.string("config_file");
+  const Json* inlineConfig = r.find("config");
+  const auto configFile = r.readString("config_file");
   if (inlineConfig != nullptr && configFile) {
-    badText("job.config_file", *configFile, "either job.config or job.config_file, not both");
+    r.fail("config_file", "either job.config or job.config_file, not both");
   }
   config::ParsedConfig parsed;
   if (inlineConfig != nullptr) {
     if (!inlineConfig->is_object()) {
-      bad("job.config", *inlineConfig, "a DeepSpeed config object");
+      r.fail("config", "a DeepSpeed config object");
     }
     parsed = config::parseConfig(inlineConfig->dump(), "job.config");
   } else if (configFile) {
@@ -308,24 +218,23 @@ void parseJob(const json& section, const std::filesystem::path& baseDir, Scenari
     job.configFile = path;
     parsed = config::loadConfig(path);
   } else {
-    badText("job.config", "missing", "a DeepSpeed config (job.config or job.config_file)");
+    r.fail("config", "a DeepSpeed config (job.config or job.config_file)");
   }
   job.config = parsed.config;
   for (const auto& w : parsed.warnings) {
     s.warnings.push_back(fmt::format("job config: {}", w));
   }
 
-  const auto sps = r.positive("seconds_per_sample_per_gpu", "seconds");
-  const auto flops = r.positive("flops_per_sample", "FLOPs");
-  const auto peak = r.positive("peak_tflops", "TFLOP/s");
-  const auto mfu = r.number("mfu");
-  job.modelParallelSize = r.integer("model_parallel_size", 1, "a positive integer").value_or(1);
-  if (mfu && !(*mfu > 0.0 && *mfu <= 1.0)) {
-    bad("job.mfu", *r.find("mfu"), "a fraction in (0, 1]");
-  }
+  const auto sps = positive(r, "seconds_per_sample_per_gpu", "seconds");
+  const auto flops = positive(r, "flops_per_sample", "FLOPs");
+  const auto peak = positive(r, "peak_tflops", "TFLOP/s");
+  const auto mfu = r.readNumber("mfu", NumberRule{0.0, true, "a fraction in (0, 1]", 1.0});
+  job.modelParallelSize = integer(r, "model_parallel_size", 1, "a positive integer").value_or(1);
   if (sps && (flops || peak || mfu)) {
-    badText("job.flops_per_sample", flops ? show(*r.find("flops_per_sample")) : "set",
-            "either seconds_per_sample_per_gpu or flops_per_sample with peak_tflops and mfu");
+    r.fail(flops  ? "flops_per_sample"
+           : peak ? "peak_tflops"
+                  : "mfu",
+           "either seconds_per_sample_per_gpu or flops_per_sample with peak_tflops and mfu");
   }
   if (sps) {
     job.secondsPerSample = *sps;
@@ -334,20 +243,20 @@ void parseJob(const json& section, const std::filesystem::path& baseDir, Scenari
     job.secondsPerSample =
         *flops / (*peak * 1e12 * *mfu * static_cast<double>(job.modelParallelSize));
   } else {
-    badText("job.seconds_per_sample_per_gpu", "missing",
-            "seconds per sample per GPU, or flops_per_sample, peak_tflops and mfu");
+    r.fail("seconds_per_sample_per_gpu",
+           "seconds per sample per GPU, or flops_per_sample, peak_tflops and mfu");
   }
 
-  if (const json* gb = r.find("gradient_bytes"); gb != nullptr) {
+  if (const Json* gb = r.find("gradient_bytes"); gb != nullptr) {
     if (!gb->is_number() || gb->get<double>() < 0.0 || !std::isfinite(gb->get<double>())) {
-      bad("job.gradient_bytes", *gb, "a non-negative number of bytes");
+      r.fail("gradient_bytes", "a non-negative number of bytes");
     }
     job.gradientBytes = gb->is_number_unsigned() ? gb->get<std::uint64_t>()
                         : gb->is_number_integer()
                             ? static_cast<std::uint64_t>(gb->get<std::int64_t>())
                             : static_cast<std::uint64_t>(gb->get<double>());
   }
-  const auto buckets = r.integer("bucket_count", 1, "a positive integer");
+  const auto buckets = integer(r, "bucket_count", 1, "a positive integer");
   if (buckets) {
     job.bucketCount = *buckets;
   } else if (job.gradientBytes == 0) {
@@ -364,72 +273,62 @@ void parseJob(const json& section, const std::filesystem::path& baseDir, Scenari
   if (job.gradientBytes == 0) {
     job.bucketCount = 0;
   }
-  if (const auto bf = r.number("backward_fraction")) {
-    if (!(*bf >= 0.0 && *bf <= 1.0)) {
-      bad("job.backward_fraction", *r.find("backward_fraction"), "a fraction in [0, 1]");
-    }
-    job.backwardFraction = *bf;
-  }
-  job.overlapComm = r.boolean("overlap_comm").value_or(job.config.zero.overlapCommEffective());
+  job.backwardFraction =
+      r.readNumber("backward_fraction", NumberRule{0.0, false, "a fraction in [0, 1]", 1.0})
+          .value_or(job.backwardFraction);
+  job.overlapComm = r.readBool("overlap_comm").value_or(job.config.zero.overlapCommEffective());
 
-  job.totalSamples = r.integer("total_samples", 1, "a positive number of samples");
-  job.totalSteps = r.integer("total_steps", 1, "a positive number of steps");
-  job.horizonHours = r.positive("horizon_hours", "hours");
+  job.totalSamples = integer(r, "total_samples", 1, "a positive number of samples");
+  job.totalSteps = integer(r, "total_steps", 1, "a positive number of steps");
+  job.horizonHours = positive(r, "horizon_hours", "hours");
   if (!job.totalSamples && !job.totalSteps && !job.horizonHours) {
-    badText("job.total_samples", "missing", "total_samples, total_steps or horizon_hours");
+    r.fail("total_samples", "total_samples, total_steps or horizon_hours");
   }
 
-  if (const json* ck = r.find("checkpoint"); ck != nullptr) {
-    ObjectReader c(*ck, "job.checkpoint", s.warnings);
-    job.checkpoint.intervalMinutes = c.number("interval_minutes");
-    if (job.checkpoint.intervalMinutes && !(*job.checkpoint.intervalMinutes > 0.0)) {
-      bad("job.checkpoint.interval_minutes", *c.find("interval_minutes"),
-          "a positive number of minutes");
+  if (const auto c = r.readObject("checkpoint", "a JSON object")) {
+    CheckpointSpec& ck = job.checkpoint;
+    ck.intervalMinutes = positive(*c, "interval_minutes", "minutes");
+    ck.everySteps = integer(*c, "every_steps", 1, "a positive number of steps");
+    if (ck.intervalMinutes && ck.everySteps) {
+      c->fail("every_steps", "either interval_minutes or every_steps, not both");
     }
-    job.checkpoint.everySteps = c.integer("every_steps", 1, "a positive number of steps");
-    if (job.checkpoint.intervalMinutes && job.checkpoint.everySteps) {
-      badText("job.checkpoint.every_steps", std::to_string(*job.checkpoint.everySteps),
-              "either interval_minutes or every_steps, not both");
-    }
-    job.checkpoint.saveSeconds = c.nonNegative("save_seconds", "seconds").value_or(0.0);
-    job.checkpoint.loadSeconds = c.nonNegative("load_seconds", "seconds").value_or(0.0);
-    c.finish();
+    ck.saveSeconds = nonNegative(*c, "save_seconds", "seconds").value_or(0.0);
+    ck.loadSeconds = nonNegative(*c, "load_seconds", "seconds").value_or(0.0);
+    c->warnUnread(s.warnings);
   }
-  job.restartOverheadSeconds = r.nonNegative("restart_overhead_seconds", "seconds").value_or(0.0);
-  r.finish();
+  job.restartOverheadSeconds = nonNegative(r, "restart_overhead_seconds", "seconds").value_or(0.0);
+  r.warnUnread(s.warnings);
 }
 
-void parseAgent(const json& section, Scenario& s) {
-  ObjectReader r(section, "agent", s.warnings);
+void parseAgent(const ObjectReader& r, Scenario& s) {
   AgentSpec& a = s.agent;
-  a.minNodes = r.integer("min_nodes", 1, "a positive integer");
-  a.maxNodes = r.integer("max_nodes", 1, "a positive integer");
+  a.minNodes = integer(r, "min_nodes", 1, "a positive integer");
+  a.maxNodes = integer(r, "max_nodes", 1, "a positive integer");
   if (a.minNodes && a.maxNodes && *a.maxNodes < *a.minNodes) {
-    badText("agent.max_nodes", std::to_string(*a.maxNodes), "an integer >= agent.min_nodes");
+    r.fail("max_nodes", "an integer >= agent.min_nodes");
   }
   a.maxRestarts =
-      r.integer("max_restarts", 0, "a non-negative integer").value_or(kUnlimitedRestarts);
-  a.lastCallSeconds = r.nonNegative("last_call_seconds", "seconds").value_or(a.lastCallSeconds);
+      integer(r, "max_restarts", 0, "a non-negative integer").value_or(kUnlimitedRestarts);
+  a.lastCallSeconds = nonNegative(r, "last_call_seconds", "seconds").value_or(a.lastCallSeconds);
   a.monitorIntervalSeconds =
-      r.positive("monitor_interval_seconds", "seconds").value_or(a.monitorIntervalSeconds);
+      positive(r, "monitor_interval_seconds", "seconds").value_or(a.monitorIntervalSeconds);
   a.waitTimeoutSeconds =
-      r.positive("wait_timeout_seconds", "seconds").value_or(a.waitTimeoutSeconds);
-  if (const auto sel = r.string("node_selection")) {
+      positive(r, "wait_timeout_seconds", "seconds").value_or(a.waitTimeoutSeconds);
+  if (const auto sel = r.readString("node_selection")) {
     if (*sel == "whole-nodes") {
       a.selection = agent::NodeSelection::WholeNodes;
     } else if (*sel == "partial-nodes") {
       a.selection = agent::NodeSelection::PartialNodes;
     } else {
-      badText("agent.node_selection", *sel, "\"whole-nodes\" or \"partial-nodes\"");
+      r.fail("node_selection", "\"whole-nodes\" or \"partial-nodes\"");
     }
   }
-  r.finish();
+  r.warnUnread(s.warnings);
 }
 
-void parseFailures(const json& section, const std::filesystem::path& baseDir, Scenario& s) {
-  ObjectReader r(section, "failures", s.warnings);
+void parseFailures(const ObjectReader& r, const std::filesystem::path& baseDir, Scenario& s) {
   FailureSpec& f = s.failures;
-  const std::string model = r.string("model").value_or("none");
+  const std::string model = r.readString("model").value_or("none");
   if (model == "none") {
     f.model = FailureModelKind::None;
   } else if (model == "exponential") {
@@ -439,47 +338,45 @@ void parseFailures(const json& section, const std::filesystem::path& baseDir, Sc
   } else if (model == "trace") {
     f.model = FailureModelKind::Trace;
   } else {
-    badText("failures.model", model, "\"none\", \"exponential\", \"weibull\" or \"trace\"");
+    r.fail("model", "\"none\", \"exponential\", \"weibull\" or \"trace\"");
   }
-  const auto mtbf = r.positive("node_mtbf_hours", "hours");
+  const auto mtbf = positive(r, "node_mtbf_hours", "hours");
   if ((f.model == FailureModelKind::Exponential || f.model == FailureModelKind::Weibull) && !mtbf) {
-    badText("failures.node_mtbf_hours", "missing",
-            fmt::format("a positive number of hours (required by model \"{}\")", model));
+    r.fail("node_mtbf_hours",
+           fmt::format("a positive number of hours (required by model \"{}\")", model));
   }
   f.nodeMtbfHours = mtbf.value_or(0.0);
-  const auto shape = r.positive("shape", "(Weibull shape)");
+  const auto shape = positive(r, "shape", "(Weibull shape)");
   if (f.model == FailureModelKind::Weibull) {
-    if (!shape) {
-      badText("failures.shape", "missing", "the Weibull shape k > 0");
-    }
-    f.shape = *shape;
+    f.shape = required(r, "shape", shape, "the Weibull shape k > 0");
   }
-  const json* events = r.find("events");
-  const auto traceFile = r.string("trace_file");
+  const Json* events = r.find("events");
+  const auto traceFile = r.readString("trace_file");
   if (events != nullptr && traceFile) {
-    badText("failures.trace_file", *traceFile, "either failures.events or failures.trace_file");
+    r.fail("trace_file", "either failures.events or failures.trace_file");
   }
   if (events != nullptr) {
-    f.trace = parseTraceEvents(*events, "failures.events", s.warnings);
+    f.trace = parseTraceEvents(*events, r.childPath("events"), s.warnings);
   } else if (traceFile) {
     f.trace = loadFailureTrace(resolve(baseDir, *traceFile));
   }
   if (f.model == FailureModelKind::Trace && events == nullptr && !traceFile) {
-    badText("failures.events", "missing", "failures.events or failures.trace_file (model trace)");
+    r.fail("events", "failures.events or failures.trace_file (model trace)");
   }
   if (f.model != FailureModelKind::Trace && (events != nullptr || traceFile)) {
     s.warnings.push_back(
         fmt::format("failures.{}: ignored, model is \"{}\" (set model \"trace\" to replay it)",
                     events != nullptr ? "events" : "trace_file", model));
   }
-  if (const json* causes = r.find("causes"); causes != nullptr) {
+  if (const Json* causes = r.find("causes"); causes != nullptr) {
     if (causes->is_string()) {
       f.causes = loadCauseTable(resolve(baseDir, causes->get<std::string>()));
     } else {
-      f.causes = parseCauses(*causes, "failures.causes", s.warnings);
+      f.causes = parseCauses(*causes, r.childPath("causes"), s.warnings);
     }
   }
-  if (const auto rep = r.string("replacement")) {
+  if (const auto rep = r.readString("replacement")) {
+    constexpr std::string_view kExpected = "\"immediate\", \"spares:K\" (K >= 0) or \"none\"";
     if (*rep == "immediate") {
       f.replacement = ReplacementKind::Immediate;
     } else if (*rep == "none") {
@@ -489,106 +386,116 @@ void parseFailures(const json& section, const std::filesystem::path& baseDir, Sc
       char* end = nullptr;
       const long long k = std::strtoll(count.c_str(), &end, 10);
       if (count.empty() || end != count.c_str() + count.size() || k < 0) {
-        badText("failures.replacement", *rep, "\"immediate\", \"spares:K\" (K >= 0) or \"none\"");
+        r.fail("replacement", kExpected);
       }
       f.replacement = ReplacementKind::Spares;
       f.spares = k;
     } else {
-      badText("failures.replacement", *rep, "\"immediate\", \"spares:K\" (K >= 0) or \"none\"");
+      r.fail("replacement", kExpected);
     }
   }
-  f.repairHours = r.nonNegative("repair_hours", "hours");
-  r.finish();
+  f.repairHours = nonNegative(r, "repair_hours", "hours");
+  r.warnUnread(s.warnings);
 }
 
-void parseSpot(const json& section, Scenario& s) {
-  ObjectReader r(section, "spot", s.warnings);
+void parseSpot(const ObjectReader& r, Scenario& s) {
   SpotSpec spot;
-  const auto mean = r.positive("node_mean_hours_between_preemptions", "hours");
-  if (!mean) {
-    badText("spot.node_mean_hours_between_preemptions", "missing",
-            "the mean hours between preemptions of one node");
-  }
-  spot.nodeMeanHoursBetweenPreemptions = *mean;
-  spot.returnHours = r.nonNegative("return_hours", "hours");
-  r.finish();
+  spot.nodeMeanHoursBetweenPreemptions =
+      required(r, "node_mean_hours_between_preemptions",
+               positive(r, "node_mean_hours_between_preemptions", "hours"),
+               "the mean hours between preemptions of one node");
+  spot.returnHours = nonNegative(r, "return_hours", "hours");
+  r.warnUnread(s.warnings);
   s.spot = spot;
 }
 
-void parseScaleEvents(const json& list, Scenario& s) {
-  if (!list.is_array()) {
-    bad("scale_events", list, "an array of {at_hours, kind, nodes}");
+ScaleEvent readScaleEvent(const ObjectReader& r) {
+  ScaleEvent e;
+  e.atHours =
+      required(r, "at_hours", nonNegative(r, "at_hours", "hours"), "the event's time in hours");
+  const auto kind = r.readString("kind");
+  if (kind == "join") {
+    e.kind = ScaleKind::Join;
+  } else if (kind == "leave") {
+    e.kind = ScaleKind::Leave;
+  } else {
+    r.fail("kind", "\"join\" or \"leave\"");
   }
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    ObjectReader r(list[i], fmt::format("scale_events[{}]", i), s.warnings);
-    ScaleEvent e;
-    const auto at = r.nonNegative("at_hours", "hours");
-    if (!at) {
-      badText(r.pathOf("at_hours"), "missing", "the event's time in hours");
-    }
-    e.atHours = *at;
-    const auto kind = r.string("kind");
-    if (kind == "join") {
-      e.kind = ScaleKind::Join;
-    } else if (kind == "leave") {
-      e.kind = ScaleKind::Leave;
-    } else {
-      badText(r.pathOf("kind"), kind.value_or("missing"), "\"join\" or \"leave\"");
-    }
-    e.nodes = r.integer("nodes", 1, "a positive number of nodes").value_or(1);
-    r.finish();
-    s.scaleEvents.push_back(e);
-  }
+  e.nodes = integer(r, "nodes", 1, "a positive number of nodes").value_or(1);
+  return e;
+}
+
+void parseScaleEvents(const Json& list, const std::string& path, Scenario& s) {
+  forEachObject(list, path, "an array of {at_hours, kind, nodes}", s.warnings,
+                [&](const ObjectReader& r) { s.scaleEvents.push_back(readScaleEvent(r)); });
   std::stable_sort(s.scaleEvents.begin(), s.scaleEvents.end(),
                    [](const ScaleEvent& a, const ScaleEvent& b) { return a.atHours < b.atHours; });
 }
 
-void parseScript(const json& list, Scenario& s) {
-  if (!list.is_array()) {
-    bad("script", list, "an array of {at_step, kind, ...}");
-  }
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    ObjectReader r(list[i], fmt::format("script[{}]", i), s.warnings);
-    ScriptEvent e;
-    const auto at = r.integer("at_step", 0, "a non-negative step number");
-    if (!at) {
-      badText(r.pathOf("at_step"), "missing", "the step after which the event happens");
+ScriptEvent readScriptEvent(const ObjectReader& r) {
+  ScriptEvent e;
+  e.atStep = required(r, "at_step", integer(r, "at_step", 0, "a non-negative step number"),
+                      "the step after which the event happens");
+  const auto kind = r.readString("kind");
+  if (kind == "kill_worker") {
+    e.kind = ScriptKind::KillWorker;
+    e.rank = required(r, "rank", integer(r, "rank", 0, "a non-negative global rank"),
+                      "the global rank of the worker to kill");
+    constexpr std::string_view kExitCode =
+        "a non-zero exit code (1..255, or -N for killed by signal N)";
+    if (const auto code = r.readInt("exit_code", IntRule{-64, 255, kExitCode})) {
+      if (*code == 0) {
+        r.fail("exit_code", kExitCode);
+      }
+      e.exitCode = static_cast<int>(*code);
     }
-    e.atStep = *at;
-    const auto kind = r.string("kind");
-    if (kind == "kill_worker") {
-      e.kind = ScriptKind::KillWorker;
-      const auto rank = r.integer("rank", 0, "a non-negative global rank");
-      if (!rank) {
-        badText(r.pathOf("rank"), "missing", "the global rank of the worker to kill");
-      }
-      e.rank = *rank;
-      if (const json* code = r.find("exit_code"); code != nullptr) {
-        if (!code->is_number_integer() || code->get<std::int64_t>() == 0 ||
-            code->get<std::int64_t>() < -64 || code->get<std::int64_t>() > 255) {
-          bad(r.pathOf("exit_code"), *code,
-              "a non-zero exit code (1..255, or -N for killed by signal N)");
-        }
-        e.exitCode = static_cast<int>(code->get<std::int64_t>());
-      }
-    } else if (kind == "leave" || kind == "join") {
-      e.kind = kind == "leave" ? ScriptKind::Leave : ScriptKind::Join;
-      const auto node = r.string("node");
-      if (!node || node->empty()) {
-        badText(r.pathOf("node"), node ? "\"\"" : "missing", "a node id");
-      }
-      e.node = *node;
-      if (e.kind == ScriptKind::Join) {
-        e.slots = r.integer("slots", 1, "a positive number of slots").value_or(0);
-      }
-    } else {
-      badText(r.pathOf("kind"), kind.value_or("missing"), "\"kill_worker\", \"leave\" or \"join\"");
+  } else if (kind == "leave" || kind == "join") {
+    e.kind = kind == "leave" ? ScriptKind::Leave : ScriptKind::Join;
+    const auto node = r.readString("node");
+    if (!node || node->empty()) {
+      r.fail("node", "a node id");
     }
-    r.finish();
-    s.script.push_back(e);
+    e.node = *node;
+    if (e.kind == ScriptKind::Join) {
+      e.slots = integer(r, "slots", 1, "a positive number of slots").value_or(0);
+    }
+  } else {
+    r.fail("kind", "\"kill_worker\", \"leave\" or \"join\"");
   }
+  return e;
+}
+
+void parseScript(const Json& list, const std::string& path, Scenario& s) {
+  forEachObject(list, path, "an array of {at_step, kind, ...}", s.warnings,
+                [&](const ObjectReader& r) { s.script.push_back(readScriptEvent(r)); });
   std::stable_sort(s.script.begin(), s.script.end(),
                    [](const ScriptEvent& a, const ScriptEvent& b) { return a.atStep < b.atStep; });
+}
+
+void parseNodeNames(const ObjectReader& r, Scenario& s) {
+  const Json* names = r.find("node_names");
+  if (names == nullptr) {
+    return;
+  }
+  if (!names->is_array()) {
+    r.fail("node_names", "an array of node ids");
+  }
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < names->size(); ++i) {
+    const Json& n = (*names)[i];
+    const std::string path = indexPath(r.childPath("node_names"), i);
+    if (!n.is_string() || n.get<std::string>().empty()) {
+      r.failValue(path, n, "a non-empty node id");
+    }
+    if (!seen.insert(n.get<std::string>()).second) {
+      r.failValue(path, n, "an id not used by another node");
+    }
+    s.nodeNames.push_back(n.get<std::string>());
+  }
+  if (static_cast<std::int64_t>(s.nodeNames.size()) != s.cluster.nodes) {
+    r.failAs("node_names", fmt::format("{} name(s)", s.nodeNames.size()),
+             fmt::format("one name per cluster node ({})", s.cluster.nodes));
+  }
 }
 
 }  // namespace
@@ -623,75 +530,57 @@ std::filesystem::path defaultPresetDir(const std::filesystem::path& scenarioDir)
 
 Scenario parseScenario(const nlohmann::json& root, const std::filesystem::path& baseDir,
                        const ScenarioOptions& options) {
+  if (!root.is_object()) {
+    throwValue("scenario", root, "a JSON object");
+  }
   Scenario s;
   s.name = "scenario";
-  ObjectReader r(root, "", s.warnings);
+  const ObjectReader r(root, "");
   const std::filesystem::path presetDir =
       options.presetDir.empty() ? defaultPresetDir(baseDir) : options.presetDir;
 
-  const json* cluster = r.find("cluster");
+  const Json* cluster = r.find("cluster");
   if (cluster == nullptr) {
-    badText("cluster", "missing",
-            "a cluster: {\"preset\": NAME} or {\"nodes\", \"gpus_per_node\", ...}");
+    r.fail("cluster", "a cluster: {\"preset\": NAME} or {\"nodes\", \"gpus_per_node\", ...}");
   }
-  s.cluster = parseClusterSection(*cluster, presetDir, s.warnings);
+  s.cluster = parseCluster(*cluster, presetDir, &s.warnings);
 
-  const json* job = r.find("job");
-  if (job == nullptr) {
-    badText("job", "missing", "a job section");
+  const auto job = r.readObject("job", "a JSON object");
+  if (!job) {
+    r.fail("job", "a job section");
   }
   parseJob(*job, baseDir, s);
 
-  if (const json* agent = r.find("agent"); agent != nullptr) {
+  if (const auto agent = r.readObject("agent", "a JSON object")) {
     parseAgent(*agent, s);
   }
-  if (const json* failures = r.find("failures"); failures != nullptr) {
+  if (const auto failures = r.readObject("failures", "a JSON object")) {
     parseFailures(*failures, baseDir, s);
   }
-  if (const json* spot = r.find("spot"); spot != nullptr) {
+  if (const auto spot = r.readObject("spot", "a JSON object")) {
     parseSpot(*spot, s);
   }
-  if (const json* scale = r.find("scale_events"); scale != nullptr) {
-    parseScaleEvents(*scale, s);
+  if (const Json* scale = r.find("scale_events"); scale != nullptr) {
+    parseScaleEvents(*scale, r.childPath("scale_events"), s);
   }
-  if (const json* script = r.find("script"); script != nullptr) {
-    parseScript(*script, s);
+  if (const Json* script = r.find("script"); script != nullptr) {
+    parseScript(*script, r.childPath("script"), s);
   }
-  if (const json* names = r.find("node_names"); names != nullptr) {
-    if (!names->is_array()) {
-      bad("node_names", *names, "an array of node ids");
-    }
-    std::set<std::string> seen;
-    for (std::size_t i = 0; i < names->size(); ++i) {
-      const json& n = (*names)[i];
-      if (!n.is_string() || n.get<std::string>().empty()) {
-        bad(fmt::format("node_names[{}]", i), n, "a non-empty node id");
-      }
-      if (!seen.insert(n.get<std::string>()).second) {
-        bad(fmt::format("node_names[{}]", i), n, "an id not used by another node");
-      }
-      s.nodeNames.push_back(n.get<std::string>());
-    }
-    if (static_cast<std::int64_t>(s.nodeNames.size()) != s.cluster.nodes) {
-      badText("node_names", fmt::format("{} name(s)", s.nodeNames.size()),
-              fmt::format("one name per cluster node ({})", s.cluster.nodes));
-    }
-  }
-  if (const json* seed = r.find("seed"); seed != nullptr) {
+  parseNodeNames(r, s);
+  if (const Json* seed = r.find("seed"); seed != nullptr) {
     if (seed->is_number_unsigned()) {
       s.seed = seed->get<std::uint64_t>();
     } else if (seed->is_number_integer() && seed->get<std::int64_t>() >= 0) {
       s.seed = static_cast<std::uint64_t>(seed->get<std::int64_t>());
     } else {
-      bad("seed", *seed, "a non-negative integer");
+      r.fail("seed", "a non-negative integer");
     }
   }
-  r.accept("name");
   r.accept("description");
-  if (const auto name = r.string("name")) {
+  if (const auto name = r.readString("name")) {
     s.name = *name;
   }
-  r.finish();
+  r.warnUnread(s.warnings);
 
   // Cross-section checks.
   if (s.cluster.nodes < 1 || s.cluster.gpusPerNode < 1) {
@@ -709,12 +598,11 @@ Scenario parseScenario(const nlohmann::json& root, const std::filesystem::path& 
 
 Scenario parseScenarioText(std::string_view text, const std::filesystem::path& baseDir,
                            const ScenarioOptions& options) {
-  return parseScenario(parseJsonText(text, "scenario"), baseDir, options);
+  return parseScenario(config::detail::parseJson(text, "scenario"), baseDir, options);
 }
 
 Scenario loadScenario(const std::filesystem::path& path, const ScenarioOptions& options) {
-  const std::string text = readText(path);
-  Scenario s = parseScenario(parseJsonText(text, path.string()),
+  Scenario s = parseScenario(config::detail::parseJson(readFile(path, "scenario"), path.string()),
                              path.has_parent_path() ? path.parent_path() : ".", options);
   if (s.name == "scenario") {
     s.name = path.stem().string();
@@ -723,34 +611,15 @@ Scenario loadScenario(const std::filesystem::path& path, const ScenarioOptions& 
 }
 
 std::vector<FailureCause> loadCauseTable(const std::filesystem::path& path) {
-  const json root = parseJsonText(readText(path), path.string());
-  std::vector<std::string> warnings;  // a table's extra keys (sources, notes) are documentation
-  if (root.is_object()) {
-    const auto it = root.find("causes");
-    if (it == root.end()) {
-      throw ConfigError(ErrorDetail{path.string() + ": causes", "missing", "an array of causes"});
-    }
-    return parseCauses(*it, path.filename().string() + ": causes", warnings);
-  }
-  return parseCauses(root, path.filename().string(), warnings);
+  return parseListFile(path, "failure cause table", "causes", "an array of causes", parseCauses);
 }
 
 std::vector<TraceFailure> loadFailureTrace(const std::filesystem::path& path) {
-  const std::string text = readText(path);
-  const std::string source = path.filename().string();
-  const auto ext = path.extension().string();
-  if (ext == ".json") {
-    const json root = parseJsonText(text, path.string());
-    std::vector<std::string> warnings;
-    if (root.is_object()) {
-      const auto it = root.find("events");
-      if (it == root.end()) {
-        throw ConfigError(ErrorDetail{source + ": events", "missing", "an array of failures"});
-      }
-      return parseTraceEvents(*it, source + ": events", warnings);
-    }
-    return parseTraceEvents(root, source, warnings);
+  if (path.extension() == ".json") {
+    return parseListFile(path, "failure trace", "events", "an array of failures", parseTraceEvents);
   }
+  const std::string text = readFile(path, "failure trace");
+  const std::string source = path.filename().string();
   // CSV: time_hours,node[,cause[,repair_hours]] with a header line; '#' starts a comment line.
   std::istringstream in(text);
   std::string line;

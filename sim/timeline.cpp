@@ -2,8 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "runtime/agent/event_log.hpp"
 #include "runtime/common/error.hpp"
+#include "runtime/common/strings.hpp"
+#include "sim/csv.hpp"
 
 namespace stretch::sim {
 
@@ -38,22 +39,6 @@ std::string micros(SimTime ns) {
   const SimTime whole = ns / 1000;
   const SimTime frac = ns % 1000;
   return fmt::format("{}.{:03d}", whole, frac < 0 ? -frac : frac);
-}
-
-std::string csvField(const std::string& text) {
-  if (text.find_first_of(",\"\n\r") == std::string::npos) {
-    return text;
-  }
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"') {
-      out += "\"\"";
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-  return out;
 }
 
 }  // namespace
@@ -130,11 +115,10 @@ void ChromeTraceWriter::record(const TimelineRecord& r) {
   ++written_;
   const std::string args = fmt::format(
       "{{\"generation\":{},\"world_size\":{},\"step\":{}{}}}", r.generation, r.worldSize, r.step,
-      r.detail.empty() ? std::string() : ",\"detail\":" + agent::jsonString(r.detail));
+      r.detail.empty() ? std::string() : ",\"detail\":" + jsonQuote(r.detail));
   const int tid = threadOf(r.kind);
-  const std::string name =
-      agent::jsonString(r.name.empty() ? std::string(toString(r.kind)) : r.name);
-  const std::string cat = agent::jsonString(toString(r.kind));
+  const std::string name = jsonQuote(r.name.empty() ? std::string(toString(r.kind)) : r.name);
+  const std::string cat = jsonQuote(toString(r.kind));
   if (r.kind == TimelineKind::WorldSize) {
     writeEvent(fmt::format(
         "{{\"ph\":\"C\",\"pid\":1,\"tid\":{},\"name\":\"world_size\",\"ts\":{},\"args\":{{\"gpus\":"

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/accel/cuda_device_guard.hpp"
+
 namespace stretch::accel {
 
 namespace {
@@ -27,36 +29,14 @@ std::string versionText(int version) {
   return fmt::format("{}.{}", version / 1000, (version % 1000) / 10);
 }
 
-// Makes `device` current for the calling thread and restores the previous one on scope exit, so
-// that querying another device does not move the caller.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    check(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) {
-      check(cudaSetDevice(device), fmt::format("cudaSetDevice({})", device));
-      changed_ = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (changed_)
-      static_cast<void>(cudaSetDevice(previous_));
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-  bool changed_ = false;
-};
-
 struct MemInfo {
   std::size_t free = 0;
   std::size_t total = 0;
 };
 
 MemInfo memInfo(int device) {
-  DeviceGuard guard(device);
+  // Querying another device must not move the caller.
+  const CudaDeviceGuard guard(device, check);
   MemInfo info;
   check(cudaMemGetInfo(&info.free, &info.total), fmt::format("cudaMemGetInfo(cuda:{})", device));
   return info;
@@ -88,7 +68,7 @@ void CudaAccelerator::setDevice(int index) {
 
 void CudaAccelerator::synchronize(std::optional<int> device) {
   const int index = resolveDevice(device, "synchronize");
-  DeviceGuard guard(index);
+  const CudaDeviceGuard guard(index, check);
   check(cudaDeviceSynchronize(), fmt::format("cudaDeviceSynchronize(cuda:{})", index));
 }
 

@@ -34,4 +34,8 @@ std::string formatDuration(Duration d) {
   return fmt::format("{}{} min {} s", sign, minutes, seconds);
 }
 
+Duration fromSeconds(double seconds) {
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(seconds));
+}
+
 }  // namespace stretch::agent

@@ -1,7 +1,7 @@
 #pragma once
 // Time as the elastic agent sees it: a count of nanoseconds from a fixed origin, always passed
-// in. The state machine never reads a clock; the rendezvous reads an injected Clock, so tests
-// and the discrete-event simulator drive both with their own time.
+// in. The state machine never reads a clock; the launcher's agent loop reads an injected Clock,
+// so tests and the discrete-event simulator drive the same machine with their own time.
 
 #include <chrono>
 #include <cstdint>
@@ -24,5 +24,8 @@ Clock systemClock();
 
 // "12.5 s", "250 ms", "3 min 5 s": how times and durations appear in messages.
 std::string formatDuration(Duration d);
+
+// A count of seconds (a command-line value such as --heartbeat_timeout 2.5) as a Duration.
+Duration fromSeconds(double seconds);
 
 }  // namespace stretch::agent

@@ -6,9 +6,9 @@
 //    "batch":{"train_batch_size":96,"train_micro_batch_size_per_gpu":4,
 //             "gradient_accumulation_steps":3},
 //    "restart_count":1,"resume_step":120,"exit_code":1,"nodes":["n0","n1"],"reason":"..."}
-// Keys come in that order. Strings are escaped per RFC 8259 (quote, backslash, control
-// characters; bytes that are not valid UTF-8 become U+FFFD), so any JSON parser reads every line.
-// The encoder is written by hand: runtime/agent may not use the JSON library (layering).
+// Keys come in that order. Strings are written by stretch::jsonQuote (runtime/common/strings.hpp:
+// RFC 8259 escapes, bytes that are not valid UTF-8 become U+FFFD), so any JSON parser reads every
+// line. The encoder is written by hand: runtime/agent may not use the JSON library (layering).
 
 #include <cstdint>
 #include <filesystem>
@@ -22,6 +22,7 @@
 
 #include "runtime/agent/clock.hpp"
 #include "runtime/agent/state_machine.hpp"
+#include "runtime/common/strings.hpp"
 #include "runtime/config/batch.hpp"
 
 namespace stretch::agent {
@@ -46,9 +47,6 @@ struct EventRecord {
 // The record of an action returned by AgentStateMachine::handle at `now`.
 EventRecord recordOf(const Action& action, Time now,
                      std::optional<std::int64_t> resumeStep = std::nullopt);
-
-// `text` as a JSON string literal, quotes included.
-std::string jsonString(std::string_view text);
 
 // One line of JSON for the record, without the trailing newline.
 std::string toJsonLine(const EventRecord& record);

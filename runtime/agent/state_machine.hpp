@@ -78,7 +78,7 @@ struct AgentConfig {
   // Longest time without running workers before the job fails (torchelastic's join timeout).
   Duration waitTimeout = std::chrono::seconds(600);
   // When set, a node whose last Heartbeat event is older than this is treated as lost. Leave
-  // unset when the caller detects dead nodes itself (StoreRendezvous::deadNodes).
+  // unset when the caller detects dead nodes itself (the launcher's job controller does).
   std::optional<Duration> heartbeatTimeout;
   // When set, workers still running this long after the first clean exit of their generation
   // count as a failure (torchelastic's exit_barrier_timeout is 300 s). Unset: wait forever.
@@ -107,7 +107,7 @@ struct NodeLeft {
   std::string nodeId;
   std::string reason;
 };
-// A node's keep-alive stopped (detected by the caller, e.g. StoreRendezvous::deadNodes).
+// A node's keep-alive stopped (detected by the caller, e.g. the launcher's job controller).
 struct HeartbeatLost {
   std::string nodeId;
 };

@@ -15,6 +15,7 @@
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/file_store.hpp"
 #include "runtime/comm/store.hpp"
+#include "runtime/comm/store_registry.hpp"
 #include "runtime/comm/tcp_store.hpp"
 
 extern char** environ;
@@ -139,19 +140,40 @@ struct HostPort {
   int port = 0;
 };
 
-HostPort parseTcpInitMethod(const std::string& method) {
-  const std::string rest = method.substr(6);
+// "HOST:PORT" (an IPv6 literal in brackets); `form` is the accepted syntax, for the error.
+HostPort parseHostPort(const std::string& method, const std::string& rest, std::string_view form) {
   const auto colon = rest.rfind(':');
   const auto port =
       colon == std::string::npos ? std::nullopt : parseInteger(rest.substr(colon + 1));
   if (colon == std::string::npos || colon == 0 || !port || *port < 1 || *port > 65535) {
     throw DistributedInitError(ErrorDetail{"init_method", fmt::format("\"{}\"", method),
-                                           "\"tcp://HOST:PORT\" with a port in 1..65535"});
+                                           fmt::format("{} with a port in 1..65535", form)});
   }
   std::string host = rest.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
   return {host, static_cast<int>(*port)};
+}
+
+HostPort parseTcpInitMethod(const std::string& method) {
+  return parseHostPort(method, method.substr(6), "\"tcp://HOST:PORT\"");
+}
+
+constexpr std::string_view kRedisScheme = "redis://";
+constexpr std::string_view kRedisForm = "\"redis://HOST:PORT[/PREFIX]\"";
+
+// "redis://HOST:PORT[/PREFIX]": the store of runtime/comm/redis, through the store registry.
+StoreInit parseRedisInitMethod(const std::string& method) {
+  const std::string rest = method.substr(kRedisScheme.size());
+  const auto slash = rest.find('/');
+  const HostPort hp = parseHostPort(method, rest.substr(0, slash), kRedisForm);
+  StoreInit init;
+  init.url = method;
+  init.host = hp.host;
+  init.port = hp.port;
+  if (slash != std::string::npos)
+    init.path = rest.substr(slash + 1);
+  return init;
 }
 
 }  // namespace
@@ -162,9 +184,10 @@ DistributedEnv discoverEnvironment(const InitOptions& options, const Environment
   out.token = lookup(env, "STRETCH_STORE_TOKEN").value_or("");
   out.initMethod = options.initMethod.empty() ? "env://" : options.initMethod;
   if (out.initMethod != "env://" && !out.initMethod.starts_with("tcp://") &&
-      !out.initMethod.starts_with("file://")) {
-    throw DistributedInitError(ErrorDetail{"init_method", fmt::format("\"{}\"", out.initMethod),
-                                           "\"env://\", \"tcp://HOST:PORT\" or \"file:///PATH\""});
+      !out.initMethod.starts_with("file://") && !out.initMethod.starts_with(kRedisScheme)) {
+    throw DistributedInitError(ErrorDetail{
+        "init_method", fmt::format("\"{}\"", out.initMethod),
+        fmt::format("\"env://\", \"tcp://HOST:PORT\", \"file:///PATH\" or {}", kRedisForm)});
   }
   if (out.initMethod.starts_with("file://") && out.initMethod.size() <= 7) {
     throw DistributedInitError(
@@ -262,7 +285,8 @@ DistributedEnv discoverEnvironment(const InitOptions& options, const Environment
     out.masterAddr = *masterAddr;
   } else if (out.worldSize == 1 || singleNode) {
     out.masterAddr = "127.0.0.1";
-  } else if (!out.initMethod.starts_with("tcp://") && !out.initMethod.starts_with("file://")) {
+  } else if (!out.initMethod.starts_with("tcp://") && !out.initMethod.starts_with("file://") &&
+             !out.initMethod.starts_with(kRedisScheme)) {
     fail(out.source == EnvSource::Launcher
              ? std::string("MASTER_ADDR is missing for a job of several processes")
              : fmt::format("the {} spans several nodes and MASTER_ADDR is not set (pass the "
@@ -274,6 +298,13 @@ DistributedEnv discoverEnvironment(const InitOptions& options, const Environment
     const HostPort hp = parseTcpInitMethod(out.initMethod);
     out.masterAddr = hp.host;
     out.masterPort = hp.port;
+  }
+  if (out.initMethod.starts_with(kRedisScheme)) {
+    // The Redis server is the rendezvous point: messages name it, and a multi-node job's
+    // transport binds to the interface that reaches it.
+    const StoreInit redis = parseRedisInitMethod(out.initMethod);
+    out.masterAddr = redis.host;
+    out.masterPort = redis.port;
   }
   return out;
 }
@@ -334,6 +365,27 @@ void joinRendezvous(Store& store, const DistributedEnv& env) {
   }
 }
 
+// The store of a redis:// init method. A store that already holds "init/complete" before this
+// rank joined is left over from an earlier run under the same prefix (this run cannot have
+// completed without this rank): joining it would pass a stale rendezvous, so it is an error.
+std::shared_ptr<Store> redisStore(const DistributedEnv& env) {
+  StoreInit init = parseRedisInitMethod(env.initMethod);
+  init.rank = env.rank;
+  init.worldSize = env.worldSize;
+  init.timeout = env.timeout;
+  auto store = createStore(
+      "redis", init,
+      "redis:// is registered by comm::registerBuiltinBackends() in builds with hiredis "
+      "(STRETCH_WITH_REDIS, libhiredis-dev)");
+  if (store->check({"init/complete"})) {
+    throw DistributedInitError(ErrorDetail{
+        "init_method", fmt::format("\"{}\"", env.initMethod),
+        "a key prefix that no earlier run used (this one holds a completed rendezvous): give "
+        "each run its own /PREFIX or delete the old keys"});
+  }
+  return store;
+}
+
 }  // namespace
 
 std::shared_ptr<ProcessGroup> initDistributed(const InitOptions& options) {
@@ -358,6 +410,8 @@ std::shared_ptr<ProcessGroup> initDistributed(const InitOptions& options) {
     store = std::make_shared<HashStore>(env.timeout);
   } else if (env.initMethod.starts_with("file://")) {
     store = std::make_shared<FileStore>(env.initMethod.substr(7), env.timeout);
+  } else if (env.initMethod.starts_with(kRedisScheme)) {
+    store = redisStore(env);
   } else {
     if (env.token.empty() && !isLoopback(env.masterAddr)) {
       spdlog::warn(

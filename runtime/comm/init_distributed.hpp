@@ -11,7 +11,12 @@
 //    every variable that was found.
 // 3. Rank 0 starts a TCPStore server on MASTER_ADDR:MASTER_PORT (bound to that address only);
 //    every rank connects with the job token from STRETCH_STORE_TOKEN. "file://PATH" uses a
-//    FileStore instead; "tcp://HOST:PORT" overrides the master.
+//    FileStore instead; "tcp://HOST:PORT" overrides the master. "redis://HOST:PORT[/PREFIX]"
+//    uses a RedisStore on that server (keys under "PREFIX/", "stretch/" without one; the
+//    password, if any, from STRETCH_REDIS_PASSWORD) through runtime/comm/store_registry.hpp:
+//    only in builds with hiredis after registerBuiltinBackends(), else DistributedInitError
+//    names the URL. A prefix must serve one run: one that already holds a completed rendezvous
+//    is a DistributedInitError.
 // 4. The backend named by `backend` is built through the backend registry
 //    (runtime/comm/backend_registry.hpp) over a PrefixStore and installed as the default group.
 //
@@ -37,7 +42,8 @@ struct InitOptions {
   bool autoMpiDiscovery = true;
   int port = 29500;  // MASTER_PORT when the environment has none (DeepSpeed's default)
   std::optional<Duration> timeout;
-  std::string initMethod;  // "", "env://", "tcp://HOST:PORT" or "file:///path"
+  std::string initMethod;  // "", "env://", "tcp://HOST:PORT", "file:///path" or
+                           // "redis://HOST:PORT[/PREFIX]"
   int rank = -1;           // -1: from the environment
   int worldSize = -1;      // -1: from the environment
 };

@@ -14,6 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "runtime/common/error.hpp"
+#include "runtime/common/file_io.hpp"
 #include "runtime/config/elasticity_reader.hpp"
 #include "runtime/config/json_reader.hpp"
 
@@ -607,26 +608,7 @@ ParsedConfig parseConfig(std::string_view jsonText, std::string_view source) {
 }
 
 ParsedConfig loadConfig(const std::filesystem::path& path) {
-  const std::string name = path.string();
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw IoError(fmt::format("cannot read {}: {}", name, std::strerror(EISDIR)));
-  }
-  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(name.c_str(), "rb"),
-                                                             &std::fclose);
-  if (!file) {
-    throw IoError(fmt::format("cannot read {}: {}", name, std::strerror(errno)));
-  }
-  std::string text;
-  std::array<char, 65536> buffer{};
-  std::size_t got = 0;
-  while ((got = std::fread(buffer.data(), 1, buffer.size(), file.get())) > 0) {
-    text.append(buffer.data(), got);
-  }
-  if (std::ferror(file.get()) != 0) {
-    throw IoError(fmt::format("cannot read {}: {}", name, std::strerror(errno)));
-  }
-  return parseConfig(text, name);
+  return parseConfig(readFile(path), path.string());
 }
 
 std::string toJson(const DsConfig& config) {

@@ -90,6 +90,31 @@ class TrackingIterator {
   const char** furthest_;
 };
 
+// The reason in nlohmann's message: "[json.exception.parse_error.101] parse error at line 2,
+// column 9: <why>" or "[json.exception.out_of_range.406] <why>".
+std::string reasonOf(const nlohmann::detail::exception& ex) {
+  const std::string what = ex.what();
+  if (const std::size_t column = what.find(", column "); column != std::string::npos) {
+    if (const std::size_t colon = what.find(": ", column); colon != std::string::npos) {
+      return what.substr(colon + 2);
+    }
+  } else if (const std::size_t bracket = what.find("] "); bracket != std::string::npos) {
+    return what.substr(bracket + 2);
+  }
+  return what;
+}
+
+// "<source>:<line>:<col>: invalid JSON: <reason>" for a parser error at position (the count of
+// characters read, the failing one included).
+[[noreturn]] void throwInvalidJson(std::string_view text, std::string_view source,
+                                   std::size_t position, const nlohmann::detail::exception& ex) {
+  // nlohmann's own "line L, column C" says column 0 when the failing character is a newline, so
+  // the position is recomputed from the offset.
+  const LineColumn lc = lineColumnAt(text, position == 0 ? 0 : position - 1);
+  throw ConfigError(fmt::format("{}:{}:{}: invalid JSON: {}", source, lc.line, lc.column,
+                                shorten(reasonOf(ex), 200)));
+}
+
 bool looksIntegral(std::string_view literal) {
   return literal.find_first_of(".eE") == std::string_view::npos;
 }
@@ -165,22 +190,7 @@ class DocumentBuilder {
 
   bool parse_error(std::size_t position,  // NOLINT(readability-identifier-naming)
                    const std::string& /*lastToken*/, const nlohmann::detail::exception& ex) {
-    // position counts the character that failed. nlohmann's own "line L, column C" says column 0
-    // when that character is a newline, so the position is recomputed from the offset.
-    const LineColumn lc = lineColumnAt(text_, position == 0 ? 0 : position - 1);
-    // ex.what(): "[json.exception.parse_error.101] parse error at line 2, column 9: <why>" or
-    // "[json.exception.out_of_range.406] <why>".
-    const std::string what = ex.what();
-    std::string reason = what;
-    if (const std::size_t column = what.find(", column "); column != std::string::npos) {
-      if (const std::size_t colon = what.find(": ", column); colon != std::string::npos) {
-        reason = what.substr(colon + 2);
-      }
-    } else if (const std::size_t bracket = what.find("] "); bracket != std::string::npos) {
-      reason = what.substr(bracket + 2);
-    }
-    throw ConfigError(fmt::format("{}:{}:{}: invalid JSON: {}", source_, lc.line, lc.column,
-                                  shorten(reason, 200)));
+    throwInvalidJson(text_, source_, position, ex);
   }
 
  private:
@@ -331,6 +341,11 @@ std::string joinListed(const std::vector<std::string>& items, std::size_t total)
   return out;
 }
 
+// The value as compact JSON for messages, shortened; invalid UTF-8 replaced.
+std::string compactJson(const Json& value) {
+  return shorten(value.dump(-1, ' ', false, Json::error_handler_t::replace));
+}
+
 }  // namespace
 
 std::string shorten(std::string_view text, std::size_t limit) {
@@ -388,7 +403,7 @@ JsonDocument parseJsonDocument(std::string_view text, std::string_view source,
                     nlohmann::json::input_format_t::json, /*strict=*/true,
                     /*ignore_comments=*/true);
   } catch (const Json::exception& ex) {
-    throw ConfigError(fmt::format("{}: invalid JSON: {}", source, ex.what()));
+    throw ConfigError(fmt::format("{}: invalid JSON: {}", source, shorten(reasonOf(ex), 200)));
   }
   JsonDocument document = builder.take();
   if (!document.root.is_object()) {
@@ -398,6 +413,16 @@ JsonDocument parseJsonDocument(std::string_view text, std::string_view source,
   return document;
 }
 
+Json parseJson(std::string_view text, std::string_view source, bool allowComments) {
+  try {
+    return Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/true, allowComments);
+  } catch (const Json::parse_error& ex) {
+    throwInvalidJson(text, source, ex.byte, ex);
+  } catch (const Json::exception& ex) {  // no position (a number out of the double range)
+    throw ConfigError(fmt::format("{}: invalid JSON: {}", source, shorten(reasonOf(ex), 200)));
+  }
+}
+
 [[noreturn]] void throwDetail(ErrorKind kind, std::string path, std::string value,
                               std::string expected) {
   ErrorDetail detail{std::move(path), std::move(value), std::move(expected)};
@@ -405,6 +430,15 @@ JsonDocument parseJsonDocument(std::string_view text, std::string_view source,
     throw ElasticityConfigError(std::move(detail));
   }
   throw ConfigError(std::move(detail));
+}
+
+[[noreturn]] void throwValue(std::string path, const Json& value, std::string_view expected,
+                             ErrorKind kind) {
+  throwDetail(kind, std::move(path), compactJson(value), std::string(expected));
+}
+
+std::string indexPath(std::string_view path, std::size_t index) {
+  return fmt::format("{}[{}]", path, index);
 }
 
 void KeyReport::addUnknown(std::string path, std::optional<std::string> hint) {
@@ -437,13 +471,27 @@ std::vector<std::string> KeyReport::warnings() const {
   return out;
 }
 
+ObjectReader::ObjectReader(const JsonDocument* document, const Json& object, std::string path,
+                           ErrorKind kind, KeyReport* report)
+    : document_(document), object_(&object), path_(std::move(path)), kind_(kind), report_(report) {}
+
 ObjectReader::ObjectReader(const JsonDocument& document, const Json& object, std::string path,
                            ErrorKind kind, KeyReport& report)
-    : document_(&document),
-      object_(&object),
-      path_(std::move(path)),
-      kind_(kind),
-      report_(&report) {}
+    : ObjectReader(&document, object, std::move(path), kind, &report) {}
+
+ObjectReader::ObjectReader(const Json& value, std::string path, std::string_view expected,
+                           ErrorKind kind)
+    : ObjectReader(nullptr, value, std::move(path), kind, nullptr) {
+  if (!value.is_object()) {
+    throwValue(path_.empty() ? "(top level)" : path_, value, expected, kind_);
+  }
+}
+
+void ObjectReader::markRead(std::string_view key) const {
+  if (read_.find(key) == read_.end()) {
+    read_.emplace(key);
+  }
+}
 
 std::string ObjectReader::childPath(std::string_view key) const {
   if (path_.empty()) {
@@ -453,18 +501,19 @@ std::string ObjectReader::childPath(std::string_view key) const {
 }
 
 const Json* ObjectReader::find(std::string_view key) const {
+  markRead(key);
   const auto it = object_->find(key);
   return it == object_->end() ? nullptr : &*it;
 }
 
 std::string ObjectReader::written(const Json& value, const std::string& valuePath) const {
-  if (value.is_number_float()) {
+  if (value.is_number_float() && document_ != nullptr) {
     const auto it = document_->floatText.find(valuePath);
     if (it != document_->floatText.end()) {
       return shorten(it->second);
     }
   }
-  return shorten(value.dump(-1, ' ', false, Json::error_handler_t::replace));
+  return compactJson(value);
 }
 
 void ObjectReader::failValue(const std::string& valuePath, const Json& value,
@@ -476,9 +525,14 @@ void ObjectReader::fail(std::string_view key, std::string_view expected) const {
   const Json* value = find(key);
   const std::string path = childPath(key);
   if (value == nullptr) {
-    throwDetail(kind_, path, "(missing)", std::string(expected));
+    throwDetail(kind_, path, std::string(kMissing), std::string(expected));
   }
   failValue(path, *value, expected);
+}
+
+void ObjectReader::failAs(std::string_view key, std::string shown,
+                          std::string_view expected) const {
+  throwDetail(kind_, childPath(key), std::move(shown), std::string(expected));
 }
 
 std::optional<bool> ObjectReader::readBool(std::string_view key) const {
@@ -495,6 +549,11 @@ std::optional<bool> ObjectReader::readBool(std::string_view key) const {
 std::int64_t readIntElement(const ObjectReader& owner, const Json& value,
                             const std::string& valuePath, const IntRule& rule) {
   std::int64_t result = 0;
+  if (value.is_number_unsigned() &&
+      value.get<std::uint64_t>() >
+          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    owner.failValue(valuePath, value, rule.expected);  // parseJson keeps integers up to 2^64-1
+  }
   if (value.is_number_integer()) {
     result = value.get<std::int64_t>();
   } else if (value.is_number_float() && rule.allowIntegralFloat) {
@@ -530,7 +589,7 @@ std::optional<double> ObjectReader::readNumber(std::string_view key, const Numbe
     fail(key, rule.expected);
   }
   const double d = value->get<double>();
-  if (!std::isfinite(d) || d < rule.min || (rule.minExclusive && d == rule.min)) {
+  if (!std::isfinite(d) || d < rule.min || (rule.minExclusive && d == rule.min) || d > rule.max) {
     fail(key, rule.expected);
   }
   return d;
@@ -549,17 +608,32 @@ std::optional<std::string> ObjectReader::readString(std::string_view key) const 
 
 std::optional<ObjectReader> ObjectReader::readObject(std::string_view key, ErrorKind childKind,
                                                      bool nullIsAbsent) const {
+  return readChild(key, childKind, "an object", nullIsAbsent);
+}
+
+std::optional<ObjectReader> ObjectReader::readObject(std::string_view key,
+                                                     std::string_view expected) const {
+  return readChild(key, kind_, expected, /*nullIsAbsent=*/false);
+}
+
+std::optional<ObjectReader> ObjectReader::readChild(std::string_view key, ErrorKind childKind,
+                                                    std::string_view expected,
+                                                    bool nullIsAbsent) const {
   const Json* value = find(key);
   if (value == nullptr || (nullIsAbsent && value->is_null())) {
     return std::nullopt;
   }
+  const std::string path = childPath(key);
   if (!value->is_object()) {
-    throwDetail(childKind, childPath(key), written(*value, childPath(key)), "an object");
+    throwDetail(childKind, path, written(*value, path), std::string(expected));
   }
-  return ObjectReader(*document_, *value, childPath(key), childKind, *report_);
+  return ObjectReader(document_, *value, path, childKind, report_);
 }
 
 void ObjectReader::reportKeys(const KeySet& keys) const {
+  if (report_ == nullptr) {
+    throw InternalError(fmt::format("{}: reportKeys on a reader without a key report", path_));
+  }
   for (const auto& [key, value] : object_->items()) {
     if (std::find(keys.known.begin(), keys.known.end(), key) != keys.known.end()) {
       continue;
@@ -580,6 +654,23 @@ void ObjectReader::reportKeys(const KeySet& keys) const {
       hint = closestMatch(key, candidates);
     }
     report_->addUnknown(childPath(key), std::move(hint));
+  }
+}
+
+void ObjectReader::warnUnread(std::vector<std::string>& warnings) const {
+  for (const auto& [key, value] : object_->items()) {
+    if (read_.find(key) == read_.end()) {
+      warnings.push_back(childPath(key) + ": unknown key, ignored");
+    }
+  }
+}
+
+void ObjectReader::rejectUnknown(std::span<const std::string_view> known,
+                                 std::string_view expected) const {
+  for (const auto& [key, value] : object_->items()) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      failValue(childPath(key), value, expected);
+    }
   }
 }
 

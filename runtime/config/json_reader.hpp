@@ -1,15 +1,29 @@
 #pragma once
-// Private to runtime/config: an adaptor over nlohmann::json that parses Stretch's relaxed JSON
-// (comments, trailing commas) strictly enough for configs, and reads typed values while tracking
-// the JSON path, so that every error names "<path> = <value as written>: expected <what>".
+// The one JSON reader of Stretch: parses JSON text and reads typed values out of objects while
+// tracking the key path, so that every bad value is reported in the one error format,
+//   <path> = <value as written>: expected <what>
+// ("job.checkpoint.interval_minutes = -3: expected a positive number of minutes"), with a key
+// that is absent shown as "(missing)". Used by runtime/config (DeepSpeed configs), sim/
+// (scenario files, cluster presets, failure traces and cause tables) and planner/ (job files).
 //
-// Never include this from a public header: nlohmann is a private dependency of stretch_config.
-// Everything here throws only stretch::Error children (ConfigError, or ElasticityConfigError for
-// readers created with ErrorKind::Elasticity).
+// Two parsers, one error format for bad syntax ("<source>:<line>:<col>: invalid JSON: <reason>"):
+// parseJsonDocument for DeepSpeed configs (comments and trailing commas allowed, duplicate keys
+// and integers outside int64 rejected, float literals kept for messages) and parseJson for the
+// simulator's and planner's files (standard JSON as nlohmann reads it, comments on request).
+// Two ways to report keys nobody reads: reportKeys (configs: the known and ignored DeepSpeed keys
+// are listed, unknown ones become one warning with "did you mean") and warnUnread (scenario and
+// job files: every key never looked up becomes "<path>: unknown key, ignored").
+//
+// Only for the modules that may use nlohmann (runtime/config's .cpp files, sim/, planner/); no
+// public header of runtime/config includes it. Everything here throws only stretch::Error
+// children (ConfigError, or ElasticityConfigError for readers created with ErrorKind::Elasticity).
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -47,11 +61,28 @@ std::string removeTrailingCommas(std::string_view text);
 JsonDocument parseJsonDocument(std::string_view text, std::string_view source,
                                std::string_view pathPrefix);
 
+// Parses standard JSON (RFC 8259 as nlohmann reads it: any top-level value, the last of duplicate
+// keys wins, integers up to 2^64-1; comments only with allowComments). Throws ConfigError
+// "<source>:<line>:<col>: invalid JSON: <reason>" (without the position when the parser gives
+// none, e.g. a number out of the double range).
+Json parseJson(std::string_view text, std::string_view source, bool allowComments = false);
+
+// The value shown for a key that must be present and is not.
+inline constexpr std::string_view kMissing = "(missing)";
+
 enum class ErrorKind { Config, Elasticity };
 
 // Throws the error class that matches kind.
 [[noreturn]] void throwDetail(ErrorKind kind, std::string path, std::string value,
                               std::string expected);
+
+// Throws "<path> = <value as compact JSON, shortened>: expected <expected>" for a value outside
+// any object reader (a whole file that must be an array, an element of a list).
+[[noreturn]] void throwValue(std::string path, const Json& value, std::string_view expected,
+                             ErrorKind kind = ErrorKind::Config);
+
+// "path[index]", the path of an array element.
+std::string indexPath(std::string_view path, std::size_t index);
 
 // Which keys an object may hold. known: read by Stretch. ignored: DeepSpeed keys Stretch does not
 // use (an entry ending in '*' matches every key with that prefix).
@@ -89,14 +120,25 @@ struct IntRule {
 struct NumberRule {
   double min;
   bool minExclusive;
-  std::string_view expected;  // "a number >= 0"
+  std::string_view expected;                             // "a number >= 0"
+  double max = std::numeric_limits<double>::infinity();  // inclusive
 };
 
-// Reads one JSON object. Holds references: the document and report must outlive the reader.
+// Reads one JSON object. Holds references: the value (and the document and report, when given)
+// must outlive the reader. Every lookup (find, has, the read functions, accept) marks the key as
+// read for warnUnread. Copyable; not thread-safe (the read marks are not).
 class ObjectReader {
  public:
+  // A reader over a parsed config document: float literals are quoted as written, unknown keys
+  // go to report (reportKeys).
   ObjectReader(const JsonDocument& document, const Json& object, std::string path, ErrorKind kind,
                KeyReport& report);
+  // A reader over any JSON value (scenario and job files): throws "<path> = <value>: expected
+  // <expected>" when value is not an object. Unknown keys: warnUnread.
+  ObjectReader(const Json& value, std::string path, std::string_view expected = "a JSON object",
+               ErrorKind kind = ErrorKind::Config);
+  ObjectReader(Json&& value, std::string path, std::string_view expected = "a JSON object",
+               ErrorKind kind = ErrorKind::Config) = delete;  // would dangle
 
   const std::string& path() const noexcept { return path_; }
   ErrorKind kind() const noexcept { return kind_; }
@@ -108,37 +150,57 @@ class ObjectReader {
 
   std::optional<bool> readBool(std::string_view key) const;
   std::optional<std::int64_t> readInt(std::string_view key, const IntRule& rule) const;
-  // A finite number (integers accepted) >= / > rule.min.
+  // A finite number (integers accepted) >= / > rule.min and <= rule.max.
   std::optional<double> readNumber(std::string_view key, const NumberRule& rule) const;
   std::optional<std::string> readString(std::string_view key) const;
 
   // The nested object at key, read with childKind; error when it is present but not an object.
   std::optional<ObjectReader> readObject(std::string_view key, ErrorKind childKind,
                                          bool nullIsAbsent = false) const;
+  // The nested object at key, read with this reader's kind; "<path> = <value>: expected
+  // <expected>" when it is present but not an object.
+  std::optional<ObjectReader> readObject(std::string_view key, std::string_view expected) const;
+
+  // Marks key as read without reading it (free text, or a key someone else reads).
+  void accept(std::string_view key) const { markRead(key); }
 
   // The value as the user wrote it: float literals verbatim, strings quoted, containers compact
   // and shortened.
   std::string written(const Json& value, const std::string& valuePath) const;
 
+  // "<path>.<key> = <value as written, or (missing)>: expected <expected>".
   [[noreturn]] void fail(std::string_view key, std::string_view expected) const;
   [[noreturn]] void failValue(const std::string& valuePath, const Json& value,
                               std::string_view expected) const;
+  // "<path>.<key> = <shown>: expected <expected>", for a value described rather than quoted
+  // ("3 name(s)") or one derived from several keys.
+  [[noreturn]] void failAs(std::string_view key, std::string shown,
+                           std::string_view expected) const;
 
   // Reports every key of the object that is not in keys.known.
   void reportKeys(const KeySet& keys) const;
-
-  const JsonDocument& document() const noexcept { return *document_; }
-  KeyReport& report() const noexcept { return *report_; }
+  // Appends "<path>.<key>: unknown key, ignored" for every key never looked up, in key order.
+  void warnUnread(std::vector<std::string>& warnings) const;
+  // Throws "<path>.<key> = <value>: expected <expected>" for the first key not in known (files
+  // where a typo must not pass silently, such as cluster presets).
+  void rejectUnknown(std::span<const std::string_view> known, std::string_view expected) const;
 
  private:
-  const JsonDocument* document_;
+  ObjectReader(const JsonDocument* document, const Json& object, std::string path, ErrorKind kind,
+               KeyReport* report);
+  void markRead(std::string_view key) const;
+  std::optional<ObjectReader> readChild(std::string_view key, ErrorKind childKind,
+                                        std::string_view expected, bool nullIsAbsent) const;
+
+  const JsonDocument* document_;  // null: no literal texts (values shown as compact JSON)
   const Json* object_;
   std::string path_;
   ErrorKind kind_;
-  KeyReport* report_;
+  KeyReport* report_;  // null: reportKeys is not available
+  mutable std::set<std::string, std::less<>> read_;
 };
 
-// Reads an element of an array as an integer (used for list-valued keys).
+// Reads an element of an array (or any value at valuePath) as an integer.
 std::int64_t readIntElement(const ObjectReader& owner, const Json& value,
                             const std::string& valuePath, const IntRule& rule);
 

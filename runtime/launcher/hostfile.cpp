@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/check.hpp"
+#include "runtime/common/file_io.hpp"
 #include "runtime/common/strings.hpp"
 #include "runtime/launcher/launch_error.hpp"
 
@@ -316,21 +317,7 @@ ResourcePool parseHostfile(std::string_view text, const std::string& sourceName)
 }
 
 ResourcePool loadHostfile(const std::filesystem::path& path) {
-  const std::string name = path.string();
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw IoError(fmt::format("cannot read hostfile {}: {}", name, std::strerror(EISDIR)));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw IoError(fmt::format("cannot read hostfile {}: {}", name, std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    throw IoError(fmt::format("cannot read hostfile {}: read error", name));
-  }
-  return parseHostfile(text.str(), name);
+  return parseHostfile(readFile(path, "hostfile"), path.string());
 }
 
 ResourcePool localResourcePool(int slots) {

@@ -57,7 +57,8 @@ enum class RunnerKind { Local, Ssh, Pdsh, OpenMpi, Netns };
 
 // "local", "ssh", "pdsh", "openmpi", "netns".
 std::string_view toString(RunnerKind kind) noexcept;
-// Case-insensitive (DeepSpeed lower-cases --launcher); "mpirun" means openmpi. LaunchError naming --launcher otherwise.
+// Case-insensitive (DeepSpeed lower-cases --launcher); "mpirun" means openmpi. LaunchError naming
+// --launcher otherwise.
 RunnerKind parseRunnerKind(std::string_view name);
 
 inline constexpr std::string_view kNodeRankPlaceholder = "{node_rank}";

@@ -1,5 +1,6 @@
 #include "runtime/launcher/worker_env.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include "runtime/common/check.hpp"
@@ -51,7 +52,45 @@ std::map<std::string, std::string> workerEnvironment(const WorkerEnvSpec& spec) 
   if (spec.elasticityConfigJson) {
     env["DEEPSPEED_ELASTICITY_CONFIG"] = *spec.elasticityConfigJson;
   }
+  if (spec.generation)
+    env["STRETCH_GENERATION"] = std::to_string(*spec.generation);
+  if (spec.batch) {
+    STRETCH_CHECK_GE(spec.batch->microBatchPerGpu, 1, "micro batch");
+    STRETCH_CHECK_GE(spec.batch->gradientAccumulation, 1, "gradient accumulation");
+    env["STRETCH_TRAIN_BATCH_SIZE"] = std::to_string(spec.batch->trainBatchSize);
+    env["STRETCH_MICRO_BATCH_SIZE"] = std::to_string(spec.batch->microBatchPerGpu);
+    env["STRETCH_GRADIENT_ACCUMULATION_STEPS"] = std::to_string(spec.batch->gradientAccumulation);
+  }
   return env;
+}
+
+std::map<std::string, std::string> jobWorkerEnvironment(
+    const JobSettings& job, const agent::StartWorkers& start, const agent::NodeAssignment& node,
+    std::int64_t localRank, const std::string& masterAddr,
+    const std::optional<std::vector<int>>& devices) {
+  WorkerEnvSpec spec;
+  spec.nodeRank = node.nodeRank;
+  spec.numNodes = static_cast<std::int64_t>(start.nodes.size());
+  spec.localRank = localRank;
+  spec.localWorldSize = node.localWorldSize;
+  spec.globalRank = node.firstRank + localRank;
+  spec.worldSize = start.worldSize;
+  spec.masterAddr = masterAddr;
+  spec.masterPort = job.masterPort;
+  spec.restartCount = start.restartCount;
+  spec.maxRestarts = job.maxRestarts;
+  spec.storeToken = job.token;
+  if (devices) {
+    const auto n =
+        std::min<std::size_t>(devices->size(), static_cast<std::size_t>(node.localWorldSize));
+    spec.cudaVisibleDevices =
+        std::vector<int>(devices->begin(), devices->begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  spec.elasticityConfigJson = job.elasticJson;
+  spec.generation = start.generation;
+  if (job.batchFromConfig)
+    spec.batch = start.batch;
+  return workerEnvironment(spec);
 }
 
 }  // namespace stretch::launcher

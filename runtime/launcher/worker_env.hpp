@@ -17,6 +17,10 @@
 //    and uses the device LOCAL_RANK within it;
 //  - DEEPSPEED_ELASTICITY_CONFIG: the elasticity section as JSON (runtime/elasticity's
 //    immutability check compares it with the worker's config).
+//  - STRETCH_GENERATION: the agent's generation (1 for the first start, +1 for every (re)start);
+//  - STRETCH_TRAIN_BATCH_SIZE, STRETCH_MICRO_BATCH_SIZE, STRETCH_GRADIENT_ACCUMULATION_STEPS:
+//    the batch the elastic solver chose for this generation's world size (the config's own
+//    triple for a job without elasticity); set when the job has a config.
 //
 // Ranks: nodes in order, local ranks in order on every node, so
 //   RANK = (slot counts of the earlier nodes) + LOCAL_RANK   (globalRank in hostfile.hpp).
@@ -36,6 +40,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/agent/state_machine.hpp"
+#include "runtime/config/batch.hpp"
+#include "runtime/launcher/job_protocol.hpp"
+
 namespace stretch::launcher {
 
 struct WorkerEnvSpec {
@@ -52,8 +60,19 @@ struct WorkerEnvSpec {
   std::string storeToken;
   std::optional<std::vector<int>> cudaVisibleDevices;
   std::optional<std::string> elasticityConfigJson;
+  std::optional<std::uint64_t> generation;
+  std::optional<config::BatchTriple> batch;
 };
 
 std::map<std::string, std::string> workerEnvironment(const WorkerEnvSpec& spec);
+
+// The variables of one worker of a generation, from the job's settings and the controller's
+// StartWorkers: the one place a StartWorkers becomes a worker's environment. devices: the
+// node's slot indices on a GPU host (CUDA_VISIBLE_DEVICES: the first localWorldSize of them),
+// nullopt on a CPU-only host.
+std::map<std::string, std::string> jobWorkerEnvironment(
+    const JobSettings& job, const agent::StartWorkers& start, const agent::NodeAssignment& node,
+    std::int64_t localRank, const std::string& masterAddr,
+    const std::optional<std::vector<int>>& devices);
 
 }  // namespace stretch::launcher

@@ -27,22 +27,40 @@ const std::vector<Module>& modules() {
       {"runtime/comm/gloo", {"runtime/comm"}, {"gloo"}},
       {"runtime/comm/nccl", {"runtime/comm", "runtime/accel"}, {"nccl", "cuda"}},
       {"runtime/comm/redis", {"runtime/comm"}, {"redis"}},
-      // Registers whichever backends were built, for executables and the engine.
-      {"runtime/comm/builtin", {"runtime/comm", "runtime/comm/gloo", "runtime/comm/nccl"}, {}},
+      // Registers whichever backends and stores were built, for executables and the engine.
+      {"runtime/comm/builtin",
+       {"runtime/comm", "runtime/comm/gloo", "runtime/comm/nccl", "runtime/comm/redis"},
+       {}},
       {"runtime/engine",
        {"runtime/config", "runtime/elasticity", "runtime/comm", "runtime/accel"},
        {"torch", "json"}},
+      // The agent's pure parts: no processes, no sockets, no files of its own (event log aside).
       {"runtime/agent", {"runtime/config", "runtime/elasticity", "runtime/comm"}, {}},
       {"sim",
        {"runtime/common", "runtime/config", "runtime/elasticity", "runtime/comm", "runtime/agent"},
        {"json"}},  // scenario files and JSON results
-      {"runtime/launcher", {"runtime/agent"}, {"json"}},
+      // Everything that touches real processes; the only module that may fork and exec.
+      {"runtime/launcher",
+       {"runtime/agent", "runtime/comm", "runtime/elasticity", "runtime/config", "runtime/accel"},
+       {"json"}},
       {"planner", {"sim", "runtime/elasticity", "runtime/config"}, {"json"}},
       {"gui", {"planner", "sim", "runtime/config"}, {"qt", "json"}},
-      // Executables, tests and benchmarks may use anything.
-      {"cli", {"*"}, {"*"}},
+      // Product tools over the runtime (comm benchmark, simulator calibration).
+      {"tools", {"runtime/launcher", "runtime/comm", "sim"}, {"json"}},
+      // The executable: argv -> one library call. Any product module, no tests or benchmarks,
+      // and third-party headers only its own (CLI11, JSON output).
+      {"cli",
+       {"runtime/launcher", "runtime/comm/builtin", "runtime/comm/redis", "runtime/engine", "tools",
+        "planner"},
+       {"cli11", "json"}},
+      // Benchmarks may use any product module and the benchmark and JSON libraries; only the
+      // engine's benchmark may use LibTorch (and its CUDA allocator).
+      {"bench",
+       {"runtime/launcher", "runtime/comm/builtin", "runtime/comm/redis", "runtime/engine", "tools",
+        "planner"},
+       {"testing", "json", "cli11"}},
+      {"bench/engine", {"bench"}, {"testing", "json", "cli11", "torch"}},
       {"tests", {"*"}, {"*"}},
-      {"bench", {"*"}, {"*"}},
       {"examples", {"*"}, {"*"}},
   };
   return kModules;
@@ -121,8 +139,12 @@ std::string moduleOf(const std::string& relativePath) {
 
 std::vector<Violation> checkLayering(const std::filesystem::path& root) {
   static const std::regex kInclude(R"(^\s*#\s*include\s*([<"])([^>"]+)[>"])");
+  // Calls that start a process: only the launcher's spawner makes them.
+  static const std::regex kSpawn(
+      R"(\b(v?fork|exec(l|lp|le|v|vp|vpe)|posix_spawnp?|popen|system)\s*\()");
   std::vector<Violation> out;
-  for (const std::string top : {"runtime", "sim", "planner", "gui", "cli", "bench", "tests"}) {
+  for (const std::string top :
+       {"runtime", "sim", "planner", "gui", "cli", "tools", "bench", "tests"}) {
     const std::filesystem::path dir = root / top;
     if (!std::filesystem::is_directory(dir))
       continue;
@@ -142,9 +164,18 @@ std::vector<Violation> checkLayering(const std::filesystem::path& root) {
       std::ifstream in(entry.path());
       std::string text;
       int lineNo = 0;
+      const bool product = folder != "tests" && folder != "bench" && folder != "examples";
       while (std::getline(in, text)) {
         ++lineNo;
         std::smatch match;
+        if (product && folder != "runtime/launcher") {
+          const std::string code = text.substr(0, text.find("//"));
+          if (std::regex_search(code, match, kSpawn)) {
+            out.push_back({rel, lineNo, match[1],
+                           "starting processes belongs to runtime/launcher (process.hpp)"});
+            continue;
+          }
+        }
         if (!std::regex_search(text, match, kInclude))
           continue;
         const bool quoted = match[1] == "\"";
@@ -153,7 +184,8 @@ std::vector<Violation> checkLayering(const std::filesystem::path& root) {
           const std::string target = moduleOf(header);
           if (target.empty() || anything)
             continue;  // same-folder or generated includes
-          if (target == "tests" || target == "bench" || target == "cli") {
+          if ((target == "tests" || target == "bench" || target == "cli") &&
+              allowed.count(target) == 0) {
             out.push_back({rel, lineNo, header, folder + " may not include " + target});
           } else if (allowed.count(target) == 0) {
             out.push_back({rel, lineNo, header,

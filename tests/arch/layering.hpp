@@ -6,7 +6,9 @@
 //  2. third-party headers stay in their rooms (<torch/...> only in runtime/engine, <gloo/...> only
 //     in runtime/comm/gloo, NCCL/CUDA only in runtime/comm/nccl and runtime/accel/cuda_* files,
 //     Qt only in gui/, JSON only in runtime/config, CLI11 only in executables, test and
-//     benchmark frameworks only in tests/ and bench/).
+//     benchmark frameworks only in tests/ and bench/);
+//  3. only runtime/launcher starts processes: no fork, exec*, posix_spawn, popen or system in
+//     any other product folder (runtime, sim, planner, gui, cli, tools).
 
 #include <filesystem>
 #include <string>

@@ -65,6 +65,26 @@ TEST_F(LayeringViolations, ThirdPartyHeadersStayInTheirRooms) {
   EXPECT_EQ(check().size(), 5u);
 }
 
+TEST_F(LayeringViolations, OnlyTheLauncherStartsProcesses) {
+  write("cli/c.cpp", "int main() { if (fork() == 0) execvp(\"x\", nullptr); }\n");
+  write("sim/s.cpp", "auto* p = ::popen(\"ls\", \"r\");\n// fork() in a comment is fine\n");
+  write("tools/t.cpp", "int r = std::system(\"true\");\n");
+  write("runtime/launcher/process.cpp", "pid_t pid = ::fork();\nexecvpe(a, b, c);\n");
+  write("tests/t.cpp", "pid_t pid = ::fork();\n");
+  const auto v = check();
+  ASSERT_EQ(v.size(), 3u);
+  for (const auto& x : v)
+    EXPECT_NE(x.reason.find("runtime/launcher"), std::string::npos) << x.file;
+}
+
+TEST_F(LayeringViolations, TheExecutableAndBenchmarksKeepThirdPartyHeadersInTheirRooms) {
+  write("cli/report.cpp", "#include <gloo/config.h>\n#include <hiredis/hiredis.h>\n");
+  write("cli/bench.cpp", "#include \"bench/comm/x.hpp\"\n#include \"tests/support/y.hpp\"\n");
+  write("bench/sim_bench.cpp", "#include <torch/torch.h>\n");
+  write("tools/t.cpp", "#include \"planner/plan.hpp\"\n");  // tools sit below the planner
+  EXPECT_EQ(check().size(), 6u);
+}
+
 TEST_F(LayeringViolations, AllowedIncludesPass) {
   write("runtime/engine/e.cpp",
         "#include <torch/torch.h>\n#include \"runtime/comm/backend.hpp\"\n#include "
@@ -75,6 +95,10 @@ TEST_F(LayeringViolations, AllowedIncludesPass) {
         "#include \"runtime/config/ds_config.hpp\"\n");
   write("runtime/launcher/l.cpp", "#include \"runtime/comm/store.hpp\"\n");  // via agent
   write("tests/anything.cpp", "#include \"sim/x.hpp\"\n#include <gloo/x.h>\n");
+  write("cli/main.cpp",
+        "#include <CLI/CLI.hpp>\n#include \"tools/comm_bench.hpp\"\n"
+        "#include \"runtime/launcher/launch.hpp\"\n#include \"cli/commands.hpp\"\n");
+  write("bench/engine/e.cpp", "#include <torch/torch.h>\n#include <benchmark/benchmark.h>\n");
   const auto v = check();
   for (const auto& x : v)
     ADD_FAILURE() << x.file << ": " << x.include << ": " << x.reason;

@@ -80,6 +80,31 @@ TEST(BenchCommCli, InProcessThreadsRunEveryOp) {
   EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
 }
 
+TEST(BenchCommCli, SimBackendPrintsTheCostModelsRows) {
+#if !STRETCH_TEST_HAVE_SIM
+  GTEST_SKIP() << "this build has no simulator";
+#endif
+  // 16 ranks on two 8-GPU nodes: the model's rows, the data really moved and checked.
+  const Result r = runStretch(
+      "bench comm --backend sim --cluster dgx-h100 --nodes 2 --ranks 16 --op all_reduce "
+      "--min-bytes 8 --max-bytes 64K --iters 2 --json");
+  expectRows(r, "all_reduce", 16, 14);
+  const Result table = runStretch(
+      "bench comm --backend sim --cluster dgx-h100 --ranks 8 --op broadcast -b 1M -e 1M");
+  ASSERT_EQ(table.exitCode, 0) << table.err;
+  EXPECT_NE(table.out.find("simulated: the cost model of cluster dgx-h100"), std::string::npos)
+      << table.out;
+  // A preset that does not exist, and more ranks than the preset's one node holds.
+  const Result noCluster = runStretch("bench comm --backend sim --cluster nope -e 1K");
+  EXPECT_EQ(noCluster.exitCode, 2);
+  EXPECT_NE(noCluster.err.find("--cluster"), std::string::npos) << noCluster.err;
+  EXPECT_NE(noCluster.err.find("dgx-h100"), std::string::npos) << noCluster.err;
+  const Result tooMany = runStretch("bench comm --backend sim --cluster dgx-h100 --ranks 9 -e 1K");
+  EXPECT_EQ(tooMany.exitCode, 2);
+  EXPECT_NE(tooMany.err.find("--ranks = 9: expected at most the 8 GPUs"), std::string::npos)
+      << tooMany.err;
+}
+
 TEST(BenchCommCli, BadFlagsNameTheFlagTheValueAndWhatWasExpected) {
   struct Case {
     std::string args;

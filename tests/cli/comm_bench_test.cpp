@@ -1,8 +1,8 @@
-// The communication benchmark's library (bench/comm): size parsing and rounding, the iteration
+// The communication benchmark's library (tools/): size parsing and rounding, the iteration
 // plan, the sweep's results and #wrong check over the in-process backend, and the rank launcher
 // (with /bin/sh as the ranks, so that failures and timeouts are deterministic).
 
-#include "bench/comm/comm_bench.hpp"
+#include "tools/comm_bench.hpp"
 
 #include <chrono>
 #include <set>
@@ -13,12 +13,17 @@
 
 #include <gtest/gtest.h>
 
-#include "bench/comm/rank_launcher.hpp"
 #include "runtime/comm/bandwidth.hpp"
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/in_process_backend.hpp"
+#include "runtime/launcher/token.hpp"
+#if STRETCH_TEST_HAVE_SIM
+#include "sim/collective_cost.hpp"
+#include "tools/sim_comm_bench.hpp"
+#endif
+#include "tools/rank_launcher.hpp"
 
-namespace stretch::bench::comm {
+namespace stretch::tools {
 namespace {
 
 using stretch::comm::DataType;
@@ -290,8 +295,44 @@ TEST(RankLauncher, FreePortsAndTokens) {
   const int port = freeLoopbackPort();
   EXPECT_GT(port, 0);
   EXPECT_LT(port, 65536);
-  EXPECT_NE(randomToken(), randomToken());
+  EXPECT_NE(launcher::randomToken(), launcher::randomToken());
+  EXPECT_EQ(launcher::randomToken().size(), 32u);
 }
 
+#if STRETCH_TEST_HAVE_SIM
+// The simulated sweep times each row on simulated clocks: a row's time is exactly the cost model's
+// for that collective and placement, and the data is really moved (no wrong elements).
+TEST(SimulatedSweep, RowsAreTheCostModelsTimes) {
+  sim::ClusterSpec cluster;
+  cluster.name = "test";
+  cluster.nodes = 2;
+  cluster.gpusPerNode = 2;
+  cluster.intraNodeGBps = 100;
+  cluster.interNodeGBps = 10;
+  cluster.intraLatencyUs = 2;
+  cluster.interLatencyUs = 5;
+  cluster.opLatencyUs = 10;
+  SweepOptions options;
+  options.ops = {OpType::AllReduce, OpType::AllGather, OpType::Broadcast};
+  options.minBytes = 1024;
+  options.maxBytes = 1 << 20;
+  options.warmup = 1;
+  options.iters = 3;
+  int delivered = 0;
+  const auto rows = runSimulatedSweep(cluster, 4, options, [&](const BenchRow&) { ++delivered; });
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(delivered, static_cast<int>(rows.size()));
+  for (const BenchRow& row : rows) {
+    const auto cost = sim::collectiveCost(cluster, row.op, row.bytes, 4);
+    EXPECT_NEAR(row.timeUs, cost.seconds * 1e6, 1e-3) << toString(row.op) << " " << row.bytes;
+    EXPECT_NEAR(row.busbwGBps, cost.busbwGBps, cost.busbwGBps * 1e-4);
+    EXPECT_EQ(row.wrong, 0);
+    EXPECT_EQ(row.ranks, 4);
+  }
+  // More ranks than the cluster has GPUs is an error, not a hang.
+  EXPECT_THROW(runSimulatedSweep(cluster, 5, options), ConfigError);
+}
+#endif
+
 }  // namespace
-}  // namespace stretch::bench::comm
+}  // namespace stretch::tools

@@ -186,6 +186,37 @@ TEST(Launch, SigtermStopsEveryWorkerAndExitsNonZero) {
     EXPECT_FALSE(stretch::test::processAlive(w)) << "worker " << w << " outlived the launcher";
 }
 
+TEST(Launch, WorkersAreToldTheirGenerationAndItsBatch) {
+  stretch::test::TempDir dir("stretch-launch");
+  const std::string report =
+      "echo $STRETCH_GENERATION $WORLD_SIZE ${STRETCH_TRAIN_BATCH_SIZE:-none} "
+      "${STRETCH_MICRO_BATCH_SIZE:-none} ${STRETCH_GRADIENT_ACCUMULATION_STEPS:-none}";
+  const auto config = stretch::test::sourceDir() / "fixtures/jobs/digits/ds_config_elastic.json";
+  Launch elastic(dir.path(),
+                 {"--num_gpus", "2", "--elastic", "1:1", "--config", config.string(), "--log_dir",
+                  (dir.path() / "a/logs").string(), "/bin/sh", "-c", report},
+                 "launch", "a-");
+  ASSERT_EQ(elastic.wait(60s), 0) << elastic.err();
+  std::istringstream words(
+      stretch::test::readFileIfAny(dir.path() / "a/logs/attempt_1/rank_1.log"));
+  std::int64_t generation = 0, world = 0, train = 0, micro = 0, gas = 0;
+  ASSERT_TRUE(words >> generation >> world >> train >> micro >> gas) << words.str();
+  EXPECT_EQ(generation, 1);
+  EXPECT_EQ(world, 2);
+  EXPECT_EQ(train, micro * gas * world);
+  EXPECT_GE(micro, 1);
+  EXPECT_EQ(train, 48);  // the solver's global batch for this config (docs/launch.md)
+
+  // Without a config there is no batch to promise.
+  Launch bare(
+      dir.path(),
+      {"--num_gpus", "1", "--log_dir", (dir.path() / "b/logs").string(), "/bin/sh", "-c", report},
+      "launch", "b-");
+  ASSERT_EQ(bare.wait(60s), 0) << bare.err();
+  EXPECT_EQ(stretch::test::readFileIfAny(dir.path() / "b/logs/attempt_1/rank_0.log"),
+            "1 1 none none none\n");
+}
+
 TEST(Launch, BadInputIsExitStatusTwoWithTheFlagNamed) {
   stretch::test::TempDir dir("stretch-launch");
   struct Case {

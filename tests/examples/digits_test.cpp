@@ -11,9 +11,9 @@
 
 #include <gtest/gtest.h>
 
-#include "bench/comm/rank_launcher.hpp"
 #include "tests/support/test_support.hpp"
 #include "tests/support/torch_python.hpp"
+#include "tools/rank_launcher.hpp"
 
 namespace {
 
@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 // Runs stretch-train-digits on `ranks` processes with `args` (plus --json) and returns rank 0's
 // summary.
 nlohmann::json train(int ranks, std::vector<std::string> args) {
-  stretch::bench::comm::RankLaunch launch;
+  stretch::tools::RankLaunch launch;
   launch.executable = STRETCH_TRAIN_DIGITS;
   args.push_back("--json");
   launch.args = args;
@@ -33,7 +33,7 @@ nlohmann::json train(int ranks, std::vector<std::string> args) {
     if (rank == 0 && !line.empty() && line.front() == '{')
       summary = line;
   };
-  stretch::bench::comm::runRanks(launch);
+  stretch::tools::runRanks(launch);
   return nlohmann::json::parse(summary);
 }
 

@@ -4,6 +4,7 @@
 #include "planner/plan_input.hpp"
 
 #include <filesystem>
+#include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -112,7 +113,7 @@ TEST(PlanInput, BadValuesNameKeyValueAndExpectation) {
               "at least one positive weight");
   expectError(R"({"world_sizes": {"min_gpus": 64, "max_gpus": 32}})", "plan.world_sizes.max_gpus",
               "32", "a number >= min_gpus (64)");
-  expectError(R"({"world_sizes": {"min_gpus": 8}})", "plan.world_sizes.max_gpus", "missing",
+  expectError(R"({"world_sizes": {"min_gpus": 8}})", "plan.world_sizes.max_gpus", "(missing)",
               "the most GPUs");
   expectError(R"({"world_sizes": {"max_gpus": 8}, "expected_world_sizes": {"8": 1}})",
               "plan.expected_world_sizes", "{\"8\":1}", "not both");
@@ -137,6 +138,30 @@ TEST(PlanInput, ScenarioErrorsComeFromTheSimulator) {
 
 TEST(PlanInput, MissingFileIsAnIoError) {
   EXPECT_THROW(loadPlanInput("/nonexistent/job.json"), IoError);
+  try {
+    loadPlanInput("/nonexistent/job.json");
+  } catch (const IoError& e) {
+    EXPECT_STREQ(e.what(), "cannot read job file /nonexistent/job.json: No such file or directory");
+  }
+}
+
+TEST(PlanInput, SyntaxErrorsNameTheFileLineAndColumn) {
+  test::TempDir dir("plan-input");
+  ASSERT_FALSE(dir.path().empty());
+  const auto path = dir.path() / "broken.json";
+  std::ofstream(path) << "{\n  \"plan\": {\"seeds\": }\n}\n";
+  try {
+    loadPlanInput(path);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), ::testing::StartsWith(path.string() + ":2:21: invalid JSON: "));
+  }
+  try {
+    parse("{\"cluster\": }");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), ::testing::StartsWith("job:1:13: invalid JSON: "));
+  }
 }
 
 TEST(PlanInput, BundledExampleIsTheFixture) {

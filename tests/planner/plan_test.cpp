@@ -16,9 +16,9 @@
 
 #include "planner/analytic.hpp"
 #include "planner/report.hpp"
-#include "runtime/agent/world_plan.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/config/ds_config.hpp"
+#include "runtime/elasticity/world_size_rules.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch::planner {
@@ -103,7 +103,7 @@ TEST(PlannerPlan, EmittedConfigParsesAndReproducesThePlan) {
 
   const config::ParsedConfig parsed = config::loadConfig(configPath);
   EXPECT_EQ(parsed.config, rec.config);
-  const agent::WorldSizeRules rules(parsed.config, in.scenario.job.modelParallelSize);
+  const elasticity::WorldSizeRules rules(parsed.config, in.scenario.job.modelParallelSize);
   EXPECT_EQ(rules.finalBatch(), rec.batch);
   const auto triple = rules.batchFor(rec.gpus);
   ASSERT_TRUE(triple.has_value());

@@ -14,7 +14,7 @@
 
 #include "planner/analytic.hpp"
 #include "planner/batch_plan.hpp"
-#include "runtime/agent/world_plan.hpp"
+#include "runtime/elasticity/world_size_rules.hpp"
 
 namespace stretch::planner {
 namespace {

@@ -96,19 +96,20 @@ TEST(Scenario, BadValuesNameThePathTheValueAndTheExpectation) {
   j = minimal();
   j["failures"] = {{"model", "gamma"}};
   EXPECT_EQ(errorOf(j),
-            "failures.model = gamma: expected \"none\", \"exponential\", \"weibull\" or \"trace\"");
+            "failures.model = \"gamma\": expected \"none\", \"exponential\", \"weibull\" or "
+            "\"trace\"");
 
   j = minimal();
   j["failures"] = {{"model", "exponential"}};
-  EXPECT_THAT(errorOf(j), HasSubstr("failures.node_mtbf_hours = missing"));
+  EXPECT_THAT(errorOf(j), HasSubstr("failures.node_mtbf_hours = (missing)"));
 
   j = minimal();
   j["failures"] = {{"model", "weibull"}, {"node_mtbf_hours", 10}};
-  EXPECT_THAT(errorOf(j), HasSubstr("failures.shape = missing: expected the Weibull shape"));
+  EXPECT_THAT(errorOf(j), HasSubstr("failures.shape = (missing): expected the Weibull shape"));
 
   j = minimal();
   j["failures"] = {{"replacement", "spares:x"}};
-  EXPECT_THAT(errorOf(j), HasSubstr("failures.replacement = spares:x: expected"));
+  EXPECT_THAT(errorOf(j), HasSubstr("failures.replacement = \"spares:x\": expected"));
 
   j = minimal();
   j["job"]["seconds_per_sample_per_gpu"] = 0;
@@ -129,11 +130,11 @@ TEST(Scenario, BadValuesNameThePathTheValueAndTheExpectation) {
 
   j = minimal();
   j["scale_events"] = {{{"at_hours", 1}, {"kind", "grow"}}};
-  EXPECT_EQ(errorOf(j), "scale_events[0].kind = grow: expected \"join\" or \"leave\"");
+  EXPECT_EQ(errorOf(j), "scale_events[0].kind = \"grow\": expected \"join\" or \"leave\"");
 
   j = minimal();
   j["script"] = {{{"at_step", 3}, {"kind", "kill_worker"}}};
-  EXPECT_THAT(errorOf(j), HasSubstr("script[0].rank = missing"));
+  EXPECT_THAT(errorOf(j), HasSubstr("script[0].rank = (missing)"));
 
   j = minimal();
   j["agent"] = {{"min_nodes", 3}, {"max_nodes", 2}};
@@ -150,7 +151,28 @@ TEST(Scenario, BadValuesNameThePathTheValueAndTheExpectation) {
 
   j = minimal();
   j.erase("cluster");
-  EXPECT_THAT(errorOf(j), HasSubstr("cluster = missing"));
+  EXPECT_THAT(errorOf(j), HasSubstr("cluster = (missing)"));
+}
+
+TEST(Scenario, SyntaxErrorsAndUnreadableFilesUseTheSharedFormats) {
+  try {
+    parseScenarioText("{\n  \"cluster\": ,\n}", kScenarios);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), ::testing::StartsWith("scenario:2:14: invalid JSON: "));
+  }
+  const auto missing = kScenarios / "none.json";
+  try {
+    loadScenario(missing);
+    FAIL() << "expected an IoError";
+  } catch (const IoError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "cannot read scenario " + missing.string() + ": No such file or directory");
+  }
+  auto j = minimal();
+  j["agent"] = 3;
+  EXPECT_EQ(errorOf(j), "agent = 3: expected a JSON object");
+  EXPECT_EQ(errorOf(nlohmann::json::array()), "scenario = []: expected a JSON object");
 }
 
 TEST(Scenario, FlopsGiveSecondsPerSample) {
@@ -163,6 +185,8 @@ TEST(Scenario, FlopsGiveSecondsPerSample) {
   EXPECT_DOUBLE_EQ(parse(j).job.secondsPerSample, 1.0);
   j["job"]["seconds_per_sample_per_gpu"] = 1;
   EXPECT_THAT(errorOf(j), HasSubstr("either seconds_per_sample_per_gpu or flops_per_sample"));
+  j["job"].erase("flops_per_sample");  // the message names a key that is set, with its value
+  EXPECT_THAT(errorOf(j), HasSubstr("job.peak_tflops = 1000: expected either"));
 }
 
 TEST(Scenario, BucketsFollowReduceBucketSizeAndElementSize) {

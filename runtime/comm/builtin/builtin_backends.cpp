@@ -8,6 +8,9 @@
 #ifdef STRETCH_HAVE_NCCL
 #include "runtime/comm/nccl/nccl_backend.hpp"
 #endif
+#ifdef STRETCH_HAVE_REDIS
+#include "runtime/comm/redis/redis_store.hpp"
+#endif
 
 namespace stretch::comm {
 
@@ -19,6 +22,9 @@ void registerBuiltinBackends() {
 #endif
 #ifdef STRETCH_HAVE_NCCL
     nccl::registerNcclBackend();
+#endif
+#ifdef STRETCH_HAVE_REDIS
+    redis::registerRedisStore();
 #endif
   });
 }

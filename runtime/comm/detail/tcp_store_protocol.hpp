@@ -1,7 +1,31 @@
 #pragma once
-// The TCPStore wire protocol (described in full in runtime/comm/tcp_store.cpp): frame and field
-// encoding shared by the server, the client and the security tests that forge frames. Private to
-// runtime/comm.
+// The TCPStore wire protocol: frame and field encoding shared by the server
+// (runtime/comm/tcp_store_server.cpp), the client (runtime/comm/tcp_store_client.cpp) and the
+// security tests that forge frames. Private to runtime/comm.
+//
+// Wire protocol (version 1). Every message is a frame:
+//   u32 payload length (little-endian, > 0) | payload
+// and every payload starts with a one-byte type. Fields are little-endian fixed-width integers
+// (u8, u16, u32, i64) or strings (u32 length, then that many raw bytes: values are binary-safe).
+//
+//   client -> server                          server -> client
+//   Hello      u32 magic "STRS", u16 version,  Ok | Rejected u8 reason, str message
+//              str token   (must be first)
+//   Set        str key, str value              Ok
+//   Get        str key                         Value str | NotFound
+//   Add        str key, i64 delta              Int i64
+//   CompareSet str key, str expected, str des. Value str (the value stored afterwards)
+//   Check      u32 n, n x str key              Bool u8
+//   Wait       u32 n, n x str key              Ready (when every key exists; maybe much later)
+//   CancelWait                                 [Ready], WaitCanceled u32 n, n x u32 index of a
+//                                              key still missing
+//   DeleteKey  str key                         Bool u8
+//   NumKeys                                    Int i64
+// Any request may instead get `Error str message` (bad key, oversized value, non-numeric add);
+// the connection stays usable after an Error. Requests are answered in order, one at a time:
+// while a Wait is pending the only valid request is CancelWait, which the client sends when its
+// own timeout passes, then reads until WaitCanceled (a Ready that crossed it on the wire comes
+// first and means the wait succeeded after all).
 
 #include <cstddef>
 #include <cstdint>

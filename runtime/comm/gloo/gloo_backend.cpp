@@ -31,8 +31,8 @@
 #include <gloo/transport/tcp/loop.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include "runtime/comm/collectives/algorithms.hpp"
 #include "runtime/comm/errors.hpp"
-#include "runtime/comm/reduce.hpp"
 #include "runtime/comm/store.hpp"
 #include "runtime/comm/work.hpp"
 
@@ -49,14 +49,6 @@ using GlooBufferPtr = std::unique_ptr<GlooBuffer>;
 constexpr std::uint64_t kCollectivePrefix = 0x53;
 constexpr std::uint64_t kPointToPointPrefix = 0x54;
 
-// Below this (times the number of recursive-doubling steps) all_reduce exchanges whole
-// buffers; above it, reduce-scatter + all-gather moves each byte 2(n-1)/n times only.
-constexpr std::size_t kRecursiveDoublingBytes = std::size_t{512} << 10;
-// Broadcasts from this size on (3+ ranks) scatter then all-gather, so the root sends ~2x the
-// buffer instead of (n-1)x.
-constexpr std::size_t kScatterBroadcastBytes = std::size_t{1} << 20;
-// Reduce-scatter scratch per operation; larger operations run in pieces.
-constexpr std::size_t kScratchLimitBytes = std::size_t{32} << 20;
 // With two ranks and small messages, posting from the worker beats a hand-off to the I/O thread.
 constexpr std::size_t kInlinePostBytes = std::size_t{64} << 10;
 
@@ -336,36 +328,10 @@ class OpTracker {
   std::vector<GlooBuffer*> buffers_;
 };
 
-struct BlockLayout {
-  std::size_t count;
-  std::size_t block;
-  std::size_t offset(int j) const noexcept {
-    return std::min(count, block * static_cast<std::size_t>(j));
-  }
-  std::size_t size(int j) const noexcept { return offset(j + 1) - offset(j); }
-};
-
-BlockLayout splitEvenly(std::size_t count, int parts) {
-  const auto n = static_cast<std::size_t>(parts);
-  return {count, (count + n - 1) / n};
-}
-
-std::byte* bytePtr(void* p) {
-  return static_cast<std::byte*>(p);
-}
-
-bool overlaps(const void* a, std::size_t aBytes, const void* b, std::size_t bBytes) {
-  const auto* pa = static_cast<const std::byte*>(a);
-  const auto* pb = static_cast<const std::byte*>(b);
-  return pa < pb + bBytes && pb < pa + aBytes;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Backend state shared by the backend object, its worker and its point-to-point waiters.
-
-class Engine;
 
 struct GlooBackend::Impl {
   struct Task {
@@ -374,7 +340,7 @@ struct GlooBackend::Impl {
     Duration timeout;
     std::size_t bytes;
     std::shared_ptr<CompletionWork> work;
-    std::function<void(Engine&)> body;
+    std::function<void(collectives::Channel&)> body;
   };
 
   struct PeerTask {
@@ -509,40 +475,41 @@ struct GlooBackend::Impl {
   void shutdown();
 };
 
-// What an algorithm sees while it runs on the worker: buffers, posting, waiting, slots.
-class Engine {
+// The transport of one collective on the worker (runtime/comm/collectives/channel.hpp): Gloo
+// unbound buffers, posts from Gloo's I/O thread and waits bounded by the operation's deadline.
+class GlooChannel final : public collectives::Channel {
  public:
-  Engine(GlooBackend::Impl& impl, OpTracker& tracker, Clock::time_point deadline, bool inlinePosts)
+  GlooChannel(GlooBackend::Impl& impl, OpTracker& tracker, Clock::time_point deadline,
+              bool inlinePosts)
       : impl_(impl), tracker_(tracker), deadline_(deadline), inlinePosts_(inlinePosts) {}
 
-  ~Engine() { tracker_.finish(); }
+  ~GlooChannel() override { tracker_.finish(); }
 
-  Engine(const Engine&) = delete;
-  Engine& operator=(const Engine&) = delete;
+  GlooChannel(const GlooChannel&) = delete;
+  GlooChannel& operator=(const GlooChannel&) = delete;
 
-  int rank() const noexcept { return impl_.rank; }
-  int size() const noexcept { return impl_.size; }
+  int rank() const noexcept override { return impl_.rank; }
+  int size() const noexcept override { return impl_.size; }
 
-  GlooBuffer* buffer(void* data, std::size_t bytes) {
-    buffers_.push_back(impl_.context->createUnboundBuffer(data, bytes));
-    tracker_.add(buffers_.back().get());
+  Buffer* buffer(void* data, std::size_t bytes) override {
+    buffers_.push_back(
+        std::make_unique<GlooChannelBuffer>(impl_.context->createUnboundBuffer(data, bytes)));
+    tracker_.add(&buffers_.back()->gloo());
     return buffers_.back().get();
   }
 
   // Scratch memory owned by the backend's worker, valid until the next call.
-  std::byte* scratch(std::size_t bytes) {
+  std::byte* scratch(std::size_t bytes) override {
     if (impl_.scratch.size() < bytes)
       impl_.scratch.resize(bytes);
     return impl_.scratch.data();
   }
 
-  // A fresh block of 256 slots, identical on every rank because every rank runs the same
-  // operations in the same order.
-  std::uint64_t nextSlot() { return (kCollectivePrefix << 56) | (++impl_.sequence << 8); }
+  std::uint64_t nextSlot() override { return (kCollectivePrefix << 56) | (++impl_.sequence << 8); }
 
   // Posts sends and receives (Gloo calls) from the I/O thread or, for small two-rank
   // operations, right here.
-  void post(std::function<void()> fn) {
+  void post(std::function<void()> fn) override {
     if (inlinePosts_) {
       fn();
       return;
@@ -560,16 +527,36 @@ class Engine {
     });
   }
 
-  void waitRecv(GlooBuffer* buffer) {
-    if (!buffer->waitRecv(nullptr, remainingUntil(deadline_)))
+  void waitRecv(Buffer* buffer) override {
+    if (!glooOf(buffer).waitRecv(nullptr, remainingUntil(deadline_)))
       throwAborted();
   }
-  void waitSend(GlooBuffer* buffer) {
-    if (!buffer->waitSend(nullptr, remainingUntil(deadline_)))
+  void waitSend(Buffer* buffer) override {
+    if (!glooOf(buffer).waitSend(nullptr, remainingUntil(deadline_)))
       throwAborted();
   }
 
  private:
+  class GlooChannelBuffer final : public Buffer {
+   public:
+    explicit GlooChannelBuffer(GlooBufferPtr buffer) : buffer_(std::move(buffer)) {}
+    void send(int peer, std::uint64_t slot, std::size_t offset, std::size_t bytes) override {
+      buffer_->send(peer, slot, offset, bytes);
+    }
+    void recv(int peer, std::uint64_t slot, std::size_t offset, std::size_t bytes) override {
+      buffer_->recv(peer, slot, offset, bytes);
+    }
+    GlooBuffer& gloo() noexcept { return *buffer_; }
+
+   private:
+    GlooBufferPtr buffer_;
+  };
+
+  // Every Buffer an algorithm holds came from buffer() above.
+  static GlooBuffer& glooOf(Buffer* buffer) {
+    return static_cast<GlooChannelBuffer*>(buffer)->gloo();
+  }
+
   [[noreturn]] void throwAborted() {
     if (auto error = tracker_.error())
       std::rethrow_exception(error);
@@ -580,352 +567,8 @@ class Engine {
   OpTracker& tracker_;
   Clock::time_point deadline_;
   bool inlinePosts_;
-  std::vector<GlooBufferPtr> buffers_;
+  std::vector<std::unique_ptr<GlooChannelBuffer>> buffers_;
 };
-
-namespace {
-
-// ---------------------------------------------------------------------------------------------
-// Algorithms. Each runs on the worker with the same arguments (up to the data) on every rank.
-
-// Recursive doubling: log2(n) exchanges of the whole buffer; ranks beyond the largest power of
-// two fold into a partner first and get the result back at the end. Both sides of an exchange
-// compute op(mine, theirs) with commutative ops, so every rank ends bit-identical.
-void allReduceRecursiveDoubling(Engine& e, std::byte* data, std::size_t count, DataType dtype,
-                                ReduceOp op) {
-  const int n = e.size();
-  const int r = e.rank();
-  const std::size_t bytes = count * elementSize(dtype);
-  int pof2 = 1;
-  while (pof2 * 2 <= n)
-    pof2 *= 2;
-  const int extra = n - pof2;
-  const std::uint64_t slot = e.nextSlot();
-  GlooBuffer* buf = e.buffer(data, bytes);
-  if (r >= pof2) {
-    const int partner = r - pof2;
-    e.post([=] {
-      buf->send(partner, slot, 0, bytes);
-      buf->recv(partner, slot + 1, 0, bytes);
-    });
-    e.waitSend(buf);
-    e.waitRecv(buf);
-    return;
-  }
-  std::byte* tmp = e.scratch(bytes);
-  GlooBuffer* tb = e.buffer(tmp, bytes);
-  if (r < extra) {
-    e.post([=] { tb->recv(r + pof2, slot, 0, bytes); });
-    e.waitRecv(tb);
-    reduceInto(dtype, op, data, tmp, count);
-  }
-  std::uint64_t step = 2;
-  for (int mask = 1; mask < pof2; mask <<= 1, ++step) {
-    const int peer = r ^ mask;
-    const std::uint64_t s = slot + step;
-    e.post([=] {
-      tb->recv(peer, s, 0, bytes);
-      buf->send(peer, s, 0, bytes);
-    });
-    e.waitRecv(tb);
-    e.waitSend(buf);
-    reduceInto(dtype, op, data, tmp, count);
-  }
-  if (r < extra) {
-    e.post([=] { buf->send(r + pof2, slot + 1, 0, bytes); });
-    e.waitSend(buf);
-  }
-}
-
-// Reduce-scatter then all-gather, each as one round of direct messages: rank j reduces block j
-// (in a fixed source order) and sends it to everyone. Every byte crosses 2(n-1)/n times, with
-// two synchronisation points instead of a ring's 2(n-1).
-void allReduceDirectPiece(Engine& e, std::byte* data, std::size_t count, DataType dtype,
-                          ReduceOp op) {
-  const int n = e.size();
-  const int r = e.rank();
-  const std::size_t es = elementSize(dtype);
-  const BlockLayout blocks = splitEvenly(count, n);
-  const std::size_t mine = blocks.size(r);
-  const std::uint64_t slot = e.nextSlot();
-  GlooBuffer* buf = e.buffer(data, count * es);
-  std::byte* tmp = e.scratch(std::max<std::size_t>(1, static_cast<std::size_t>(n - 1) * mine * es));
-  std::vector<GlooBuffer*> parts(static_cast<std::size_t>(n), nullptr);
-  if (mine > 0) {
-    for (int k = 1; k < n; ++k)
-      parts[static_cast<std::size_t>(k)] =
-          e.buffer(tmp + static_cast<std::size_t>(k - 1) * mine * es, mine * es);
-  }
-  e.post([=] {
-    for (int k = 1; k < n; ++k) {
-      const int src = (r - k + n) % n;
-      if (mine > 0)
-        parts[static_cast<std::size_t>(k)]->recv(src, slot, 0, mine * es);
-    }
-    for (int k = 1; k < n; ++k) {
-      const int dst = (r + k) % n;
-      if (blocks.size(dst) > 0)
-        buf->send(dst, slot, blocks.offset(dst) * es, blocks.size(dst) * es);
-    }
-    for (int k = 1; k < n; ++k) {
-      const int src = (r - k + n) % n;
-      if (blocks.size(src) > 0)
-        buf->recv(src, slot + 1, blocks.offset(src) * es, blocks.size(src) * es);
-    }
-  });
-  std::byte* block = data + blocks.offset(r) * es;
-  for (int k = 1; k < n; ++k) {
-    if (mine == 0)
-      break;
-    e.waitRecv(parts[static_cast<std::size_t>(k)]);
-    reduceInto(dtype, op, block, tmp + static_cast<std::size_t>(k - 1) * mine * es, mine);
-  }
-  if (op == ReduceOp::Avg)
-    finishAverage(dtype, block, mine, n);
-  for (int k = 1; k < n; ++k) {
-    if (blocks.size((r + k) % n) > 0)
-      e.waitSend(buf);
-  }
-  if (mine > 0) {
-    e.post([=] {
-      for (int k = 1; k < n; ++k)
-        buf->send((r + k) % n, slot + 1, blocks.offset(r) * es, mine * es);
-    });
-  }
-  for (int k = 1; k < n; ++k) {
-    if (blocks.size((r - k + n) % n) > 0)
-      e.waitRecv(buf);
-    if (mine > 0)
-      e.waitSend(buf);
-  }
-}
-
-void allReduceDirect(Engine& e, std::byte* data, std::size_t count, DataType dtype, ReduceOp op) {
-  const auto n = static_cast<std::size_t>(e.size());
-  const std::size_t es = elementSize(dtype);
-  // Scratch holds (n-1) blocks of piece/n elements.
-  const std::size_t piece = std::max(n, kScratchLimitBytes / es / (n - 1) * n);
-  for (std::size_t start = 0; start < count; start += piece) {
-    allReduceDirectPiece(e, data + start * es, std::min(piece, count - start), dtype, op);
-  }
-}
-
-void runAllReduce(Engine& e, void* data, std::size_t count, DataType dtype, ReduceOp op) {
-  int steps = 0;
-  for (int p = 1; p * 2 <= e.size(); p *= 2)
-    ++steps;
-  const std::size_t bytes = count * elementSize(dtype);
-  if (bytes * static_cast<std::size_t>(std::max(steps, 1)) <= kRecursiveDoublingBytes) {
-    allReduceRecursiveDoubling(e, bytePtr(data), count, dtype, op);
-    if (op == ReduceOp::Avg)
-      finishAverage(dtype, data, count, e.size());
-  } else {
-    allReduceDirect(e, bytePtr(data), count, dtype, op);
-  }
-}
-
-void broadcastDirect(Engine& e, std::byte* data, std::size_t bytes, int root) {
-  const int n = e.size();
-  const int r = e.rank();
-  const std::uint64_t slot = e.nextSlot();
-  GlooBuffer* buf = e.buffer(data, bytes);
-  if (r == root) {
-    e.post([=] {
-      for (int k = 1; k < n; ++k)
-        buf->send((root + k) % n, slot, 0, bytes);
-    });
-    for (int k = 1; k < n; ++k)
-      e.waitSend(buf);
-  } else {
-    e.post([=] { buf->recv(root, slot, 0, bytes); });
-    e.waitRecv(buf);
-  }
-}
-
-// The root sends block j to rank j and its own block to everyone; every other rank forwards
-// its block to the others.
-void broadcastScatterAllGather(Engine& e, std::byte* data, std::size_t count, std::size_t es,
-                               int root) {
-  const int n = e.size();
-  const int r = e.rank();
-  const BlockLayout blocks = splitEvenly(count, n);
-  const std::uint64_t slot = e.nextSlot();
-  GlooBuffer* buf = e.buffer(data, count * es);
-  if (r == root) {
-    int sends = 0;
-    for (int j = 0; j < n; ++j) {
-      if (j == root)
-        continue;
-      sends += (blocks.size(j) > 0 ? 1 : 0) + (blocks.size(root) > 0 ? 1 : 0);
-    }
-    e.post([=] {
-      for (int k = 1; k < n; ++k) {
-        const int j = (root + k) % n;
-        if (blocks.size(j) > 0)
-          buf->send(j, slot, blocks.offset(j) * es, blocks.size(j) * es);
-        if (blocks.size(root) > 0)
-          buf->send(j, slot + 1, blocks.offset(root) * es, blocks.size(root) * es);
-      }
-    });
-    for (int i = 0; i < sends; ++i)
-      e.waitSend(buf);
-    return;
-  }
-  const std::size_t mine = blocks.size(r);
-  GlooBuffer* own = mine > 0 ? e.buffer(data + blocks.offset(r) * es, mine * es) : nullptr;
-  int recvs = 0;
-  for (int j = 0; j < n; ++j) {
-    if (j != r && blocks.size(j) > 0)
-      ++recvs;
-  }
-  e.post([=] {
-    if (own != nullptr)
-      own->recv(root, slot, 0, mine * es);
-    for (int k = 1; k < n; ++k) {
-      const int j = (r + k) % n;
-      if (blocks.size(j) > 0)
-        buf->recv(j, slot + 1, blocks.offset(j) * es, blocks.size(j) * es);
-    }
-  });
-  int forwards = 0;
-  if (own != nullptr) {
-    e.waitRecv(own);
-    for (int j = 0; j < n; ++j)
-      forwards += (j != r && j != root) ? 1 : 0;
-    e.post([=] {
-      for (int k = 1; k < n; ++k) {
-        const int j = (r + k) % n;
-        if (j != root)
-          own->send(j, slot + 1, 0, mine * es);
-      }
-    });
-  }
-  for (int i = 0; i < recvs; ++i)
-    e.waitRecv(buf);
-  for (int i = 0; i < forwards; ++i)
-    e.waitSend(own);
-}
-
-void allGatherDirect(Engine& e, const BufferView& input, const BufferView& output) {
-  const int n = e.size();
-  const int r = e.rank();
-  const std::size_t bytes = input.bytes();
-  const std::uint64_t slot = e.nextSlot();
-  GlooBuffer* in = e.buffer(input.data, bytes);
-  GlooBuffer* out = e.buffer(output.data, output.bytes());
-  e.post([=] {
-    for (int k = 1; k < n; ++k) {
-      const int src = (r - k + n) % n;
-      out->recv(src, slot, static_cast<std::size_t>(src) * bytes, bytes);
-    }
-    for (int k = 1; k < n; ++k)
-      in->send((r + k) % n, slot, 0, bytes);
-  });
-  std::byte* own = bytePtr(output.data) + static_cast<std::size_t>(r) * bytes;
-  if (own != input.data)
-    std::memmove(own, input.data, bytes);
-  for (int k = 1; k < n; ++k) {
-    e.waitRecv(out);
-    e.waitSend(in);
-  }
-}
-
-// Rank j gets block j of every input; reduced in a fixed source order, in pieces that bound the
-// scratch memory.
-void reduceScatterDirect(Engine& e, const BufferView& input, const BufferView& output,
-                         ReduceOp op) {
-  const int n = e.size();
-  const int r = e.rank();
-  const DataType dtype = output.dtype;
-  const std::size_t es = elementSize(dtype);
-  const std::size_t m = output.count;
-  const std::size_t piece = std::max<std::size_t>(
-      1, std::min(m, kScratchLimitBytes / es / static_cast<std::size_t>(n - 1)));
-  GlooBuffer* in = e.buffer(input.data, input.bytes());
-  std::byte* tmp = e.scratch(static_cast<std::size_t>(n - 1) * piece * es);
-  std::vector<GlooBuffer*> parts(static_cast<std::size_t>(n), nullptr);
-  for (int k = 1; k < n; ++k)
-    parts[static_cast<std::size_t>(k)] =
-        e.buffer(tmp + static_cast<std::size_t>(k - 1) * piece * es, piece * es);
-  std::byte* out = bytePtr(output.data);
-  const std::byte* src = static_cast<const std::byte*>(input.data);
-  for (std::size_t start = 0; start < m; start += piece) {
-    const std::size_t len = std::min(piece, m - start);
-    const std::uint64_t slot = e.nextSlot();
-    e.post([=] {
-      for (int k = 1; k < n; ++k)
-        parts[static_cast<std::size_t>(k)]->recv((r - k + n) % n, slot, 0, len * es);
-      for (int k = 1; k < n; ++k) {
-        const int dst = (r + k) % n;
-        in->send(dst, slot, (static_cast<std::size_t>(dst) * m + start) * es, len * es);
-      }
-    });
-    std::memmove(out + start * es, src + (static_cast<std::size_t>(r) * m + start) * es, len * es);
-    for (int k = 1; k < n; ++k) {
-      e.waitRecv(parts[static_cast<std::size_t>(k)]);
-      reduceInto(dtype, op, out + start * es, tmp + static_cast<std::size_t>(k - 1) * piece * es,
-                 len);
-    }
-    for (int k = 1; k < n; ++k)
-      e.waitSend(in);
-  }
-  if (op == ReduceOp::Avg)
-    finishAverage(dtype, output.data, m, n);
-}
-
-void allToAllDirect(Engine& e, const BufferView& input, const BufferView& output) {
-  const int n = e.size();
-  const int r = e.rank();
-  const std::size_t block = input.bytes() / static_cast<std::size_t>(n);
-  const std::uint64_t slot = e.nextSlot();
-  void* source = input.data;
-  if (overlaps(input.data, input.bytes(), output.data, output.bytes())) {
-    source = e.scratch(input.bytes());
-    std::memcpy(source, input.data, input.bytes());
-  }
-  GlooBuffer* in = e.buffer(source, input.bytes());
-  GlooBuffer* out = e.buffer(output.data, output.bytes());
-  e.post([=] {
-    for (int k = 1; k < n; ++k) {
-      const int from = (r - k + n) % n;
-      out->recv(from, slot, static_cast<std::size_t>(from) * block, block);
-    }
-    for (int k = 1; k < n; ++k) {
-      const int to = (r + k) % n;
-      in->send(to, slot, static_cast<std::size_t>(to) * block, block);
-    }
-  });
-  std::memcpy(bytePtr(output.data) + static_cast<std::size_t>(r) * block,
-              bytePtr(source) + static_cast<std::size_t>(r) * block, block);
-  for (int k = 1; k < n; ++k) {
-    e.waitRecv(out);
-    e.waitSend(in);
-  }
-}
-
-// Dissemination barrier: ceil(log2 n) rounds of one-byte messages to rank + 2^i.
-void barrierDissemination(Engine& e) {
-  const int n = e.size();
-  const int r = e.rank();
-  const std::uint64_t slot = e.nextSlot();
-  std::byte* bytes = e.scratch(2);
-  GlooBuffer* out = e.buffer(bytes, 1);
-  GlooBuffer* in = e.buffer(bytes + 1, 1);
-  std::uint64_t round = 0;
-  for (int distance = 1; distance < n; distance *= 2, ++round) {
-    const int to = (r + distance) % n;
-    const int from = (r - distance + n) % n;
-    const std::uint64_t s = slot + round;
-    e.post([=] {
-      in->recv(from, s, 0, 1);
-      out->send(to, s, 0, 1);
-    });
-    e.waitRecv(in);
-    e.waitSend(out);
-  }
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Worker and point-to-point waiters.
@@ -963,8 +606,8 @@ void GlooBackend::Impl::runTask(Task& task) {
   std::exception_ptr error;
   try {
     const bool inlinePosts = size == 2 && task.bytes <= kInlinePostBytes;
-    Engine engine(*this, tracker, Clock::now() + task.timeout, inlinePosts);
-    task.body(engine);
+    GlooChannel channel(*this, tracker, Clock::now() + task.timeout, inlinePosts);
+    task.body(channel);
   } catch (...) {
     error = translateError(std::current_exception(), task.description, task.timeout);
   }
@@ -1266,11 +909,13 @@ std::shared_ptr<Work> GlooBackend::allReduce(BufferView buffer, ReduceOp op,
   checkBuffer(OpType::AllReduce, buffer, "input");
   if (buffer.count == 0 || size() == 1)
     return completedWork(OpType::AllReduce, describe(OpType::AllReduce, &buffer));
-  return impl_->enqueue(
-      {OpType::AllReduce, describe(OpType::AllReduce, &buffer), timeoutOf(options), buffer.bytes(),
-       std::make_shared<CompletionWork>(OpType::AllReduce, timeoutOf(options),
-                                        describe(OpType::AllReduce, &buffer)),
-       [buffer, op](Engine& e) { runAllReduce(e, buffer.data, buffer.count, buffer.dtype, op); }});
+  return impl_->enqueue({OpType::AllReduce, describe(OpType::AllReduce, &buffer),
+                         timeoutOf(options), buffer.bytes(),
+                         std::make_shared<CompletionWork>(OpType::AllReduce, timeoutOf(options),
+                                                          describe(OpType::AllReduce, &buffer)),
+                         [buffer, op](collectives::Channel& c) {
+                           collectives::allReduce(c, buffer.data, buffer.count, buffer.dtype, op);
+                         }});
 }
 
 std::shared_ptr<Work> GlooBackend::broadcast(BufferView buffer, int root,
@@ -1283,13 +928,8 @@ std::shared_ptr<Work> GlooBackend::broadcast(BufferView buffer, int root,
   return impl_->enqueue(
       {OpType::Broadcast, what, timeoutOf(options), buffer.bytes(),
        std::make_shared<CompletionWork>(OpType::Broadcast, timeoutOf(options), what),
-       [buffer, root](Engine& e) {
-         if (e.size() >= 3 && buffer.bytes() >= kScatterBroadcastBytes) {
-           broadcastScatterAllGather(e, bytePtr(buffer.data), buffer.count,
-                                     elementSize(buffer.dtype), root);
-         } else {
-           broadcastDirect(e, bytePtr(buffer.data), buffer.bytes(), root);
-         }
+       [buffer, root](collectives::Channel& c) {
+         collectives::broadcast(c, buffer.data, buffer.count, buffer.dtype, root);
        }});
 }
 
@@ -1307,7 +947,7 @@ std::shared_ptr<Work> GlooBackend::allGather(BufferView input, BufferView output
   return impl_->enqueue(
       {OpType::AllGather, what, timeoutOf(options), output.bytes(),
        std::make_shared<CompletionWork>(OpType::AllGather, timeoutOf(options), what),
-       [input, output](Engine& e) { allGatherDirect(e, input, output); }});
+       [input, output](collectives::Channel& c) { collectives::allGather(c, input, output); }});
 }
 
 std::shared_ptr<Work> GlooBackend::reduceScatter(BufferView input, BufferView output, ReduceOp op,
@@ -1324,7 +964,9 @@ std::shared_ptr<Work> GlooBackend::reduceScatter(BufferView input, BufferView ou
   return impl_->enqueue(
       {OpType::ReduceScatter, what, timeoutOf(options), input.bytes(),
        std::make_shared<CompletionWork>(OpType::ReduceScatter, timeoutOf(options), what),
-       [input, output, op](Engine& e) { reduceScatterDirect(e, input, output, op); }});
+       [input, output, op](collectives::Channel& c) {
+         collectives::reduceScatter(c, input, output, op);
+       }});
 }
 
 std::shared_ptr<Work> GlooBackend::allToAll(BufferView input, BufferView output,
@@ -1341,7 +983,7 @@ std::shared_ptr<Work> GlooBackend::allToAll(BufferView input, BufferView output,
   return impl_->enqueue(
       {OpType::AllToAll, what, timeoutOf(options), input.bytes(),
        std::make_shared<CompletionWork>(OpType::AllToAll, timeoutOf(options), what),
-       [input, output](Engine& e) { allToAllDirect(e, input, output); }});
+       [input, output](collectives::Channel& c) { collectives::allToAll(c, input, output); }});
 }
 
 std::shared_ptr<Work> GlooBackend::send(BufferView buffer, int peer, int tag,
@@ -1369,7 +1011,7 @@ std::shared_ptr<Work> GlooBackend::barrier(const CollectiveOptions& options) {
   return impl_->enqueue(
       {OpType::Barrier, what, timeoutOf(options), 0,
        std::make_shared<CompletionWork>(OpType::Barrier, timeoutOf(options), what),
-       [](Engine& e) { barrierDissemination(e); }});
+       [](collectives::Channel& c) { collectives::barrier(c); }});
 }
 
 std::shared_ptr<Backend> GlooBackend::createSubgroup(const std::vector<int>& ranks,
@@ -1397,10 +1039,12 @@ std::shared_ptr<Backend> GlooBackend::createSubgroup(const std::vector<int>& ran
                    impl_->timeout, groupName, impl_->host)));
 }
 
+std::string glooVersion() {
+  return fmt::format("{}.{}.{}", GLOO_VERSION_MAJOR, GLOO_VERSION_MINOR, GLOO_VERSION_PATCH);
+}
+
 void registerGlooBackend() {
-  registerBackend({"gloo", DeviceType::Cpu,
-                   fmt::format("Gloo {}.{}.{} (TCP transport)", GLOO_VERSION_MAJOR,
-                               GLOO_VERSION_MINOR, GLOO_VERSION_PATCH)},
+  registerBackend({"gloo", DeviceType::Cpu, fmt::format("Gloo {} (TCP transport)", glooVersion())},
                   [](const BackendInit& init) { return std::make_shared<GlooBackend>(init); });
 }
 

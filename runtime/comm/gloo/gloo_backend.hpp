@@ -9,13 +9,12 @@
 //    connectFullMesh) through a gloo TCP device bound to BackendInit::host. Backends of one
 //    process on the same host share one device, hence one Gloo I/O thread.
 //  - Collectives run on one worker thread per backend, in issue order (the order every rank
-//    must use), and complete a CompletionWork. The algorithms are Stretch's own, built from
-//    Gloo's unbound-buffer send/recv: recursive doubling for small all_reduce, direct
-//    reduce-scatter + all-gather for large all_reduce, direct all_gather, reduce_scatter and
-//    all_to_all, direct or scatter + all-gather broadcast, a dissemination barrier. Reductions
-//    use runtime/comm/reduce.hpp, so every DataType (bf16 included) and every ReduceOp works;
-//    Avg is a Sum divided by the group size at the end. all_reduce results are bit-identical
-//    on every rank.
+//    must use), and complete a CompletionWork. The algorithms are Stretch's own
+//    (runtime/comm/collectives/algorithms.hpp: recursive doubling or direct reduce-scatter +
+//    all-gather all_reduce, direct all_gather, reduce_scatter and all_to_all, direct or
+//    scatter + all-gather broadcast, a dissemination barrier), run over a Channel that this
+//    backend implements with Gloo's unbound-buffer send/recv. Every DataType (bf16 included) and
+//    every ReduceOp works; all_reduce results are bit-identical on every rank.
 //  - Sends and receives are posted from Gloo's I/O thread rather than from the worker: on hosts
 //    with fewer cores than threads, Gloo's I/O thread otherwise spins while the worker holds a
 //    connection lock, which costs milliseconds per operation.
@@ -102,5 +101,9 @@ class GlooBackend final : public Backend {
 // Registers the factory under "gloo" (DeviceType::Cpu) in runtime/comm/backend_registry.hpp.
 // Idempotent.
 void registerGlooBackend();
+
+// The Gloo version this module was compiled against ("0.5.0", from gloo/config.h; Gloo has no
+// run-time version query), so that executables need not include Gloo's headers.
+std::string glooVersion();
 
 }  // namespace stretch::comm::gloo

@@ -12,6 +12,7 @@
 #include <nccl.h>
 
 #include "runtime/accel/accelerator.hpp"
+#include "runtime/accel/cuda_device_guard.hpp"
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/store.hpp"
 
@@ -37,26 +38,14 @@ void checkCuda(cudaError_t error, std::string_view context, std::string_view cal
   }
 }
 
-// Makes `device` current for the calling thread; restores the caller's device on scope exit.
-class DeviceGuard {
+// Makes `device` current for the calling thread until scope exit; failures throw CommError
+// naming `context`.
+class DeviceGuard : public accel::CudaDeviceGuard {
  public:
-  DeviceGuard(int device, std::string_view context) {
-    checkCuda(cudaGetDevice(&previous_), context, "cudaGetDevice");
-    if (previous_ != device) {
-      checkCuda(cudaSetDevice(device), context, fmt::format("cudaSetDevice({})", device));
-      changed_ = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (changed_)
-      static_cast<void>(cudaSetDevice(previous_));
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-  bool changed_ = false;
+  DeviceGuard(int device, std::string_view context)
+      : CudaDeviceGuard(device, [context](cudaError_t error, std::string_view call) {
+          checkCuda(error, context, call);
+        }) {}
 };
 
 ncclDataType_t toNccl(DataType dtype) {

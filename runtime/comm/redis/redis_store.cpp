@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <hiredis/hiredis.h>
 #include <mutex>
 #include <string_view>
@@ -11,13 +12,16 @@
 
 #include <fmt/format.h>
 
+#include "runtime/comm/detail/printable.hpp"
 #include "runtime/comm/errors.hpp"
+#include "runtime/comm/store_registry.hpp"
 
 namespace stretch::comm::redis {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using detail::printable;
 
 constexpr auto kFirstBackoff = std::chrono::milliseconds(1);
 constexpr auto kMaxPollBackoff = std::chrono::milliseconds(50);
@@ -57,22 +61,6 @@ timeval toTimeval(Clock::duration d) {
   tv.tv_sec = static_cast<time_t>(us / 1000000);
   tv.tv_usec = static_cast<suseconds_t>(us % 1000000);
   return tv;
-}
-
-// Keys are bytes; messages show them escaped and cut short.
-std::string printable(std::string_view text) {
-  constexpr std::size_t kMaxShown = 80;
-  std::string out;
-  for (std::size_t i = 0; i < text.size() && i < kMaxShown; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7F && c != '\\' && c != '"')
-      out.push_back(static_cast<char>(c));
-    else
-      out += fmt::format("\\x{:02x}", c);
-  }
-  if (text.size() > kMaxShown)
-    out += fmt::format("...({} bytes)", text.size());
-  return out;
 }
 
 // SCAN MATCH pattern for "every key starting with prefix".
@@ -332,6 +320,25 @@ std::int64_t RedisStore::numKeys() {
       seen.emplace(names->element[i]->str, names->element[i]->len);
   } while (cursor != "0");
   return static_cast<std::int64_t>(seen.size());
+}
+
+void registerRedisStore() {
+  registerStoreScheme("redis", [](const StoreInit& init) -> std::shared_ptr<Store> {
+    RedisStoreOptions options;
+    options.host = init.host;
+    options.port = init.port;
+    if (const char* password = std::getenv("STRETCH_REDIS_PASSWORD"))
+      options.password = password;
+    options.keyPrefix = init.path.empty() ? std::string("stretch/") : init.path;
+    if (options.keyPrefix.back() != '/')
+      options.keyPrefix += '/';
+    options.timeout = init.timeout;
+    return std::make_shared<RedisStore>(options);
+  });
+}
+
+std::string hiredisVersion() {
+  return fmt::format("{}.{}.{}", HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH);
 }
 
 }  // namespace stretch::comm::redis

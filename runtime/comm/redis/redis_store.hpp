@@ -57,4 +57,15 @@ class RedisStore final : public Store {
   std::unique_ptr<Connection> connection_;
 };
 
+// Registers the "redis" scheme with runtime/comm/store_registry.hpp, so that
+// initDistributed("redis://HOST:PORT[/PREFIX]") builds a RedisStore on HOST:PORT with keyPrefix
+// "PREFIX/" ("stretch/" without one), the init timeout, and the password from the
+// STRETCH_REDIS_PASSWORD environment variable (none when unset; a URL would show it in every
+// message). registerBuiltinBackends() (runtime/comm/builtin) calls it. Idempotent.
+void registerRedisStore();
+
+// The hiredis version this module was compiled against ("1.1.0", from hiredis.h), so that
+// executables need not include hiredis's headers.
+std::string hiredisVersion();
+
 }  // namespace stretch::comm::redis

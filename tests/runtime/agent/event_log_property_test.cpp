@@ -9,6 +9,7 @@
 #include <rapidcheck/gtest.h>
 
 #include "runtime/agent/event_log.hpp"
+#include "runtime/common/strings.hpp"
 
 namespace stretch::agent {
 namespace {
@@ -77,7 +78,7 @@ RC_GTEST_PROP(EventLogProperty, ValidUtf8RoundTrips, ()) {
 
 RC_GTEST_PROP(EventLogProperty, AnyBytesGiveParsableJson, ()) {
   const std::string bytes = *rc::gen::container<std::string>(rc::gen::arbitrary<char>());
-  const std::string literal = jsonString(bytes);
+  const std::string literal = jsonQuote(bytes);
   const nlohmann::json j = nlohmann::json::parse(literal);  // throws on invalid JSON or UTF-8
   RC_ASSERT(j.is_string());
 }

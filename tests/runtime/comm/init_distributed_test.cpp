@@ -13,6 +13,7 @@
 #include "runtime/comm/backend_registry.hpp"
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/in_process_backend.hpp"
+#include "runtime/comm/store_registry.hpp"
 
 namespace stretch::comm {
 namespace {
@@ -168,6 +169,25 @@ TEST(DiscoverEnvironment, InitMethodsAreValidated) {
   EXPECT_EQ(discoverEnvironment(options, {}).initMethod, "file:///tmp/x");
 }
 
+TEST(DiscoverEnvironment, RedisUrlsMakeTheRedisServerTheRendezvousPoint) {
+  InitOptions options;
+  options.rank = 1;
+  options.worldSize = 4;  // several processes, and no MASTER_ADDR needed
+  options.initMethod = "redis://10.0.0.7:6380/job42";
+  const DistributedEnv d = discoverEnvironment(options, {});
+  EXPECT_EQ(d.initMethod, "redis://10.0.0.7:6380/job42");
+  EXPECT_EQ(d.masterAddr, "10.0.0.7");
+  EXPECT_EQ(d.masterPort, 6380);
+  options.initMethod = "redis://[::1]:6379";
+  EXPECT_EQ(discoverEnvironment(options, {}).masterAddr, "::1");
+  for (const char* bad : {"redis://host", "redis://:6379", "redis://host:0/x", "redis://"}) {
+    options.initMethod = bad;
+    const std::string error = errorOf(options, {});
+    EXPECT_NE(error.find(std::string("init_method = \"") + bad), std::string::npos) << error;
+    EXPECT_NE(error.find("redis://HOST:PORT[/PREFIX]"), std::string::npos) << error;
+  }
+}
+
 TEST(DiscoverEnvironment, TimeoutComesFromStretchOrDeepSpeedMinutes) {
   EXPECT_EQ(discoverEnvironment({}, {{"DEEPSPEED_TIMEOUT", "3"}}).timeout, std::chrono::minutes(3));
   EXPECT_EQ(discoverEnvironment({}, {{"DEEPSPEED_TIMEOUT", "3"}, {"STRETCH_TIMEOUT", "7"}}).timeout,
@@ -235,6 +255,27 @@ TEST_F(InitDistributed, UnknownBackendListsTheBuiltOnes) {
     EXPECT_NE(std::string(e.what()).find("backend = \"mpi\""), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("in_process_test"), std::string::npos) << e.what();
   }
+}
+
+// This test links no store module: redis:// must say what is missing instead of connecting.
+TEST_F(InitDistributed, RedisWithoutRedisSupportNamesTheUrl) {
+  ASSERT_FALSE(isStoreSchemeRegistered("redis"));
+  InitOptions options;
+  options.backend = "in_process_test";
+  options.rank = 0;
+  options.worldSize = 2;
+  options.timeout = 1s;
+  options.initMethod = "redis://127.0.0.1:6379/job";
+  try {
+    initDistributed(options);
+    FAIL() << "redis:// worked without RedisStore";
+  } catch (const DistributedInitError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("init_method = \"redis://127.0.0.1:6379/job\""), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("hiredis"), std::string::npos) << message;
+  }
+  EXPECT_FALSE(isInitialized());
 }
 
 // A port nobody listens on: bind one, note it, close it.

@@ -1,4 +1,5 @@
-# Store tests: the Store contract over every implementation, TCPStore's hardening, RedisStore.
+# Store tests: the Store contract over every implementation, TCPStore's hardening, RedisStore
+# and initDistributed over redis://.
 # Included from tests/runtime/comm/CMakeLists.txt.
 
 set(_stretch_store_deps stretch_comm)
@@ -33,3 +34,14 @@ stretch_add_test(tcp_store_security_test
   SOURCES tcp_store_security_test.cpp
   DEPS stretch_comm rapidcheck
   LABELS unit)
+
+# initDistributed("redis://...") as a user reaches it (registerBuiltinBackends), in forked ranks
+# against a private redis-server.
+if(TARGET stretch_comm_redis)
+  stretch_add_test(redis_init_test
+    SOURCES redis_init_test.cpp
+    DEPS stretch_comm stretch_comm_builtin stretch_comm_redis
+    LABELS integration
+    TIMEOUT 300)
+  target_compile_definitions(redis_init_test PRIVATE ${_stretch_store_defs})
+endif()

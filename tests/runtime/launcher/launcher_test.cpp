@@ -486,6 +486,48 @@ TEST(WorkerEnv, OptionalVariablesOnlyWhenGiven) {
   EXPECT_EQ(workerEnvironment(spec).at("CUDA_VISIBLE_DEVICES"), "");
 }
 
+// The one path from a generation to a worker: the controller's StartWorkers and the job's
+// settings become each worker's variables, the batch only when the job has a config.
+TEST(WorkerEnv, AGenerationBecomesEachWorkersVariables) {
+  agent::StartWorkers start;
+  start.generation = 3;
+  start.worldSize = 5;
+  start.dataParallelSize = 5;
+  start.restartCount = 2;
+  start.batch = config::BatchTriple{60, 4, 3};
+  start.nodes = {{"a", 0, 0, 3}, {"b", 1, 3, 2}};
+  JobSettings job;
+  job.masterPort = 29600;
+  job.maxRestarts = 10;
+  job.token = "t0k";
+  job.batchFromConfig = true;
+  const auto env =
+      jobWorkerEnvironment(job, start, start.nodes[1], 1, "10.0.0.1", std::vector<int>{6, 7, 8});
+  EXPECT_EQ(env.at("RANK"), "4");
+  EXPECT_EQ(env.at("LOCAL_RANK"), "1");
+  EXPECT_EQ(env.at("WORLD_SIZE"), "5");
+  EXPECT_EQ(env.at("LOCAL_WORLD_SIZE"), "2");
+  EXPECT_EQ(env.at("GROUP_RANK"), "1");
+  EXPECT_EQ(env.at("CROSS_SIZE"), "2");
+  EXPECT_EQ(env.at("MASTER_ADDR"), "10.0.0.1");
+  EXPECT_EQ(env.at("MASTER_PORT"), "29600");
+  EXPECT_EQ(env.at("STRETCH_RESTART_COUNT"), "2");
+  EXPECT_EQ(env.at("STRETCH_STORE_TOKEN"), "t0k");
+  EXPECT_EQ(env.at("CUDA_VISIBLE_DEVICES"), "6,7");  // the node's first two slots
+  EXPECT_EQ(env.at("STRETCH_GENERATION"), "3");
+  EXPECT_EQ(env.at("STRETCH_TRAIN_BATCH_SIZE"), "60");
+  EXPECT_EQ(env.at("STRETCH_MICRO_BATCH_SIZE"), "4");
+  EXPECT_EQ(env.at("STRETCH_GRADIENT_ACCUMULATION_STEPS"), "3");
+
+  job.batchFromConfig = false;  // no --config: no batch to promise
+  const auto bare = jobWorkerEnvironment(job, start, start.nodes[0], 0, "10.0.0.1", std::nullopt);
+  EXPECT_EQ(bare.count("STRETCH_TRAIN_BATCH_SIZE"), 0u);
+  EXPECT_EQ(bare.count("STRETCH_MICRO_BATCH_SIZE"), 0u);
+  EXPECT_EQ(bare.count("CUDA_VISIBLE_DEVICES"), 0u);
+  EXPECT_EQ(bare.at("STRETCH_GENERATION"), "3");
+  EXPECT_EQ(bare.at("RANK"), "0");
+}
+
 TEST(WorkerEnv, InconsistentSpecsAreBugs) {
   const auto bad = [](auto change) {
     WorkerEnvSpec spec = exampleSpec();

@@ -1,0 +1,725 @@
+// TCPStore server: an epoll event loop on one thread (runtime/comm/tcp_store.hpp; the wire
+// protocol is in runtime/comm/detail/tcp_store_protocol.hpp).
+//
+// Server rules: the first frame must be a Hello of at most kMaxHandshakeFrame bytes arriving
+// within handshakeTimeout; a wrong token or version is answered with Rejected and closed. After
+// the handshake, frames are capped at 2 * maxValueBytes + maxKeyBytes + kFrameOverhead; a longer
+// frame is skipped unread and answered with Error (the client's limits may differ from ours).
+// A zero length, an unknown type, a truncated or over-long field list, or a request other than
+// CancelWait during a Wait closes the connection. A connection whose replies pile up beyond
+// kOutputHighWater is not read from until its peer drains them, so one slow reader cannot make
+// the server buffer without bound, and each wake-up reads at most kReadBudget bytes from one
+// socket so a fast sender cannot starve the others. rejectedConnections() counts every
+// connection the server closed on its own: wrong token or version, handshake timeout, malformed
+// frame, connection limit.
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <deque>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "runtime/comm/detail/printable.hpp"
+#include "runtime/comm/detail/socket.hpp"
+#include "runtime/comm/detail/tcp_store_limits.hpp"
+#include "runtime/comm/detail/tcp_store_protocol.hpp"
+#include "runtime/comm/errors.hpp"
+#include "runtime/comm/tcp_store.hpp"
+
+namespace stretch::comm {
+
+namespace proto = detail::tcpstore;
+// The wire protocol and the limits both ends enforce (detail/tcp_store_limits.hpp).
+using namespace detail::tcpstore;
+
+namespace {
+
+using detail::printable;
+using detail::SteadyClock;
+using detail::UniqueFd;
+
+constexpr std::size_t kReadChunk = std::size_t{64} << 10;
+constexpr std::size_t kReadBudget = std::size_t{1} << 20;
+constexpr std::size_t kOutputHighWater = std::size_t{4} << 20;
+constexpr int kMaxEvents = 256;
+constexpr int kAcceptBurst = 256;
+constexpr std::uint64_t kListenTag = 0;
+constexpr std::uint64_t kWakeTag = 1;
+
+// Time depends only on the length of `offered` (the attacker's input), never on where the first
+// differing byte is.
+bool constantTimeEquals(std::string_view offered, std::string_view secret) noexcept {
+  volatile unsigned char diff = offered.size() == secret.size() ? 0 : 1;
+  const std::size_t n = secret.size();
+  for (std::size_t i = 0; i < offered.size(); ++i) {
+    const auto a = static_cast<unsigned char>(offered[i]);
+    const auto b =
+        n == 0 ? static_cast<unsigned char>(0) : static_cast<unsigned char>(secret[i % n]);
+    diff = static_cast<unsigned char>(diff | (a ^ b));
+  }
+  return diff == 0;
+}
+
+std::string errorFrame(std::string_view message) {
+  return FrameWriter(Reply::Error).str(message).take();
+}
+
+}  // namespace
+
+struct TcpStoreServer::Impl {
+  struct Conn {
+    std::uint64_t id = 0;
+    UniqueFd fd;
+    bool authed = false;
+    bool dead = false;
+    std::uint32_t events = 0;
+    // Bytes received but not yet parsed are in[inPos, in.size()).
+    std::string in;
+    std::size_t inPos = 0;
+    // Remaining bytes of an oversized frame being skipped, and its announced size.
+    std::uint64_t discardLeft = 0;
+    std::uint64_t discardTotal = 0;
+    // Replies not yet sent; the front one from outPos on.
+    std::deque<std::string> out;
+    std::size_t outPos = 0;
+    std::size_t outPending = 0;
+    // A pending Wait: its keys as sent, and how many distinct ones are still missing.
+    bool waiting = false;
+    std::size_t missing = 0;
+    std::vector<std::string> waitKeys;
+  };
+
+  explicit Impl(const TcpStoreOptions& opts);
+  ~Impl();
+
+  void run() noexcept;
+  void acceptAll();
+  void onEvent(Conn& conn, std::uint32_t events);
+  void readFrom(Conn& conn);
+  void consume(Conn& conn, const char* data, std::size_t size);
+  void processFrames(Conn& conn);
+  bool handleFrame(Conn& conn, std::string_view payload);
+  bool handleRequest(Conn& conn, Request type, FrameReader& reader);
+  void reject(Conn& conn, RejectReason reason, std::string_view message);
+  void queue(Conn& conn, std::string frame);
+  void flush(Conn& conn);
+  void updateEvents(Conn& conn);
+  void notify(const std::string& key);
+  void unregisterWait(Conn& conn);
+  void drop(Conn& conn, bool rejected);
+  void reap();
+  void expireHandshakes();
+  Conn* find(std::uint64_t id);
+
+  TcpStoreOptions options;
+  std::string name;
+  std::size_t maxFrame = 0;
+  UniqueFd listenFd;
+  UniqueFd epollFd;
+  UniqueFd wakeFd;
+  UniqueFd spareFd;  // released to accept-and-close when the process runs out of descriptors
+  int port = 0;
+  std::atomic<bool> stopping{false};
+  std::atomic<int> open{0};
+  std::atomic<std::int64_t> rejected{0};
+
+  // Owned by the server thread only.
+  std::uint64_t nextId = 2;
+  std::unordered_map<std::uint64_t, std::unique_ptr<Conn>> conns;
+  std::vector<std::uint64_t> deadConns;
+  std::deque<std::pair<SteadyClock::time_point, std::uint64_t>> handshakes;
+  std::unordered_map<std::string, std::string> data;
+  std::unordered_map<std::string, std::vector<std::uint64_t>> waiters;
+  std::vector<char> scratch;
+
+  std::thread thread;
+};
+
+TcpStoreServer::Impl::Impl(const TcpStoreOptions& opts)
+    : options(opts),
+      name(fmt::format("TCPStore server {}", detail::formatEndpoint(opts.host, opts.port))) {
+  validateOptions(options, name);
+  maxFrame = frameLimit(options);
+  listenFd = detail::listenOn(options.host, options.port, name);
+  port = detail::localPort(listenFd.get());
+  name = fmt::format("TCPStore server {}", detail::formatEndpoint(options.host, port));
+  epollFd.reset(::epoll_create1(EPOLL_CLOEXEC));
+  wakeFd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  spareFd.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!epollFd.valid() || !wakeFd.valid())
+    throw StoreError(fmt::format("{}: cannot start: {}", name, detail::errnoText(errno)));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenTag;
+  ::epoll_ctl(epollFd.get(), EPOLL_CTL_ADD, listenFd.get(), &ev);
+  ev.data.u64 = kWakeTag;
+  ::epoll_ctl(epollFd.get(), EPOLL_CTL_ADD, wakeFd.get(), &ev);
+  scratch.resize(kReadChunk);
+  thread = std::thread([this] { run(); });
+  ::pthread_setname_np(thread.native_handle(), "stretch-store");
+}
+
+TcpStoreServer::Impl::~Impl() {
+  stopping.store(true);
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const ssize_t n = ::write(wakeFd.get(), &one, sizeof one);
+  if (thread.joinable())
+    thread.join();
+}
+
+TcpStoreServer::Impl::Conn* TcpStoreServer::Impl::find(std::uint64_t id) {
+  const auto it = conns.find(id);
+  return it == conns.end() ? nullptr : it->second.get();
+}
+
+void TcpStoreServer::Impl::run() noexcept {
+  std::vector<epoll_event> events(kMaxEvents);
+  while (!stopping.load()) {
+    const int timeoutMs = handshakes.empty() ? -1 : detail::pollTimeoutMs(handshakes.front().first);
+    const int n = ::epoll_wait(epollFd.get(), events.data(), kMaxEvents, timeoutMs);
+    if (n < 0 && errno != EINTR) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // keep serving; never spin
+      continue;
+    }
+    for (int i = 0; i < n; ++i) {
+      const std::uint64_t tag = events[static_cast<std::size_t>(i)].data.u64;
+      if (tag == kWakeTag)
+        continue;  // stopping is re-checked by the loop
+      try {
+        if (tag == kListenTag) {
+          acceptAll();
+        } else if (Conn* conn = find(tag); conn != nullptr && !conn->dead) {
+          onEvent(*conn, events[static_cast<std::size_t>(i)].events);
+        }
+      } catch (const std::exception&) {
+        // Out of memory or similar while serving one peer: that peer goes, the server stays.
+        if (Conn* conn = find(tag))
+          drop(*conn, /*rejected=*/true);
+      }
+      reap();
+    }
+    expireHandshakes();
+    reap();
+  }
+  conns.clear();
+  open.store(0);
+}
+
+void TcpStoreServer::Impl::acceptAll() {
+  for (int i = 0; i < kAcceptBurst; ++i) {
+    const int raw = ::accept4(listenFd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (raw < 0) {
+      if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+        continue;
+      if ((errno == EMFILE || errno == ENFILE) && spareFd.valid()) {
+        // Out of descriptors: accept with the spare one and close at once, so the pending
+        // connection does not keep the listener readable forever.
+        spareFd.reset();
+        UniqueFd victim(::accept4(listenFd.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (victim.valid())
+          rejected.fetch_add(1);
+        victim.reset();
+        spareFd.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+        continue;
+      }
+      return;  // EAGAIN, or an error we cannot act on now
+    }
+    UniqueFd fd(raw);
+    if (conns.size() >= static_cast<std::size_t>(options.maxConnections)) {
+      const std::string frame =
+          FrameWriter(Reply::Rejected)
+              .u8(static_cast<std::uint8_t>(RejectReason::ConnectionLimit))
+              .str(fmt::format("server at its connection limit of {}", options.maxConnections))
+              .take();
+      rejected.fetch_add(1);
+      [[maybe_unused]] const ssize_t n =
+          ::send(fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      continue;
+    }
+    detail::setNoDelay(fd.get());
+    auto conn = std::make_unique<Conn>();
+    conn->id = nextId++;
+    conn->fd = std::move(fd);
+    conn->events = EPOLLIN;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = conn->id;
+    if (::epoll_ctl(epollFd.get(), EPOLL_CTL_ADD, conn->fd.get(), &ev) != 0)
+      continue;
+    handshakes.emplace_back(SteadyClock::now() + options.handshakeTimeout, conn->id);
+    conns.emplace(conn->id, std::move(conn));
+    open.fetch_add(1);
+  }
+}
+
+void TcpStoreServer::Impl::onEvent(Conn& conn, std::uint32_t events) {
+  if ((events & EPOLLOUT) != 0) {
+    const bool wasBlocked = conn.outPending >= kOutputHighWater;
+    flush(conn);
+    if (!conn.dead && wasBlocked && conn.outPending < kOutputHighWater)
+      processFrames(conn);  // requests parked while the peer was not reading replies
+  }
+  if (conn.dead)
+    return;
+  if ((events & EPOLLIN) != 0) {
+    readFrom(conn);
+  } else if ((events & (EPOLLERR | EPOLLHUP)) != 0) {
+    drop(conn, /*rejected=*/false);
+    return;
+  }
+  if (!conn.dead)
+    updateEvents(conn);
+}
+
+void TcpStoreServer::Impl::readFrom(Conn& conn) {
+  std::size_t budget = kReadBudget;
+  while (!conn.dead && budget > 0 && conn.outPending < kOutputHighWater) {
+    const ssize_t n = ::recv(conn.fd.get(), scratch.data(), std::min(scratch.size(), budget), 0);
+    if (n == 0) {
+      drop(conn, /*rejected=*/false);
+      return;
+    }
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        drop(conn, /*rejected=*/false);
+      return;
+    }
+    budget -= static_cast<std::size_t>(n);
+    consume(conn, scratch.data(), static_cast<std::size_t>(n));
+  }
+}
+
+void TcpStoreServer::Impl::consume(Conn& conn, const char* bytes, std::size_t size) {
+  if (conn.discardLeft > 0) {
+    const std::size_t skip =
+        static_cast<std::size_t>(std::min<std::uint64_t>(conn.discardLeft, size));
+    conn.discardLeft -= skip;
+    bytes += skip;
+    size -= skip;
+    if (conn.discardLeft > 0)
+      return;
+    queue(conn, errorFrame(fmt::format(
+                    "request of {} bytes exceeds the server's {}-byte limit (keys up to {} "
+                    "bytes, values up to {} bytes)",
+                    conn.discardTotal, maxFrame, options.maxKeyBytes, options.maxValueBytes)));
+    if (conn.dead)
+      return;
+  }
+  conn.in.append(bytes, size);
+  processFrames(conn);
+}
+
+void TcpStoreServer::Impl::processFrames(Conn& conn) {
+  while (!conn.dead && conn.discardLeft == 0 && conn.outPending < kOutputHighWater) {
+    const std::size_t avail = conn.in.size() - conn.inPos;
+    if (avail < 4)
+      break;
+    const std::uint32_t length = proto::decodeU32(conn.in.data() + conn.inPos);
+    const std::size_t limit = conn.authed ? maxFrame : proto::kMaxHandshakeFrame;
+    if (length == 0 || (length > limit && !conn.authed)) {
+      drop(conn, /*rejected=*/true);
+      return;
+    }
+    if (length > limit) {
+      // Well-formed but too big for us: skip it unread and say why.
+      conn.inPos += 4;
+      const std::size_t skip = std::min<std::size_t>(length, conn.in.size() - conn.inPos);
+      conn.inPos += skip;
+      conn.discardLeft = length - skip;
+      conn.discardTotal = length;
+      if (conn.discardLeft == 0) {
+        queue(conn, errorFrame(fmt::format(
+                        "request of {} bytes exceeds the server's {}-byte limit (keys up to {} "
+                        "bytes, values up to {} bytes)",
+                        length, maxFrame, options.maxKeyBytes, options.maxValueBytes)));
+      }
+      continue;
+    }
+    if (avail - 4 < length) {
+      // Grow once to the announced size instead of doubling through a big value (untouched
+      // capacity costs address space, not memory).
+      conn.in.reserve(conn.inPos + 4 + std::size_t{length});
+      break;
+    }
+    const std::string_view payload(conn.in.data() + conn.inPos + 4, length);
+    conn.inPos += 4 + std::size_t{length};
+    if (!handleFrame(conn, payload)) {
+      drop(conn, /*rejected=*/true);
+      return;
+    }
+  }
+  if (conn.inPos == conn.in.size()) {
+    conn.in.clear();
+    conn.inPos = 0;
+    if (conn.in.capacity() > kReadBudget)
+      std::string().swap(conn.in);  // do not keep a big value's buffer per idle connection
+  } else if (conn.inPos >= kReadChunk && conn.inPos * 2 >= conn.in.size()) {
+    conn.in.erase(0, conn.inPos);
+    conn.inPos = 0;
+  }
+}
+
+bool TcpStoreServer::Impl::handleFrame(Conn& conn, std::string_view payload) {
+  FrameReader reader(payload);
+  const std::uint8_t type = reader.u8();
+  if (!conn.authed) {
+    if (type != static_cast<std::uint8_t>(Request::Hello))
+      return false;
+    const std::uint32_t magic = reader.u32();
+    const std::uint16_t version = reader.u16();
+    const std::string_view token = reader.str();
+    if (!reader.complete() || magic != proto::kMagic)
+      return false;
+    if (version != proto::kVersion) {
+      reject(conn, RejectReason::BadVersion,
+             fmt::format("unsupported protocol version {} (this server speaks {})", version,
+                         proto::kVersion));
+    } else if (!constantTimeEquals(token, options.token)) {
+      reject(conn, RejectReason::WrongToken, "wrong token");
+    } else {
+      conn.authed = true;
+      queue(conn, FrameWriter(Reply::Ok).take());
+    }
+    return true;
+  }
+  if (type < static_cast<std::uint8_t>(Request::Set) ||
+      type > static_cast<std::uint8_t>(Request::NumKeys)) {
+    return false;
+  }
+  const auto request = static_cast<Request>(type);
+  if (conn.waiting && request != Request::CancelWait)
+    return false;
+  return handleRequest(conn, request, reader);
+}
+
+bool TcpStoreServer::Impl::handleRequest(Conn& conn, Request type, FrameReader& reader) {
+  // Reads a key list; false when the frame is malformed.
+  const auto readKeys = [&reader](std::vector<std::string>& keys) {
+    const std::uint32_t n = reader.u32();
+    if (reader.failed() || n > reader.remaining() / 4)
+      return false;
+    keys.reserve(n);
+    for (std::uint32_t i = 0; i < n && !reader.failed(); ++i)
+      keys.emplace_back(reader.str());
+    return reader.complete();
+  };
+  const auto badKey = [&](std::string_view key) {
+    if (auto problem = keyProblem(key, options.maxKeyBytes)) {
+      queue(conn, errorFrame(*problem));
+      return true;
+    }
+    return false;
+  };
+  const auto badValue = [&](std::string_view key, std::string_view value) {
+    if (auto problem = valueProblem(key, value, options.maxValueBytes)) {
+      queue(conn, errorFrame(*problem));
+      return true;
+    }
+    return false;
+  };
+
+  switch (type) {
+    case Request::Set: {
+      const std::string_view key = reader.str();
+      const std::string_view value = reader.str();
+      if (!reader.complete())
+        return false;
+      if (badKey(key) || badValue(key, value))
+        return true;
+      std::string k(key);
+      data[k].assign(value);
+      notify(k);
+      queue(conn, FrameWriter(Reply::Ok).take());
+      return true;
+    }
+    case Request::Get: {
+      const std::string_view key = reader.str();
+      if (!reader.complete())
+        return false;
+      if (badKey(key))
+        return true;
+      const auto it = data.find(std::string(key));
+      queue(conn, it == data.end() ? FrameWriter(Reply::NotFound).take()
+                                   : FrameWriter(Reply::Value).str(it->second).take());
+      return true;
+    }
+    case Request::Add: {
+      const std::string_view key = reader.str();
+      const std::int64_t delta = reader.i64();
+      if (!reader.complete())
+        return false;
+      if (badKey(key))
+        return true;
+      std::string k(key);
+      std::int64_t current = 0;
+      if (const auto it = data.find(k); it != data.end()) {
+        const std::string& text = it->second;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), current);
+        if (ec != std::errc() || end != text.data() + text.size()) {
+          queue(conn, errorFrame(fmt::format("add on key \"{}\" whose value \"{}\" is not an "
+                                             "integer",
+                                             printable(k), printable(text))));
+          return true;
+        }
+      }
+      std::int64_t result = 0;
+      if (__builtin_add_overflow(current, delta, &result)) {
+        queue(conn, errorFrame(fmt::format("add {} to key \"{}\" = {} overflows int64", delta,
+                                           printable(k), current)));
+        return true;
+      }
+      data[k] = std::to_string(result);
+      notify(k);
+      queue(conn, FrameWriter(Reply::Int).i64(result).take());
+      return true;
+    }
+    case Request::CompareSet: {
+      const std::string_view key = reader.str();
+      const std::string_view expected = reader.str();
+      const std::string_view desired = reader.str();
+      if (!reader.complete())
+        return false;
+      if (badKey(key) || badValue(key, expected) || badValue(key, desired))
+        return true;
+      std::string k(key);
+      const auto it = data.find(k);
+      if (it == data.end() && !expected.empty()) {
+        queue(conn, FrameWriter(Reply::Value).str(expected).take());
+        return true;
+      }
+      if (it != data.end() && it->second != expected) {
+        queue(conn, FrameWriter(Reply::Value).str(it->second).take());
+        return true;
+      }
+      data[k].assign(desired);
+      notify(k);
+      queue(conn, FrameWriter(Reply::Value).str(desired).take());
+      return true;
+    }
+    case Request::Check: {
+      std::vector<std::string> keys;
+      if (!readKeys(keys))
+        return false;
+      bool all = true;
+      for (const auto& key : keys) {
+        if (badKey(key))
+          return true;
+        all = all && data.contains(key);
+      }
+      queue(conn, FrameWriter(Reply::Bool).u8(all ? 1 : 0).take());
+      return true;
+    }
+    case Request::Wait: {
+      std::vector<std::string> keys;
+      if (!readKeys(keys))
+        return false;
+      for (const auto& key : keys) {
+        if (badKey(key))
+          return true;
+      }
+      std::unordered_set<std::string_view> seen;
+      std::size_t missing = 0;
+      for (const auto& key : keys) {
+        if (!data.contains(key) && seen.insert(key).second) {
+          waiters[key].push_back(conn.id);
+          ++missing;
+        }
+      }
+      if (missing == 0) {
+        queue(conn, FrameWriter(Reply::Ready).take());
+      } else {
+        conn.waiting = true;
+        conn.missing = missing;
+        conn.waitKeys = std::move(keys);
+      }
+      return true;
+    }
+    case Request::CancelWait: {
+      if (!reader.complete())
+        return false;
+      FrameWriter reply(Reply::WaitCanceled);
+      std::vector<std::uint32_t> still;
+      for (std::size_t i = 0; i < conn.waitKeys.size(); ++i) {
+        if (!data.contains(conn.waitKeys[i]))
+          still.push_back(static_cast<std::uint32_t>(i));
+      }
+      unregisterWait(conn);
+      reply.u32(static_cast<std::uint32_t>(still.size()));
+      for (const std::uint32_t index : still)
+        reply.u32(index);
+      queue(conn, reply.take());
+      return true;
+    }
+    case Request::DeleteKey: {
+      const std::string_view key = reader.str();
+      if (!reader.complete())
+        return false;
+      if (badKey(key))
+        return true;
+      const bool erased = data.erase(std::string(key)) > 0;
+      queue(conn, FrameWriter(Reply::Bool).u8(erased ? 1 : 0).take());
+      return true;
+    }
+    case Request::NumKeys: {
+      if (!reader.complete())
+        return false;
+      queue(conn, FrameWriter(Reply::Int).i64(static_cast<std::int64_t>(data.size())).take());
+      return true;
+    }
+    case Request::Hello:
+      return false;  // only valid as the first frame
+  }
+  return false;
+}
+
+void TcpStoreServer::Impl::reject(Conn& conn, RejectReason reason, std::string_view message) {
+  // Counted before the peer can read the verdict, so what a client sees the counter shows.
+  rejected.fetch_add(1);
+  queue(conn,
+        FrameWriter(Reply::Rejected).u8(static_cast<std::uint8_t>(reason)).str(message).take());
+  drop(conn, /*rejected=*/false);
+}
+
+void TcpStoreServer::Impl::queue(Conn& conn, std::string frame) {
+  if (conn.dead)
+    return;
+  conn.outPending += frame.size();
+  conn.out.push_back(std::move(frame));
+  flush(conn);
+}
+
+void TcpStoreServer::Impl::flush(Conn& conn) {
+  while (!conn.out.empty()) {
+    const std::string& front = conn.out.front();
+    const ssize_t n = ::send(conn.fd.get(), front.data() + conn.outPos, front.size() - conn.outPos,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        drop(conn, /*rejected=*/false);
+      break;
+    }
+    conn.outPos += static_cast<std::size_t>(n);
+    conn.outPending -= static_cast<std::size_t>(n);
+    if (conn.outPos == front.size()) {
+      conn.out.pop_front();
+      conn.outPos = 0;
+    }
+  }
+  if (!conn.dead)
+    updateEvents(conn);
+}
+
+void TcpStoreServer::Impl::updateEvents(Conn& conn) {
+  std::uint32_t wanted = 0;
+  if (conn.outPending < kOutputHighWater)
+    wanted |= EPOLLIN;
+  if (conn.outPending > 0)
+    wanted |= EPOLLOUT;
+  if (wanted == conn.events)
+    return;
+  epoll_event ev{};
+  ev.events = wanted;
+  ev.data.u64 = conn.id;
+  if (::epoll_ctl(epollFd.get(), EPOLL_CTL_MOD, conn.fd.get(), &ev) == 0)
+    conn.events = wanted;
+  else
+    drop(conn, /*rejected=*/false);
+}
+
+void TcpStoreServer::Impl::notify(const std::string& key) {
+  const auto it = waiters.find(key);
+  if (it == waiters.end())
+    return;
+  const std::vector<std::uint64_t> ids = std::move(it->second);
+  waiters.erase(it);
+  for (const std::uint64_t id : ids) {
+    Conn* conn = find(id);
+    if (conn == nullptr || conn->dead || !conn->waiting)
+      continue;
+    if (--conn->missing == 0) {
+      conn->waiting = false;
+      conn->waitKeys.clear();
+      queue(*conn, FrameWriter(Reply::Ready).take());
+    }
+  }
+}
+
+void TcpStoreServer::Impl::unregisterWait(Conn& conn) {
+  for (const auto& key : conn.waitKeys) {
+    const auto it = waiters.find(key);
+    if (it == waiters.end())
+      continue;
+    std::erase(it->second, conn.id);
+    if (it->second.empty())
+      waiters.erase(it);
+  }
+  conn.waiting = false;
+  conn.missing = 0;
+  conn.waitKeys.clear();
+}
+
+void TcpStoreServer::Impl::drop(Conn& conn, bool rejectedByUs) {
+  if (conn.dead)
+    return;
+  conn.dead = true;
+  if (rejectedByUs)
+    rejected.fetch_add(1);
+  deadConns.push_back(conn.id);
+}
+
+void TcpStoreServer::Impl::reap() {
+  for (const std::uint64_t id : deadConns) {
+    const auto it = conns.find(id);
+    if (it == conns.end())
+      continue;
+    unregisterWait(*it->second);
+    ::epoll_ctl(epollFd.get(), EPOLL_CTL_DEL, it->second->fd.get(), nullptr);
+    conns.erase(it);
+    open.fetch_sub(1);
+  }
+  deadConns.clear();
+}
+
+void TcpStoreServer::Impl::expireHandshakes() {
+  const auto now = SteadyClock::now();
+  while (!handshakes.empty() && handshakes.front().first <= now) {
+    if (Conn* conn = find(handshakes.front().second); conn != nullptr && !conn->authed)
+      drop(*conn, /*rejected=*/true);
+    handshakes.pop_front();
+  }
+}
+
+TcpStoreServer::TcpStoreServer(const TcpStoreOptions& options)
+    : impl_(std::make_unique<Impl>(options)) {}
+
+TcpStoreServer::~TcpStoreServer() = default;
+
+int TcpStoreServer::port() const noexcept {
+  return impl_->port;
+}
+
+int TcpStoreServer::openConnections() const noexcept {
+  return impl_->open.load();
+}
+
+std::int64_t TcpStoreServer::rejectedConnections() const noexcept {
+  return impl_->rejected.load();
+}
+
+}  // namespace stretch::comm

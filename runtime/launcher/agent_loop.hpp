@@ -1,0 +1,66 @@
+#pragma once
+// The agent loop: feeds an AgentStateMachine with what happens to its workers (a WorkerGroup)
+// and to the job's nodes, and with the passing of time, and carries out its actions. Three
+// drivers use it:
+//  - runLocalAgent (local_agent.hpp): a single-node job; the workers are this machine's processes;
+//  - the job controller of a multi-node job (job_controller.hpp): the workers are remote, run by
+//    node agents, and node joins, departures and lost keep-alives come from the job's store;
+//  - tests, with scripted worker groups.
+// The loop polls the worker group every 10 ms and ticks the machine every `monitorInterval`; a
+// stop request (the launcher's SIGINT/SIGTERM handler sets the flag) stops every worker and ends
+// the loop.
+//
+// Resume step: before each start the loop reads <checkpointDir>/latest (when a checkpoint
+// directory is given) to record in the event log which step the workers resume from.
+//
+// Recovery time: for each restart after a failure, the time from the moment the failed exit was
+// reaped to the moment the new workers were started is reported in the result (the workers'
+// own start-up and checkpoint load come on top; the launcher's tests measure those end to end).
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/agent/clock.hpp"
+#include "runtime/agent/state_machine.hpp"
+#include "runtime/agent/worker_group.hpp"
+
+namespace stretch::launcher {
+
+using agent::Clock;
+using agent::Duration;
+using agent::Time;
+
+struct AgentResult {
+  int exitCode = 0;
+  std::string message;  // the Fail message, or why the agent stopped
+  std::int64_t restarts = 0;
+  std::uint64_t generations = 0;
+  std::vector<Duration> recoveryTimes;  // failure reaped -> replacement workers started
+};
+
+struct AgentLoopOptions {
+  agent::AgentConfig config;
+  // Events applied first, in order (the local node joining).
+  std::vector<agent::Event> initialEvents;
+  // Called every 10 ms: node joins, departures, lost keep-alives seen since the last call.
+  std::function<std::vector<agent::Event>(Time now)> nodeEvents;
+  std::optional<std::filesystem::path> eventLog;
+  std::optional<std::filesystem::path> checkpointDir;  // for the resume step in the event log
+  Duration monitorInterval = std::chrono::seconds(1);
+  const std::atomic<int>* stopSignal = nullptr;  // non-zero: stop (the signal number)
+  Clock clock = agent::systemClock();
+};
+
+// Runs the machine to Finish or Fail (or a stop request). Never throws for worker failures
+// (they are the machine's business); throws for its own errors (bad config, unwritable log).
+AgentResult runAgentLoop(const AgentLoopOptions& options, agent::WorkerGroup& workers);
+
+// The step <dir>/latest names ("global_step120" -> 120); nullopt without a readable one.
+std::optional<std::int64_t> latestCheckpointStep(const std::filesystem::path& dir);
+
+}  // namespace stretch::launcher

@@ -1,0 +1,53 @@
+#pragma once
+// The job controller of a multi-node job (protocol and keys: job_protocol.hpp; the other half,
+// the node agent: node_agent.hpp).
+//
+// Job controller (runJobController, in `stretch launch`): runs the job's one AgentStateMachine
+// with the job-wide view. Node agents that register become NodeJoined events; a departure record
+// becomes NodeLeft; a keep-alive counter that has not moved for heartbeatTimeout (on the
+// controller's own clock) becomes HeartbeatLost; exit records become WorkerExited. The
+// machine's StartWorkers / StopWorkers become commands every live agent carries out and
+// acknowledges; the controller waits for the acknowledgements (at most commandTimeout; an agent
+// that does not answer is treated as lost). When the job ends (Finish, Fail, a stop signal) it
+// sends the Exit command and waits, at most commandTimeout, for the agents to acknowledge it.
+//
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/store.hpp"
+#include "runtime/launcher/agent_loop.hpp"
+
+namespace stretch::launcher {
+
+struct JobControllerOptions {
+  agent::AgentConfig config;
+  std::shared_ptr<comm::Store> store;  // the job's keys (prefix applied by the caller)
+  std::optional<std::filesystem::path> eventLog;
+  std::optional<std::filesystem::path> checkpointDir;
+  Duration monitorInterval = std::chrono::seconds(1);
+  Duration heartbeatTimeout = std::chrono::seconds(10);
+  Duration commandTimeout = std::chrono::seconds(30);
+  // MASTER_ADDR for the workers; empty: the address node rank 0 registered with.
+  std::string masterAddr;
+  // The hosts the launcher started agents on, in hostfile order: their registrations are
+  // announced to the state machine in this order (node rank = hostfile order, as DeepSpeed)
+  // once all registered or are gone, or registrationWindow after the first one.
+  std::vector<std::string> launchHosts;
+  Duration registrationWindow = std::chrono::seconds(30);
+  const std::atomic<int>* stopSignal = nullptr;
+  // Called every poll. The launcher reaps the processes it started to bring up node agents
+  // here, recording the departure of a node whose agent process ended; it returns a non-empty
+  // message, which ends the job with exit code 1, when all of them are gone and no agent ever
+  // registered.
+  std::function<std::string()> pollLaunchers;
+  Clock clock = agent::systemClock();
+};
+
+AgentResult runJobController(const JobControllerOptions& options);
+
+}  // namespace stretch::launcher

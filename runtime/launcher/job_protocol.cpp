@@ -1,0 +1,289 @@
+#include "runtime/launcher/job_protocol.hpp"
+
+#include <charconv>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace stretch::launcher {
+
+using namespace agent;
+
+namespace {
+
+using Fields = std::map<std::string, std::string>;
+
+// "k=v" lines; values may not hold a newline (node ids, addresses and reasons are one line).
+std::string line(std::string_view key, std::string_view value) {
+  std::string v(value);
+  for (char& c : v) {
+    if (c == '\n' || c == '\r')
+      c = ' ';
+  }
+  return fmt::format("{}={}\n", key, v);
+}
+
+Fields parse(const std::string& text, std::string_view what) {
+  Fields fields;
+  std::istringstream in(text);
+  std::string l;
+  while (std::getline(in, l)) {
+    if (l.empty())
+      continue;
+    const auto eq = l.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ProtocolError(fmt::format("{} record: line '{}': expected key=value", what, l));
+    fields[l.substr(0, eq)] = l.substr(eq + 1);
+  }
+  return fields;
+}
+
+const std::string& field(const Fields& f, const std::string& key, std::string_view what) {
+  const auto it = f.find(key);
+  if (it == f.end())
+    throw ProtocolError(fmt::format("{} record: no '{}' field", what, key));
+  return it->second;
+}
+
+template <typename Int>
+Int number(const Fields& f, const std::string& key, std::string_view what) {
+  const std::string& text = field(f, key, what);
+  Int value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+    throw ProtocolError(fmt::format("{} record: {} = '{}': expected an integer", what, key, text));
+  return value;
+}
+
+std::string optional(const Fields& f, const std::string& key) {
+  const auto it = f.find(key);
+  return it == f.end() ? std::string() : it->second;
+}
+
+std::string_view kindName(CommandKind kind) {
+  switch (kind) {
+    case CommandKind::Start:
+      return "start";
+    case CommandKind::Stop:
+      return "stop";
+    case CommandKind::Exit:
+      return "exit";
+  }
+  return "stop";
+}
+
+}  // namespace
+
+std::string encodeDevices(const std::vector<int>& devices) {
+  std::string out;
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    if (i > 0)
+      out += ',';
+    out += std::to_string(devices[i]);
+  }
+  return out;
+}
+
+std::vector<int> decodeDevices(const std::string& text) {
+  std::vector<int> out;
+  if (text.empty())
+    return out;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const auto comma = text.find(',', pos);
+    const std::string part =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    int value = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+    if (part.empty() || ec != std::errc() || end != part.data() + part.size() || value < 0)
+      throw ProtocolError(
+          fmt::format("device list '{}': expected comma-separated indices >= 0", text));
+    out.push_back(value);
+    if (comma == std::string::npos)
+      break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+std::string encode(const NodeRecord& r) {
+  return line("node", r.nodeId) + line("slots", std::to_string(r.slots)) +
+         line("address", r.address) + line("devices", encodeDevices(r.devices));
+}
+
+NodeRecord decodeNodeRecord(const std::string& text) {
+  const Fields f = parse(text, "node");
+  NodeRecord r;
+  r.nodeId = field(f, "node", "node");
+  r.slots = number<std::int64_t>(f, "slots", "node");
+  r.address = field(f, "address", "node");
+  r.devices = decodeDevices(optional(f, "devices"));
+  if (r.nodeId.empty() || r.slots < 1)
+    throw ProtocolError(fmt::format("node record '{}': expected a node id and slots >= 1", text));
+  return r;
+}
+
+std::string encode(const ExitRecord& r) {
+  return line("generation", std::to_string(r.generation)) + line("node", r.nodeId) +
+         line("local_rank", std::to_string(r.localRank)) +
+         line("exit_code", std::to_string(r.exitCode));
+}
+
+ExitRecord decodeExitRecord(const std::string& text) {
+  const Fields f = parse(text, "exit");
+  ExitRecord r;
+  r.generation = number<std::uint64_t>(f, "generation", "exit");
+  r.nodeId = field(f, "node", "exit");
+  r.localRank = number<std::int64_t>(f, "local_rank", "exit");
+  r.exitCode = number<int>(f, "exit_code", "exit");
+  return r;
+}
+
+std::string encode(const Command& c) {
+  std::string out = line("sequence", std::to_string(c.sequence)) + line("kind", kindName(c.kind));
+  if (!c.reason.empty())
+    out += line("reason", c.reason);
+  switch (c.kind) {
+    case CommandKind::Start: {
+      if (!c.start)
+        throw InternalError("encode(Command): a start command without its generation");
+      const StartWorkers& s = *c.start;
+      out += line("generation", std::to_string(s.generation)) +
+             line("world_size", std::to_string(s.worldSize)) +
+             line("data_parallel_size", std::to_string(s.dataParallelSize)) +
+             line("train_batch_size", std::to_string(s.batch.trainBatchSize)) +
+             line("micro_batch", std::to_string(s.batch.microBatchPerGpu)) +
+             line("accumulation", std::to_string(s.batch.gradientAccumulation)) +
+             line("restart_count", std::to_string(s.restartCount)) +
+             line("resume", s.resumeFromLatest ? "1" : "0") + line("master_addr", c.masterAddr) +
+             line("nodes", std::to_string(s.nodes.size()));
+      for (std::size_t i = 0; i < s.nodes.size(); ++i) {
+        const NodeAssignment& n = s.nodes[i];
+        out +=
+            line(fmt::format("node.{}", i), fmt::format("{}\t{}\t{}\t{}\t{}", n.nodeId, n.nodeRank,
+                                                        n.firstRank, n.localWorldSize, n.slots));
+      }
+      break;
+    }
+    case CommandKind::Stop:
+      out += line("generation", std::to_string(c.generation));
+      break;
+    case CommandKind::Exit:
+      out += line("exit_code", std::to_string(c.exitCode));
+      break;
+  }
+  return out;
+}
+
+Command decodeCommand(const std::string& text) {
+  const Fields f = parse(text, "command");
+  Command c;
+  c.sequence = number<std::uint64_t>(f, "sequence", "command");
+  c.reason = optional(f, "reason");
+  const std::string& kind = field(f, "kind", "command");
+  if (kind == "start") {
+    c.kind = CommandKind::Start;
+    StartWorkers s;
+    s.generation = number<std::uint64_t>(f, "generation", "command");
+    s.worldSize = number<std::int64_t>(f, "world_size", "command");
+    s.dataParallelSize = number<std::int64_t>(f, "data_parallel_size", "command");
+    s.batch.trainBatchSize = number<std::int64_t>(f, "train_batch_size", "command");
+    s.batch.microBatchPerGpu = number<std::int64_t>(f, "micro_batch", "command");
+    s.batch.gradientAccumulation = number<std::int64_t>(f, "accumulation", "command");
+    s.restartCount = number<std::int64_t>(f, "restart_count", "command");
+    s.resumeFromLatest = field(f, "resume", "command") == "1";
+    s.reason = c.reason;
+    c.masterAddr = field(f, "master_addr", "command");
+    const auto count = number<std::int64_t>(f, "nodes", "command");
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::string& v = field(f, fmt::format("node.{}", i), "command");
+      std::istringstream in(v);
+      NodeAssignment n;
+      if (!std::getline(in, n.nodeId, '\t') ||
+          !(in >> n.nodeRank >> n.firstRank >> n.localWorldSize >> n.slots))
+        throw ProtocolError(fmt::format(
+            "command record: node.{} = '{}': expected id, node rank, first rank, local world "
+            "size and slots separated by tabs",
+            i, v));
+      s.nodes.push_back(std::move(n));
+    }
+    c.start = std::move(s);
+  } else if (kind == "stop") {
+    c.kind = CommandKind::Stop;
+    c.generation = number<std::uint64_t>(f, "generation", "command");
+  } else if (kind == "exit") {
+    c.kind = CommandKind::Exit;
+    c.exitCode = number<int>(f, "exit_code", "command");
+  } else {
+    throw ProtocolError(
+        fmt::format("command record: kind = '{}': expected start, stop or exit", kind));
+  }
+  return c;
+}
+
+std::int64_t appendRecord(comm::Store& store, const std::string& name, const std::string& value) {
+  const std::int64_t index = store.add(name + "/count", 1) - 1;
+  store.set(fmt::format("{}/{}", name, index), value);
+  return index;
+}
+
+std::vector<std::string> readRecords(comm::Store& store, const std::string& name,
+                                     std::int64_t from) {
+  const std::int64_t count = store.add(name + "/count", 0);
+  std::vector<std::string> out;
+  for (std::int64_t i = from; i < count; ++i)
+    out.push_back(store.get(fmt::format("{}/{}", name, i)));  // get() waits for the set()
+  return out;
+}
+
+std::optional<std::string> tryGet(comm::Store& store, const std::string& key) {
+  if (!store.check({key}))
+    return std::nullopt;
+  return store.get(key);
+}
+
+// ---- The job description ------------------------------------------------------------------------
+
+void publishJob(comm::Store& store, const JobSettings& job, const std::vector<LaunchHost>& hosts) {
+  store.set("job/argv/count", std::to_string(job.command.size()));
+  for (std::size_t i = 0; i < job.command.size(); ++i)
+    store.set(fmt::format("job/argv/{}", i), job.command[i]);
+  for (std::size_t r = 0; r < hosts.size(); ++r) {
+    store.set(fmt::format("job/host/{}", r), hosts[r].id + "\t" + encodeDevices(hosts[r].slots));
+  }
+  store.set("job/env/MASTER_PORT", std::to_string(job.masterPort));
+  store.set("job/env/STRETCH_MAX_RESTARTS", std::to_string(job.maxRestarts));
+  if (job.elasticJson)
+    store.set("job/env/DEEPSPEED_ELASTICITY_CONFIG", *job.elasticJson);
+  store.set("job/env/STRETCH_BATCH_FROM_CONFIG", job.batchFromConfig ? "1" : "0");
+  store.set("job/ready", "1");
+}
+
+JobSettings readJob(comm::Store& store) {
+  store.wait({"job/ready"});
+  JobSettings job;
+  const auto count = std::stoll(store.get("job/argv/count"));
+  for (long long i = 0; i < count; ++i)
+    job.command.push_back(store.get(fmt::format("job/argv/{}", i)));
+  job.masterPort = std::stoi(store.get("job/env/MASTER_PORT"));
+  job.maxRestarts = std::stoll(store.get("job/env/STRETCH_MAX_RESTARTS"));
+  job.elasticJson = tryGet(store, "job/env/DEEPSPEED_ELASTICITY_CONFIG");
+  job.batchFromConfig = tryGet(store, "job/env/STRETCH_BATCH_FROM_CONFIG") == "1";
+  return job;
+}
+
+LaunchHost readLaunchHost(comm::Store& store, std::int64_t nodeRank) {
+  const auto text = tryGet(store, fmt::format("job/host/{}", nodeRank));
+  if (!text) {
+    throw ConfigError(
+        ErrorDetail{"--node_rank", std::to_string(nodeRank), "the rank of a host of this launch"});
+  }
+  const auto tab = text->find('\t');
+  LaunchHost host;
+  host.id = text->substr(0, tab);
+  if (tab != std::string::npos)
+    host.slots = decodeDevices(text->substr(tab + 1));
+  return host;
+}
+
+}  // namespace stretch::launcher

@@ -1,0 +1,134 @@
+#pragma once
+// How the job controller (in `stretch launch`) and the node agents (`stretch agent`, one per node)
+// of a multi-node job talk: through keys of one comm::Store (a TcpStore the launcher serves on
+// the rendezvous port). The controller runs the job's single AgentStateMachine with the
+// job-wide view; node agents register, send keep-alives, carry out the controller's commands
+// with their NodeWorkers and report their workers' exits. Everything that reads or writes these
+// keys is in this file's .cpp; the controller (job_controller.hpp) and the node agents
+// (node_agent.hpp) use only the functions below.
+//
+// Keys (all under the job prefix, "stretch/job" by default):
+//   job/argv/count, job/argv/<i>   the worker program and its arguments (controller, once)
+//   job/host/<rank>                "<host id>\t<slot indices, comma-separated>" for node rank
+//                                  <rank> of the launch (agents started with --node_rank)
+//   job/env/<NAME>                 job-wide worker settings: MASTER_PORT, STRETCH_MAX_RESTARTS,
+//                                  DEEPSPEED_ELASTICITY_CONFIG, STRETCH_BATCH_FROM_CONFIG
+//   job/ready                      set last: the job description above is complete
+//   nodes/count, nodes/<i>         registrations, appended with add(): a NodeRecord each
+//   hb/<node>                      keep-alive counter (the agent add()s 1 every interval; the
+//                                  controller notices the counter moving, on its own clock, so
+//                                  hosts need no synchronised clocks)
+//   leaves/count, leaves/<i>       departures, appended with add(): "<node>\t<why>" (the agent
+//                                  leaving on purpose, or the launcher seeing its process end)
+//   cmd                            the latest Command (the controller overwrites it)
+//   ack/<node>                     the sequence number of the last command the agent finished
+//   exits/count, exits/<i>         worker exits, appended with add(): an ExitRecord each
+//
+// Order: an agent that leaves appends its departure BEFORE it stops its workers, and the
+// controller reads the exits first and the departures second in each poll, then applies the
+// departures first: the other nodes' workers, failing because the leaver's died, are then stale
+// exits of the stopped generation, so one departure makes exactly one restart.
+//
+// Values are "key=value" lines; decode* throw ProtocolError naming the record and the bad line.
+// Pure apart from the Store calls in the helpers at the bottom.
+//
+// What a worker learns of its generation travels one path: the controller's StartWorkers (world
+// size, batch triple, every node's assignment) goes out as the `cmd` key; each node agent hands
+// its NodeAssignment to NodeWorkers, which asks jobWorkerEnvironment (worker_env.hpp) for each
+// worker's variables and passes them to spawnProcess (process.hpp).
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/agent/state_machine.hpp"
+#include "runtime/comm/store.hpp"
+#include "runtime/common/error.hpp"
+
+namespace stretch::launcher {
+
+// A malformed value in the job's store (a bug or a foreign writer).
+STRETCH_DECLARE_ERROR(ProtocolError, Error);
+
+inline constexpr const char* kJobPrefix = "stretch/job";
+
+struct NodeRecord {
+  std::string nodeId;
+  std::int64_t slots = 0;
+  std::string address;       // where this node's workers listen (MASTER_ADDR for rank 0)
+  std::vector<int> devices;  // slot indices (CUDA_VISIBLE_DEVICES on GPU hosts)
+  bool operator==(const NodeRecord&) const = default;
+};
+
+struct ExitRecord {
+  std::uint64_t generation = 0;
+  std::string nodeId;
+  std::int64_t localRank = 0;
+  int exitCode = 0;  // as WorkerExited: < 0 killed by signal -code
+  bool operator==(const ExitRecord&) const = default;
+};
+
+enum class CommandKind { Start, Stop, Exit };
+
+struct Command {
+  std::uint64_t sequence = 0;  // 1, 2, ...: agents carry out each sequence number once
+  CommandKind kind = CommandKind::Stop;
+  std::optional<agent::StartWorkers> start;  // Start: the generation (every node's assignment)
+  std::string masterAddr;                    // Start: rank 0's host
+  std::uint64_t generation = 0;              // Stop: the generation to stop
+  int exitCode = 0;                          // Exit: the job's result
+  std::string reason;
+  bool operator==(const Command&) const = default;
+};
+
+std::string encode(const NodeRecord& record);
+NodeRecord decodeNodeRecord(const std::string& text);
+std::string encode(const ExitRecord& record);
+ExitRecord decodeExitRecord(const std::string& text);
+std::string encode(const Command& command);
+Command decodeCommand(const std::string& text);
+
+// "0,1,3" <-> {0, 1, 3}; decodeDevices throws ProtocolError for anything else.
+std::string encodeDevices(const std::vector<int>& devices);
+std::vector<int> decodeDevices(const std::string& text);
+
+// ---- Store helpers ----------------------------------------------------------------------------
+
+// Appends `value` to the list `name` (name/count, name/<i>) and returns its index (0-based).
+std::int64_t appendRecord(comm::Store& store, const std::string& name, const std::string& value);
+// The records of list `name` from index `from` up to its current count (waits for each value:
+// add() makes the index visible just before set() writes it).
+std::vector<std::string> readRecords(comm::Store& store, const std::string& name,
+                                     std::int64_t from);
+// Reads a key when it exists, without waiting.
+std::optional<std::string> tryGet(comm::Store& store, const std::string& key);
+
+// ---- The job description (job/...) --------------------------------------------------------------
+
+// Settings every worker of the job gets, whatever its node.
+struct JobSettings {
+  int masterPort = 29500;
+  std::int64_t maxRestarts = 0;
+  std::string token;                       // STRETCH_STORE_TOKEN (never written to the store)
+  std::optional<std::string> elasticJson;  // DEEPSPEED_ELASTICITY_CONFIG
+  bool batchFromConfig = false;            // the job has a config: workers get the batch triple
+  std::vector<std::string> command;        // the worker program and its arguments
+};
+
+// The launch's hosts in node-rank order: id and slot indices.
+struct LaunchHost {
+  std::string id;
+  std::vector<int> slots;
+};
+
+// Writes the job description (job/argv, job/host/<rank>, job/env/..., then job/ready).
+void publishJob(comm::Store& store, const JobSettings& job, const std::vector<LaunchHost>& hosts);
+// Waits (up to the store's timeout) for job/ready and reads the description back; token is
+// left empty (an agent already has it).
+JobSettings readJob(comm::Store& store);
+// Host `nodeRank` of the launch. Throws ConfigError naming --node_rank when there is none.
+LaunchHost readLaunchHost(comm::Store& store, std::int64_t nodeRank);
+
+}  // namespace stretch::launcher

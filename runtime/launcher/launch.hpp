@@ -1,0 +1,59 @@
+#pragma once
+// `stretch launch`: DeepSpeed's `deepspeed` launcher with an elastic agent (docs/launch.md).
+//
+// One host with the local runner: this machine's slots run under one agent (local_agent.hpp).
+// Several hosts, or a remote runner: this process serves the job's store on the rendezvous port
+// and runs the job controller (job_controller.hpp); one `stretch agent` per host, started through
+// the runner (remote.hpp) with spawnProcess, runs that host's workers (node_agent.hpp). Either
+// way the agent starts a worker per slot with RANK, LOCAL_RANK, WORLD_SIZE, ... and the batch of
+// its generation (worker_env.hpp), restarts them after a failure (up to maxRestarts) with the
+// batch the elastic solver gives the world size, and stops them all on a stop signal.
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/launcher/agent_loop.hpp"
+
+namespace stretch::launcher {
+
+// The launch as the user asked for it (the flags of `stretch launch`, same names).
+struct LaunchRequest {
+  std::string hostfile;
+  std::string include;
+  std::string exclude;
+  std::optional<int> numNodes;
+  std::optional<int> numGpus;
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 29500;
+  bool masterAddrGiven = false;  // --master_addr was given (multi-node default differs)
+  std::string launcher = "local";
+  std::string rdzvAddr;
+  std::optional<int> rdzvPort;
+  double heartbeatTimeout = 5.0;
+  double lastCall = 2.0;
+  std::string launcherArgs;
+  std::optional<int> sshPort;
+  std::string elastic;
+  std::optional<std::int64_t> maxRestarts;
+  double monitorInterval = 1.0;
+  std::string logDir;
+  std::string eventLog;
+  std::string config;
+  std::string checkpointDir;
+  std::vector<std::string> command;
+  const std::atomic<int>* stopSignal = nullptr;  // non-zero: stop every worker (the signal)
+};
+
+// Runs the job to its end. Returns the agent's result: exit code 0 when the job succeeded, the
+// failed worker's status (or 1) when it failed, 128 + signal when stopped. Throws ConfigError
+// (LaunchError among them) or IoError for bad input, before any worker starts.
+AgentResult runLaunch(const LaunchRequest& request);
+
+// "MIN:MAX" node counts of --elastic. Throws LaunchError naming --elastic otherwise.
+std::pair<std::int64_t, std::int64_t> parseElastic(const std::string& text);
+
+}  // namespace stretch::launcher

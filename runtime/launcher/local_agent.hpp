@@ -1,0 +1,35 @@
+#pragma once
+// A single-node job: this machine's slots under one agent (runAgentLoop over this node's
+// NodeWorkers), as `stretch launch` runs it when the job has one host and the local runner.
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/launcher/agent_loop.hpp"
+#include "runtime/launcher/node_workers.hpp"
+
+namespace stretch::launcher {
+
+struct LocalAgentOptions {
+  agent::AgentConfig config;
+  std::string nodeId = "localhost";
+  std::int64_t slots = 1;
+  std::vector<std::string> command;  // the worker program and its arguments
+  EnvironmentFor environment;        // each worker's variables (RANK, WORLD_SIZE, ...)
+  std::filesystem::path logDir;      // empty: workers write to the agent's stdout/stderr
+  std::optional<std::filesystem::path> eventLog;
+  std::optional<std::filesystem::path> checkpointDir;  // for the resume step in the event log
+  Duration monitorInterval = std::chrono::seconds(1);
+  Duration stopGrace = std::chrono::seconds(5);
+  const std::atomic<int>* stopSignal = nullptr;  // non-zero: stop (the signal number)
+  Clock clock = agent::systemClock();
+};
+
+// A single-node job to its end (runAgentLoop over this node's NodeWorkers).
+AgentResult runLocalAgent(const LocalAgentOptions& options);
+
+}  // namespace stretch::launcher

@@ -1,0 +1,75 @@
+#include "runtime/launcher/local_workers.hpp"
+
+#include <fmt/format.h>
+
+#include "runtime/common/error.hpp"
+
+namespace stretch::launcher {
+
+std::string WorkerExit::describe() const {
+  return ProcessExit{exitCode, signaled}.describe();
+}
+
+LocalWorkerGroup::~LocalWorkerGroup() {
+  stop(std::chrono::seconds(2));
+}
+
+void LocalWorkerGroup::start(const std::vector<std::string>& argv,
+                             const std::vector<WorkerProcessSpec>& workers,
+                             const std::filesystem::path& logDir, int attempt) {
+  if (argv.empty())
+    throw ConfigError("worker command: empty (expected a program and its arguments)");
+  std::filesystem::path dir;
+  if (!logDir.empty()) {
+    dir = logDir / fmt::format("attempt_{}", attempt);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec)
+      throw IoError(fmt::format("--log_dir {}: cannot create {}: {}", logDir.string(), dir.string(),
+                                ec.message()));
+  }
+  for (const auto& spec : workers) {
+    SpawnOptions options;
+    options.argv = argv;
+    options.env = spec.env;
+    if (!dir.empty())
+      options.logFile = dir / fmt::format("rank_{}.log", spec.globalRank);
+    options.execErrorPrefix = "stretch agent: ";
+    workers_.push_back({spec, spawnProcess(options)});
+  }
+}
+
+std::vector<WorkerExit> LocalWorkerGroup::poll() {
+  std::vector<WorkerExit> exits;
+  for (auto& w : workers_) {
+    if (const auto exit = w.process.poll())
+      exits.push_back({w.spec.localRank, w.spec.globalRank, exit->code, exit->signaled});
+  }
+  return exits;
+}
+
+void LocalWorkerGroup::stop(std::chrono::milliseconds grace) {
+  std::vector<ChildProcess*> processes;
+  for (auto& w : workers_)
+    processes.push_back(&w.process);
+  stopAll(processes, grace);
+  workers_.clear();
+}
+
+int LocalWorkerGroup::running() const {
+  int n = 0;
+  for (const auto& w : workers_)
+    n += w.process.running() ? 1 : 0;
+  return n;
+}
+
+std::vector<pid_t> LocalWorkerGroup::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& w : workers_) {
+    if (w.process.running())
+      out.push_back(w.process.pid());
+  }
+  return out;
+}
+
+}  // namespace stretch::launcher

@@ -1,0 +1,70 @@
+#pragma once
+// The worker processes of one node: started with their environment, each in its own process
+// group with its output in a per-attempt log file, watched without blocking, and stopped so that
+// nothing survives (not the workers, not their children). Processes come from spawnProcess
+// (process.hpp): own process group, SIGKILL when the agent dies, exit 127 when the program
+// cannot be executed.
+//
+//  - start(): one process per worker; stdout and stderr go to
+//    <logDir>/attempt_<k>/rank_<r>.log (appended).
+//  - poll(): reaps exited workers without blocking and returns each exit once.
+//  - stop(grace): SIGTERM to every live worker's process group, SIGKILL after `grace`, then
+//    reaps them. The destructor calls stop().
+//
+// Not thread-safe: one thread (the agent's) drives it.
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include "runtime/launcher/process.hpp"
+
+namespace stretch::launcher {
+
+struct WorkerProcessSpec {
+  int localRank = 0;
+  int globalRank = 0;
+  std::map<std::string, std::string> env;  // added to (and overriding) the agent's environment
+};
+
+struct WorkerExit {
+  int localRank = 0;
+  int globalRank = 0;
+  int exitCode = 0;  // the exit status, or 128 + signal number when killed by a signal
+  bool signaled = false;
+  std::string describe() const;  // "exit status 3", "killed by signal 9 (Killed)"
+};
+
+class LocalWorkerGroup {
+ public:
+  LocalWorkerGroup() = default;
+  ~LocalWorkerGroup();
+  LocalWorkerGroup(const LocalWorkerGroup&) = delete;
+  LocalWorkerGroup& operator=(const LocalWorkerGroup&) = delete;
+
+  // Starts one process per spec running argv (argv[0] is looked up in PATH when it has no '/').
+  // logDir empty: the workers inherit the agent's stdout and stderr. Throws IoError when a log
+  // file cannot be created and Error when fork fails; an exec failure shows up as exit code 127
+  // with the reason in the worker's log.
+  void start(const std::vector<std::string>& argv, const std::vector<WorkerProcessSpec>& workers,
+             const std::filesystem::path& logDir, int attempt);
+
+  std::vector<WorkerExit> poll();
+  void stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
+
+  // Workers started and not yet reaped.
+  int running() const;
+  std::vector<pid_t> pids() const;
+
+ private:
+  struct Worker {
+    WorkerProcessSpec spec;
+    ChildProcess process;
+  };
+  std::vector<Worker> workers_;
+};
+
+}  // namespace stretch::launcher

@@ -1,0 +1,221 @@
+#include "runtime/launcher/node_agent.hpp"
+
+#include <fstream>
+#include <thread>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "runtime/accel/accelerator.hpp"
+#include "runtime/comm/tcp_store.hpp"
+#include "runtime/launcher/host_address.hpp"
+#include "runtime/launcher/node_workers.hpp"
+#include "runtime/launcher/worker_env.hpp"
+
+namespace stretch::launcher {
+
+using namespace agent;
+using std::chrono::milliseconds;
+
+NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
+  if (!options.connect || !options.environment)
+    throw InternalError("runNodeAgent: no store factory or environment function");
+  const std::string& id = options.node.nodeId;
+  auto store = options.connect();
+  // Commands published before this agent registered are not for it.
+  std::uint64_t done = 0;
+  if (auto text = tryGet(*store, "cmd"))
+    done = decodeCommand(*text).sequence;
+  store->set("ack/" + id, std::to_string(done));
+  store->add("hb/" + id, 1);
+  appendRecord(*store, "nodes", encode(options.node));
+  spdlog::info("agent {}: registered with {} slot(s)", id, options.node.slots);
+
+  // Keep-alives from their own thread and connection.
+  std::atomic<bool> quit{false};
+  std::thread keepAlive([&] {
+    std::shared_ptr<comm::Store> hb;
+    while (!quit.load()) {
+      try {
+        if (!hb)
+          hb = options.connect();
+        hb->add("hb/" + id, 1);
+      } catch (const std::exception& e) {
+        hb.reset();
+      }
+      const auto until = std::chrono::steady_clock::now() + options.heartbeatInterval;
+      while (!quit.load() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(milliseconds(10));
+    }
+  });
+  struct Join {
+    std::atomic<bool>& quit;
+    std::thread& t;
+    ~Join() {
+      quit.store(true);
+      t.join();
+    }
+  } join{quit, keepAlive};
+
+  std::string masterAddr;
+  NodeWorkers workers(
+      id, options.command,
+      [&](const StartWorkers& s, const NodeAssignment& n, std::int64_t local) {
+        return options.environment(s, n, local, masterAddr);
+      },
+      options.logDir, options.stopGrace);
+  NodeAgentResult result;
+  result.nodeId = id;
+  auto lastContact = std::chrono::steady_clock::now();
+  while (true) {
+    if (options.stopSignal != nullptr && options.stopSignal->load() != 0) {
+      const int sig = options.stopSignal->load();
+      // The departure first: the other nodes' workers fail once ours stop (see "Order").
+      try {
+        appendRecord(*store, "leaves",
+                     fmt::format("{}\tits agent was stopped by signal {}", id, sig));
+      } catch (const std::exception&) {
+      }
+      workers.stop();
+      result.exitCode = 128 + sig;
+      result.message = fmt::format("stopped by signal {}; this node's workers were stopped", sig);
+      return result;
+    }
+    try {
+      if (auto text = tryGet(*store, "cmd")) {
+        const Command c = decodeCommand(*text);
+        if (c.sequence > done) {
+          switch (c.kind) {
+            case CommandKind::Start:
+              masterAddr = c.masterAddr;
+              workers.start(*c.start);
+              if (workers.running() > 0) {
+                ++result.generationsRun;
+                spdlog::info("agent {}: generation {}: {} worker(s) of world size {}", id,
+                             c.start->generation, workers.running(), c.start->worldSize);
+              }
+              break;
+            case CommandKind::Stop:
+              workers.stop();
+              break;
+            case CommandKind::Exit:
+              workers.stop();
+              store->set("ack/" + id, std::to_string(c.sequence));
+              result.exitCode = c.exitCode;
+              result.message = c.reason;
+              return result;
+          }
+          done = c.sequence;
+          store->set("ack/" + id, std::to_string(done));
+        }
+      }
+      for (const auto& e : workers.poll())
+        appendRecord(*store, "exits",
+                     encode(ExitRecord{e.generation, e.nodeId, e.localRank, e.exitCode}));
+      lastContact = std::chrono::steady_clock::now();
+    } catch (const ProtocolError&) {
+      throw;
+    } catch (const std::exception& e) {
+      if (std::chrono::steady_clock::now() - lastContact > options.controllerTimeout) {
+        workers.stop();
+        result.exitCode = 1;
+        result.message = fmt::format(
+            "lost the job controller's store for {} ({}); this node's workers were stopped",
+            formatDuration(options.controllerTimeout), e.what());
+        return result;
+      }
+      try {
+        store = options.connect();
+      } catch (const std::exception&) {
+      }
+    }
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+}
+
+namespace {
+
+std::pair<std::string, int> parseEndpoint(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon != std::string::npos && colon > 0) {
+    try {
+      std::size_t used = 0;
+      const std::string portText = text.substr(colon + 1);
+      const int port = std::stoi(portText, &used);
+      if (used == portText.size() && port >= 1 && port <= 65535)
+        return {text.substr(0, colon), port};
+    } catch (...) {
+    }
+  }
+  throw ConfigError(ErrorDetail{"--rdzv", text, "HOST:PORT of the launcher's store"});
+}
+
+}  // namespace
+
+NodeAgentResult joinJob(const JoinRequest& r) {
+  const auto [host, port] = parseEndpoint(r.rdzv);
+  if (r.nodeRank.has_value() == !r.nodeId.empty()) {
+    throw ConfigError(ErrorDetail{"--node_rank / --node_id", r.nodeId,
+                                  "exactly one of them (--node_id needs --nproc)"});
+  }
+  if (!r.nodeId.empty() && !r.nproc)
+    throw ConfigError(ErrorDetail{"--nproc", "(missing)", "the worker count of node " + r.nodeId});
+  std::string token = r.token;
+  if (!r.tokenFile.empty()) {
+    std::ifstream in(r.tokenFile);
+    if (!std::getline(in, token))
+      throw ConfigError(ErrorDetail{"--token_file", r.tokenFile.string(),
+                                    "a readable file holding the job's token"});
+  }
+  comm::TcpStoreOptions storeOptions;
+  storeOptions.host = host;
+  storeOptions.port = port;
+  storeOptions.token = token;
+  storeOptions.timeout = std::chrono::duration_cast<comm::Duration>(
+      std::chrono::duration<double>(std::max(5.0, r.controllerTimeout / 2)));
+  const StoreFactory connect = [storeOptions] {
+    return std::make_shared<comm::PrefixStore>(kJobPrefix,
+                                               std::make_shared<comm::TcpStore>(storeOptions));
+  };
+  auto store = connect();
+  JobSettings job = readJob(*store);
+  job.token = token;
+
+  NodeRecord node;
+  if (r.nodeRank) {
+    const LaunchHost launched = readLaunchHost(*store, *r.nodeRank);
+    node.nodeId = launched.id;
+    node.devices = launched.slots;
+  } else {
+    node.nodeId = r.nodeId;
+    for (int i = 0; i < *r.nproc; ++i)
+      node.devices.push_back(i);
+  }
+  node.slots = static_cast<std::int64_t>(node.devices.size());
+  node.address = r.nodeAddr.empty() ? localAddressTowards(host) : r.nodeAddr;
+  const bool gpus = accel::getAccelerator()->deviceType() != "cpu";
+
+  if (!r.logDir.empty()) {
+    std::filesystem::create_directories(r.logDir);
+    std::ofstream(r.logDir / fmt::format("agent_{}.pid", node.nodeId)) << ::getpid() << "\n";
+  }
+
+  NodeAgentOptions options;
+  options.connect = connect;
+  options.node = node;
+  options.command = job.command;
+  options.logDir = r.logDir;
+  options.heartbeatInterval = fromSeconds(r.heartbeatInterval);
+  options.controllerTimeout = fromSeconds(r.controllerTimeout);
+  options.stopSignal = r.stopSignal;
+  const std::optional<std::vector<int>> devices =
+      gpus ? std::optional<std::vector<int>>(node.devices) : std::nullopt;
+  options.environment = [job, devices](const StartWorkers& s, const NodeAssignment& n,
+                                       std::int64_t local, const std::string& masterAddr) {
+    return jobWorkerEnvironment(job, s, n, local, masterAddr, devices);
+  };
+  return runNodeAgent(options);
+}
+
+}  // namespace stretch::launcher

@@ -1,0 +1,62 @@
+#include "runtime/launcher/node_workers.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "runtime/common/error.hpp"
+
+namespace stretch::launcher {
+
+using agent::Duration;
+using agent::NodeAssignment;
+using agent::StartWorkers;
+using agent::WorkerExited;
+
+NodeWorkers::NodeWorkers(std::string nodeId, std::vector<std::string> command,
+                         EnvironmentFor environment, std::filesystem::path logDir,
+                         Duration stopGrace)
+    : nodeId_(std::move(nodeId)),
+      command_(std::move(command)),
+      environment_(std::move(environment)),
+      logDir_(std::move(logDir)),
+      stopGrace_(stopGrace) {
+  if (command_.empty())
+    throw ConfigError("launch: no program to run (expected PROGRAM [ARGS...])");
+  if (!environment_)
+    throw InternalError("NodeWorkers: no environment function");
+}
+
+void NodeWorkers::start(const StartWorkers& action) {
+  generation_ = action.generation;
+  for (const auto& node : action.nodes) {
+    if (node.nodeId != nodeId_)
+      continue;
+    std::vector<WorkerProcessSpec> specs;
+    for (std::int64_t local = 0; local < node.localWorldSize; ++local) {
+      WorkerProcessSpec spec;
+      spec.localRank = static_cast<int>(local);
+      spec.globalRank = static_cast<int>(node.firstRank + local);
+      spec.env = environment_(action, node, local);
+      specs.push_back(std::move(spec));
+    }
+    workers_.start(command_, specs, logDir_, static_cast<int>(action.generation));
+  }
+}
+
+void NodeWorkers::stop() {
+  workers_.stop(std::chrono::duration_cast<std::chrono::milliseconds>(stopGrace_));
+}
+
+std::vector<WorkerExited> NodeWorkers::poll() {
+  std::vector<WorkerExited> out;
+  for (const auto& exit : workers_.poll()) {
+    const int code = exit.signaled ? -(exit.exitCode - 128) : exit.exitCode;
+    if (code != 0) {
+      spdlog::warn("agent: worker {} (local rank {}) of generation {} on {} ended: {}",
+                   exit.globalRank, exit.localRank, generation_, nodeId_, exit.describe());
+    }
+    out.push_back(WorkerExited{generation_, nodeId_, exit.localRank, code});
+  }
+  return out;
+}
+
+}  // namespace stretch::launcher

@@ -1,0 +1,325 @@
+#include "runtime/launcher/process.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "runtime/common/error.hpp"
+
+extern char** environ;
+
+namespace stretch::launcher {
+
+namespace {
+
+// argv and envp as the NUL-terminated arrays execvpe wants, built before fork (the child may
+// only call async-signal-safe functions).
+struct ExecArgs {
+  std::vector<std::string> storage;
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+};
+
+ExecArgs buildExecArgs(const std::vector<std::string>& argv,
+                       const std::map<std::string, std::string>& extra) {
+  ExecArgs out;
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos)
+      env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  for (const auto& [k, v] : extra)
+    env[k] = v;
+  out.storage.reserve(argv.size() + env.size());
+  for (const auto& a : argv)
+    out.storage.push_back(a);
+  for (const auto& [k, v] : env)
+    out.storage.push_back(k + "=" + v);
+  for (std::size_t i = 0; i < argv.size(); ++i)
+    out.argv.push_back(out.storage[i].data());
+  out.argv.push_back(nullptr);
+  for (std::size_t i = argv.size(); i < out.storage.size(); ++i)
+    out.envp.push_back(out.storage[i].data());
+  out.envp.push_back(nullptr);
+  return out;
+}
+
+void closeFd(int& fd) {
+  if (fd >= 0)
+    ::close(fd);
+  fd = -1;
+}
+
+// Pipes and files opened for one spawn, closed on every path out.
+struct Fds {
+  int log = -1;
+  int in[2] = {-1, -1};
+  int out[2] = {-1, -1};
+  int err[2] = {-1, -1};
+  ~Fds() {
+    for (int* fd : {&log, &in[0], &in[1], &out[0], &out[1], &err[0], &err[1]})
+      closeFd(*fd);
+  }
+};
+
+void writeAll(int fd, const char* text) {
+  (void)!::write(fd, text, std::strlen(text));
+}
+
+}  // namespace
+
+std::string ProcessExit::describe() const {
+  if (signaled)
+    return fmt::format("killed by signal {} ({})", signal(), strsignal(signal()));
+  return fmt::format("exit status {}", code);
+}
+
+ProcessExit ProcessExit::fromWaitStatus(int status) {
+  ProcessExit e;
+  if (WIFSIGNALED(status)) {
+    e.signaled = true;
+    e.code = 128 + WTERMSIG(status);
+  } else {
+    e.code = WEXITSTATUS(status);
+  }
+  return e;
+}
+
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept {
+  *this = std::move(other);
+}
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
+  if (this != &other) {
+    release();
+    pid_ = std::exchange(other.pid_, -1);
+    group_ = other.group_;
+    outFd_ = std::exchange(other.outFd_, -1);
+    errFd_ = std::exchange(other.errFd_, -1);
+    exit_ = std::exchange(other.exit_, std::nullopt);
+  }
+  return *this;
+}
+
+ChildProcess::~ChildProcess() {
+  release();
+}
+
+void ChildProcess::release() {
+  if (running()) {
+    signal(SIGKILL);
+    wait();
+  }
+  closeStdout();
+  closeStderr();
+  pid_ = -1;
+}
+
+void ChildProcess::closeStdout() {
+  closeFd(outFd_);
+}
+
+void ChildProcess::closeStderr() {
+  closeFd(errFd_);
+}
+
+std::optional<ProcessExit> ChildProcess::poll() {
+  if (!running())
+    return std::nullopt;
+  int status = 0;
+  const pid_t rc = ::waitpid(pid_, &status, WNOHANG);
+  if (rc != pid_)
+    return std::nullopt;
+  exit_ = ProcessExit::fromWaitStatus(status);
+  return exit_;
+}
+
+ProcessExit ChildProcess::wait() {
+  if (!running())
+    return exit_.value_or(ProcessExit{});
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  exit_ = ProcessExit::fromWaitStatus(status);
+  return *exit_;
+}
+
+void ChildProcess::signal(int sig) const {
+  if (pid_ <= 0)
+    return;
+  if (group_)
+    ::kill(-pid_, sig);
+  else if (!exit_)
+    ::kill(pid_, sig);
+}
+
+ChildProcess spawnProcess(const SpawnOptions& options) {
+  if (options.argv.empty() || options.argv.front().empty())
+    throw ConfigError("program to run: empty (expected a program and its arguments)");
+  if (!options.logFile.empty() && options.pipeOutput)
+    throw InternalError("spawnProcess: logFile and pipeOutput exclude each other");
+  const std::string& program = options.argv.front();
+  ExecArgs args = buildExecArgs(options.argv, options.env);
+  Fds fds;
+  if (!options.logFile.empty()) {
+    fds.log = ::open(options.logFile.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fds.log < 0)
+      throw IoError(fmt::format("{}: cannot create the log file: {}", options.logFile.string(),
+                                std::strerror(errno)));
+  }
+  auto makePipe = [&](int(&p)[2]) {
+    if (::pipe2(p, O_CLOEXEC) != 0)
+      throw Error(fmt::format("cannot start {}: pipe: {}", program, std::strerror(errno)));
+  };
+  if (options.stdinData)
+    makePipe(fds.in);
+  if (options.pipeOutput) {
+    makePipe(fds.out);
+    makePipe(fds.err);
+  }
+  const std::string execError = options.execErrorPrefix + "cannot execute " + program + ": ";
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0)
+    throw Error(fmt::format("cannot start {}: fork: {}", program, std::strerror(errno)));
+  if (pid == 0) {
+    // Child: only async-signal-safe calls until exec.
+    if (options.ownProcessGroup)
+      ::setpgid(0, 0);
+    if (options.parentDeathSignal != 0) {
+      ::prctl(PR_SET_PDEATHSIG, options.parentDeathSignal);
+      if (::getppid() != parent)
+        ::_exit(127);  // the parent died between fork and prctl
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    if (options.stdinData) {
+      ::dup2(fds.in[0], STDIN_FILENO);
+    } else if (options.stdinNull) {
+      const int null = ::open("/dev/null", O_RDONLY);
+      if (null >= 0)
+        ::dup2(null, STDIN_FILENO);
+    }
+    if (fds.log >= 0) {
+      ::dup2(fds.log, STDOUT_FILENO);
+      ::dup2(fds.log, STDERR_FILENO);
+    } else if (options.pipeOutput) {
+      ::dup2(fds.out[1], STDOUT_FILENO);
+      ::dup2(fds.err[1], STDERR_FILENO);
+    }
+    ::execvpe(args.argv[0], args.argv.data(), args.envp.data());
+    const int err = errno;
+    writeAll(STDERR_FILENO, execError.c_str());
+    writeAll(STDERR_FILENO, std::strerror(err));
+    writeAll(STDERR_FILENO, "\n");
+    ::_exit(127);
+  }
+  if (options.ownProcessGroup)
+    ::setpgid(pid, pid);  // also from the parent, so signal() works before the child ran
+  ChildProcess child;
+  child.pid_ = pid;
+  child.group_ = options.ownProcessGroup;
+  if (options.pipeOutput) {
+    child.outFd_ = std::exchange(fds.out[0], -1);
+    child.errFd_ = std::exchange(fds.err[0], -1);
+  }
+  if (options.stdinData) {
+    closeFd(fds.in[0]);
+    const std::string data = *options.stdinData + "\n";
+    // A child that exits without reading gets EPIPE here, not a SIGPIPE for this process.
+    const auto old = ::signal(SIGPIPE, SIG_IGN);
+    [[maybe_unused]] const auto written = ::write(fds.in[1], data.data(), data.size());
+    ::signal(SIGPIPE, old);
+  }
+  return child;
+}
+
+bool waitForAll(std::vector<ChildProcess*> processes, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    bool all = true;
+    for (ChildProcess* p : processes) {
+      p->poll();
+      all = all && !p->running();
+    }
+    if (all)
+      return true;
+    if (std::chrono::steady_clock::now() >= until)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void stopAll(std::vector<ChildProcess*> processes, std::chrono::milliseconds grace) {
+  bool any = false;
+  for (ChildProcess* p : processes) {
+    if (p->running()) {
+      p->signal(SIGTERM);
+      any = true;
+    }
+  }
+  if (any)
+    waitForAll(processes, grace);
+  for (ChildProcess* p : processes) {
+    p->signal(SIGKILL);
+    p->wait();
+  }
+}
+
+Captured runCaptured(const std::vector<std::string>& argv, const std::filesystem::path& stderrLog) {
+  SpawnOptions options;
+  options.argv = argv;
+  options.pipeOutput = true;
+  options.stdinNull = true;
+  ChildProcess child = spawnProcess(options);
+  std::ofstream log;
+  if (!stderrLog.empty()) {
+    log.open(stderrLog, std::ios::app);
+    if (!log)
+      throw IoError(fmt::format("{}: cannot open for writing", stderrLog.string()));
+  }
+  Captured result;
+  char buffer[65536];
+  while (child.stdoutFd() >= 0 || child.stderrFd() >= 0) {
+    pollfd fds[2] = {{child.stdoutFd(), POLLIN, 0}, {child.stderrFd(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      throw Error(fmt::format("{}: poll on its output: {}", argv.front(), std::strerror(errno)));
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0)
+        continue;
+      const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+      if (n > 0) {
+        const std::string_view data(buffer, static_cast<std::size_t>(n));
+        if (i == 0)
+          result.out.append(data);
+        else if (log)
+          log << data;
+        else
+          (void)!::write(STDERR_FILENO, data.data(), data.size());
+      } else if (n == 0 || errno != EINTR) {
+        i == 0 ? child.closeStdout() : child.closeStderr();
+      }
+    }
+  }
+  result.exit = child.wait();
+  return result;
+}
+
+}  // namespace stretch::launcher

@@ -1,0 +1,114 @@
+#pragma once
+// The one place where Stretch starts programs: every worker, node agent, runner (ssh, pdsh,
+// mpirun, ip netns exec), benchmark rank and calibration run goes through spawnProcess. Nothing
+// else in cli/, runtime/, sim/, planner/ or gui/ calls fork or exec (the layering test holds it).
+//
+//  - spawnProcess() forks and execs argv[0] (looked up in PATH when it has no '/'), with `env`
+//    added to (and overriding) this process's environment. Only async-signal-safe calls run
+//    between fork and exec, so it is safe from a process with threads.
+//  - In the child, before exec: its own process group (so signal() reaches everything the
+//    program starts), the parent-death signal (the kernel sends it when the thread that called
+//    spawnProcess ends, so a launcher killed with SIGKILL leaves no orphans), the default signal
+//    mask and SIGPIPE disposition, and the standard streams the options ask for.
+//  - An exec failure shows up as exit code 127, with "<execErrorPrefix>cannot execute
+//    <argv[0]>: <reason>" on the child's stderr (its log file when it has one).
+//
+// Errors: ConfigError for an empty argv; IoError when the log file cannot be opened; Error when
+// pipe or fork fail. ChildProcess is not thread-safe: one thread owns it. Its destructor kills
+// the process group (SIGKILL) and reaps the child when it is still running: a ChildProcess never
+// leaks a process.
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace stretch::launcher {
+
+struct SpawnOptions {
+  std::vector<std::string> argv;           // the program and its arguments
+  std::map<std::string, std::string> env;  // added to, and overriding, this environment
+  // Where stdout and stderr go: inherited (the default); appended to logFile; or to two pipes the
+  // caller reads (ChildProcess::stdoutFd/stderrFd). logFile and pipeOutput exclude each other.
+  std::filesystem::path logFile;
+  bool pipeOutput = false;
+  // stdin: inherited (the default); /dev/null; or a pipe that receives stdinData (then closed).
+  bool stdinNull = false;
+  std::optional<std::string> stdinData;
+  int parentDeathSignal = SIGKILL;  // 0: the child may outlive this process
+  bool ownProcessGroup = true;
+  std::string execErrorPrefix = "stretch: ";
+};
+
+// How a process ended.
+struct ProcessExit {
+  int code = 0;  // the exit status, or 128 + signal number when a signal killed it
+  bool signaled = false;
+  int signal() const { return signaled ? code - 128 : 0; }
+  bool ok() const { return !signaled && code == 0; }
+  std::string describe() const;  // "exit status 3", "killed by signal 9 (Killed)"
+  static ProcessExit fromWaitStatus(int status);
+};
+
+class ChildProcess {
+ public:
+  ChildProcess() = default;
+  ChildProcess(ChildProcess&& other) noexcept;
+  ChildProcess& operator=(ChildProcess&& other) noexcept;
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  ~ChildProcess();
+
+  pid_t pid() const { return pid_; }
+  // Read ends of the output pipes (pipeOutput), -1 otherwise or once closed. The caller reads
+  // them; closeOutput() closes them (the destructor does too).
+  int stdoutFd() const { return outFd_; }
+  int stderrFd() const { return errFd_; }
+  void closeStdout();
+  void closeStderr();
+
+  // Reaps the child without blocking; returns its exit the first time it is seen, nullopt
+  // while it runs and on later calls.
+  std::optional<ProcessExit> poll();
+  // Blocks until the child ends (reaped once; later calls return the same exit).
+  ProcessExit wait();
+  bool running() const { return pid_ > 0 && !exit_; }
+  // The exit, once reaped.
+  const std::optional<ProcessExit>& exit() const { return exit_; }
+  // Sends `sig` to the child's process group (its own group) or to the child; the group also
+  // after the child itself was reaped, so that what it started can be reached.
+  void signal(int sig) const;
+
+ private:
+  friend ChildProcess spawnProcess(const SpawnOptions& options);
+  void release();
+  pid_t pid_ = -1;
+  bool group_ = false;
+  int outFd_ = -1;
+  int errFd_ = -1;
+  std::optional<ProcessExit> exit_;
+};
+
+ChildProcess spawnProcess(const SpawnOptions& options);
+
+// Waits up to `timeout` for every process to end (reaping them); true when all have.
+bool waitForAll(std::vector<ChildProcess*> processes, std::chrono::milliseconds timeout);
+
+// Stops the processes: SIGTERM to each running one's process group, SIGKILL after `grace` to
+// those still running, then SIGKILL to every group (a program's children die with it even when
+// it exited on SIGTERM), and reaps them all. Returns once every process has been reaped.
+void stopAll(std::vector<ChildProcess*> processes, std::chrono::milliseconds grace);
+
+// Runs argv to its end with stdout captured (stderr appended to `stderrLog`, or inherited when
+// it is empty) and returns stdout and the exit.
+struct Captured {
+  std::string out;
+  ProcessExit exit;
+};
+Captured runCaptured(const std::vector<std::string>& argv, const std::filesystem::path& stderrLog);
+
+}  // namespace stretch::launcher

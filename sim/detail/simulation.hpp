@@ -1,0 +1,144 @@
+#pragma once
+// One run of sim::simulate (sim/job_sim.hpp describes the timeline and the accounting): the real
+// agent::AgentStateMachine fed events on simulated time, and what carries out its actions.
+//
+// The run is one event loop over a queue of (time, sequence)-ordered events. Its parts:
+//  - simulation.cpp: the loop, the dispatch of every event, and the agent (events in, actions
+//    out, monitor ticks at its deadlines);
+//  - simulation_nodes.cpp: what happens to nodes: failures, preemptions, returns from repair,
+//    scale events and the fault script (NodePool holds the nodes, FailureSources what strikes
+//    them);
+//  - simulation_workers.cpp: the worker group: generations started and stopped as the agent
+//    says, their training step by step (step-level mode) or boundary to boundary (aggregate
+//    mode), checkpoint saves (Checkpoints holds the cadence and the latest checkpoint) and the
+//    end of the job;
+//  - RunMetrics: the time accounting, counters, notes and timeline records.
+//
+// Handlers call each other re-entrantly (a script kill at a step boundary feeds the agent, whose
+// StopWorkers stops the generation the boundary belongs to): after anything that may feed the
+// agent, a handler checks done_ and the work epoch before it goes on.
+//
+// Internal to sim/job_sim.cpp. Not thread-safe: one object per run.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "runtime/agent/state_machine.hpp"
+#include "sim/detail/checkpoints.hpp"
+#include "sim/detail/failure_sources.hpp"
+#include "sim/detail/job_events.hpp"
+#include "sim/detail/node_pool.hpp"
+#include "sim/detail/run_metrics.hpp"
+#include "sim/job_sim.hpp"
+#include "sim/sim_workers.hpp"
+#include "sim/step_model.hpp"
+
+namespace stretch::sim::detail {
+
+class Simulation {
+ public:
+  // Throws ConfigError for a scenario the run cannot start (see sim::simulate).
+  Simulation(const Scenario& scenario, const RunOptions& options);
+
+  RunResult run();
+
+ private:
+  // ---- simulation.cpp: the event loop and the agent ---------------------------------------
+  static agent::AgentConfig makeAgentConfig(const Scenario& s);
+  void dispatch(const Payload& p);
+  // The events of the current generation (token: its work epoch).
+  void dispatchWork(const Payload& p);
+  double fractionDone() const;
+  void feed(const agent::Event& event, bool tick = false);
+  void addTick(SimTime t);
+  void deliverExits();
+  void execute(const agent::Action& action);
+  void emit(TimelineKind kind, SimTime time, SimTime duration, std::string name,
+            std::string detail);
+
+  // ---- simulation_nodes.cpp: nodes -------------------------------------------------------
+  void setStatus(std::int64_t node, NodeStatus status);
+  void addToJob(std::int64_t node);
+  void removeFromJob(std::int64_t node, NodeStatus status, const std::string& reason);
+  void loseNode(std::int64_t node, std::optional<double> backHours, NodeStatus status,
+                const std::string& reason);
+  void onNodeBack(std::int64_t node, std::uint64_t token);
+  void onStrike(ProcessSlot& slot, bool preemption);
+  void onScale(const ScaleEvent& e);
+  void fireScript();
+
+  // ---- simulation_workers.cpp: the worker group, training and checkpoints ----------------
+  void setPhase(Phase phase);
+  void closeWorldSpan();
+  const StepPlan& planFor(const agent::StartWorkers& a);
+  void startGeneration(const agent::StartWorkers& a);
+  void stopGeneration();
+  std::int64_t finalStep() const;
+  std::int64_t nextCheckpointStep(std::int64_t after) const;
+  void onProductive();
+  void continueAfterBoundary();
+  void boundaryReached();
+  void beginSave();
+  void completeSave();
+  void finishJob();
+  void finishRun(Outcome outcome, const std::string& message);
+  // Aggregate mode: jump from boundary to boundary.
+  void scheduleBoundary();
+  void advanceSteps(std::int64_t n);
+  void settleAt(SimTime t);
+  void settleTo(std::int64_t step);
+  void emitCompute(SimTime end);
+  // Step-level mode: every micro step and bucket.
+  void startStep();
+  void onMicro(std::int64_t index);
+  void beginLastMicro();
+  void onBucket(std::int64_t j);
+
+  const Scenario& s_;
+  const RunOptions& opt_;
+  agent::AgentStateMachine machine_;
+  RunMetrics metrics_;
+  NodePool nodes_;
+  SimWorkerGroup group_;
+  FailureSources strikes_;
+  Checkpoints checkpoints_;
+  EventQueue sched_;
+  std::set<SimTime> ticks_;
+
+  SimTime monitorNs_ = 1;
+  SimTime lastCallNs_ = 0;
+  SimTime waitTimeoutNs_ = 0;
+  SimTime startupNs_ = 0;
+  SimTime horizonNs_ = kNever;
+  SimTime limitNs_ = kNever;
+
+  SimTime now_ = 0;
+  bool done_ = false;
+  std::chrono::steady_clock::duration agentWall_{};
+  SimTime idleSince_ = 0;
+  SimTime startedAt_ = 0;
+
+  std::map<std::pair<std::int64_t, std::int64_t>, StepPlan> plans_;
+  const StepPlan* plan_ = nullptr;
+  std::uint64_t workEpoch_ = 0;
+  Progress progress_;
+  std::int64_t finalStep_ = kNever;
+  std::size_t scriptNext_ = 0;
+
+  // Aggregate mode: the current segment (from segStart_ at segStep_ to boundaryStep_).
+  SimTime segStart_ = 0;
+  std::int64_t segStep_ = 0;
+  std::int64_t boundaryStep_ = 0;
+  SimTime computeFrom_ = 0;
+  std::int64_t computeFromStep_ = 0;
+  // Step-level mode.
+  SimTime stepStart_ = 0;
+  SimTime lastMicroStart_ = 0;
+};
+
+}  // namespace stretch::sim::detail

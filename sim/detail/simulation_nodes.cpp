@@ -1,0 +1,195 @@
+// What happens to nodes: failures, preemptions, returns from repair, scale events and the fault
+// script (sim/detail/simulation.hpp).
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "sim/detail/simulation.hpp"
+
+namespace stretch::sim::detail {
+
+void Simulation::setStatus(std::int64_t node, NodeStatus status) {
+  if (nodes_.setStatus(node, status)) {
+    strikes_.nodeUpOrDown(node, status == NodeStatus::InJob, now_);
+  }
+}
+
+void Simulation::addToJob(std::int64_t node) {
+  setStatus(node, NodeStatus::InJob);
+  const Node& n = nodes_[node];
+  feed(agent::NodeJoined{n.id, n.slots});
+}
+
+void Simulation::removeFromJob(std::int64_t node, NodeStatus status, const std::string& reason) {
+  setStatus(node, status);
+  feed(agent::NodeLeft{nodes_[node].id, reason});
+}
+
+// A node is lost (failure or preemption): a spare takes its place when the policy has one,
+// then it leaves; it comes back after `backHours` (never when unset).
+void Simulation::loseNode(std::int64_t node, std::optional<double> backHours, NodeStatus status,
+                          const std::string& reason) {
+  if (s_.failures.replacement == ReplacementKind::Spares) {
+    if (const auto spare = nodes_.takeSpare()) {
+      addToJob(*spare);
+      if (done_) {
+        return;
+      }
+    }
+  }
+  removeFromJob(node, backHours ? status : NodeStatus::Dead, reason);
+  if (backHours) {
+    const Node& n = nodes_[node];
+    sched_.schedule(now_ + hoursToNanos(*backHours), Payload{Ev::NodeBack, n.epoch, node});
+  }
+}
+
+void Simulation::onNodeBack(std::int64_t node, std::uint64_t token) {
+  const Node& n = nodes_[node];
+  if (n.epoch != token || (n.status != NodeStatus::Repair && n.status != NodeStatus::Preempted)) {
+    return;
+  }
+  emit(TimelineKind::NodeReturn, now_, 0, fmt::format("{} back", n.id),
+       n.status == NodeStatus::Repair ? "repaired" : "preemption over");
+  if (nodes_.jobNodes() < nodes_.targetNodes()) {
+    addToJob(node);
+  } else if (s_.failures.replacement == ReplacementKind::Spares) {
+    setStatus(node, NodeStatus::SparePool);
+    nodes_.addSpare(node);
+  } else {
+    setStatus(node, NodeStatus::Away);
+    nodes_.sendAway(node);
+  }
+}
+
+void Simulation::onStrike(ProcessSlot& slot, bool preemption) {
+  const auto strike = slot.process->peek();
+  if (!strike) {
+    return;
+  }
+  slot.process->consume(now_);
+  const std::int64_t node = strike->node;
+  const Node& n = nodes_[node];
+  RunResult& counts = metrics_.result();
+  if (n.status != NodeStatus::InJob) {
+    ++counts.ignoredFailures;
+    return;
+  }
+  if (preemption) {
+    ++counts.preemptions;
+    emit(TimelineKind::Preemption, now_, 0, fmt::format("{} preempted", n.id), "");
+    loseNode(node, s_.spot->returnHours, NodeStatus::Preempted, "preempted");
+    return;
+  }
+  ++counts.failures;
+  const std::optional<std::size_t> cause = strike->cause ? strike->cause : strikes_.sampleCause();
+  const FailureCause* c = cause ? &s_.failures.causes[*cause] : nullptr;
+  const bool nodeLost = c == nullptr || c->nodeLost;
+  std::optional<double> repair = strike->repairHours;
+  if (!repair && c != nullptr) {
+    repair = c->repairHours;
+  }
+  if (!repair) {
+    repair = s_.failures.repairHours;
+  }
+  const std::string causeName = c != nullptr ? c->name : "failure";
+  emit(TimelineKind::Failure, now_, 0, fmt::format("{} on {}", causeName, n.id),
+       nodeLost ? "node lost" : "workers killed");
+  if (!nodeLost || s_.failures.replacement == ReplacementKind::Immediate) {
+    // The workers on the node die; the node stays (software) or is swapped at once for an
+    // identical one (immediate replacement), whose failure clock starts anew.
+    slot.process->nodeRenewed(node, now_);
+    if (const std::int64_t workers = group_.workersOn(node); workers > 0) {
+      group_.exitWorker(node, strikes_.pickWorker(workers), 1);
+      deliverExits();
+    }
+    return;
+  }
+  loseNode(node, repair, NodeStatus::Repair, fmt::format("failed: {}", causeName));
+}
+
+void Simulation::onScale(const ScaleEvent& e) {
+  if (e.kind == ScaleKind::Join) {
+    std::int64_t joined = 0;
+    for (std::int64_t i = 0; i < e.nodes && !done_; ++i) {
+      const auto node = nodes_.takeJoinable();
+      if (!node) {
+        break;
+      }
+      nodes_.raiseTarget();
+      ++joined;
+      emit(TimelineKind::Scale, now_, 0, fmt::format("{} joins", nodes_[*node].id), "scale event");
+      addToJob(*node);
+    }
+    if (joined < e.nodes) {
+      metrics_.note(fmt::format("scale join at {} h: {} of {} node(s) available", e.atHours, joined,
+                                e.nodes));
+    }
+    return;
+  }
+  for (std::int64_t i = 0; i < e.nodes && !done_ && !nodes_.inJob().empty(); ++i) {
+    const std::int64_t node = *nodes_.inJob().rbegin();
+    nodes_.lowerTarget();
+    emit(TimelineKind::Scale, now_, 0, fmt::format("{} leaves", nodes_[node].id), "scale event");
+    nodes_.sendAway(node);
+    removeFromJob(node, NodeStatus::Away, "scale down");
+  }
+}
+
+void Simulation::fireScript() {
+  while (scriptNext_ < s_.script.size() && s_.script[scriptNext_].atStep <= progress_.step &&
+         !done_) {
+    const ScriptEvent& e = s_.script[scriptNext_++];
+    ++metrics_.result().scriptFired;
+    switch (e.kind) {
+      case ScriptKind::KillWorker: {
+        emit(TimelineKind::Script, now_, 0, fmt::format("kill rank {}", e.rank),
+             fmt::format("at step {}", e.atStep));
+        const auto where = group_.locate(e.rank);
+        if (!where) {
+          metrics_.note(fmt::format("script: rank {} does not run at step {}; kill ignored", e.rank,
+                                    e.atStep));
+          break;
+        }
+        group_.exitWorker(where->first, where->second, e.exitCode);
+        deliverExits();
+        break;
+      }
+      case ScriptKind::Leave: {
+        const std::int64_t node = nodes_.indexOf(e.node);
+        emit(TimelineKind::Script, now_, 0, fmt::format("{} leaves", e.node),
+             fmt::format("at step {}", e.atStep));
+        if (nodes_[node].status != NodeStatus::InJob) {
+          metrics_.note(fmt::format("script: node {} is not in the job at step {}; leave ignored",
+                                    e.node, e.atStep));
+          break;
+        }
+        nodes_.lowerTarget();
+        nodes_.sendAway(node);
+        removeFromJob(node, NodeStatus::Away, "left");
+        break;
+      }
+      case ScriptKind::Join: {
+        const std::int64_t node = nodes_.indexOf(e.node);
+        Node& n = nodes_[node];
+        emit(TimelineKind::Script, now_, 0, fmt::format("{} joins", e.node),
+             fmt::format("at step {}", e.atStep));
+        if (n.status == NodeStatus::InJob) {
+          metrics_.note(fmt::format(
+              "script: node {} is already in the job at step {}; join ignored", e.node, e.atStep));
+          break;
+        }
+        nodes_.reclaim(node);
+        if (e.slots > 0) {
+          n.slots = e.slots;
+        }
+        nodes_.raiseTarget();
+        addToJob(node);
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace stretch::sim::detail

@@ -1,0 +1,306 @@
+// The worker group: generations started and stopped as the agent says, their training (step
+// by step or boundary to boundary), checkpoint saves and the end of the job
+// (sim/detail/simulation.hpp).
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "runtime/common/check.hpp"
+#include "sim/detail/simulation.hpp"
+
+namespace stretch::sim::detail {
+
+void Simulation::setPhase(Phase phase) {
+  metrics_.setPhase(phase, now_);
+}
+
+void Simulation::closeWorldSpan() {
+  metrics_.closeWorldSpan(now_, group_.running() ? group_.worldSize() : 0);
+}
+
+const StepPlan& Simulation::planFor(const agent::StartWorkers& a) {
+  const auto key =
+      std::make_pair(a.worldSize, a.batch.trainBatchSize * 1'000'003 + a.batch.microBatchPerGpu);
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    it = plans_
+             .emplace(key, planStep(s_.job, s_.cluster, a.batch, a.dataParallelSize,
+                                    a.dataParallelSize > 0 ? a.worldSize / a.dataParallelSize : 1))
+             .first;
+  }
+  return it->second;
+}
+
+void Simulation::startGeneration(const agent::StartWorkers& a) {
+  if (metrics_.tracing() && metrics_.phase() == Phase::Idle && now_ > idleSince_) {
+    emit(TimelineKind::Idle, idleSince_, now_ - idleSince_, "no workers", "");
+  }
+  closeWorldSpan();
+  group_.start(a);
+  plan_ = &planFor(a);
+  ++workEpoch_;
+  setPhase(Phase::Starting);
+  startedAt_ = now_;
+  const SimTime startup = startupNs_ + checkpoints_.loadNs();
+  emit(TimelineKind::WorldSize, now_, 0, "world_size", "");
+  sched_.schedule(now_ + startup, Payload{Ev::Productive, workEpoch_, 0});
+}
+
+void Simulation::stopGeneration() {
+  if (!group_.running()) {
+    return;
+  }
+  switch (metrics_.phase()) {
+    case Phase::Computing:
+      if (opt_.mode == SimMode::Aggregate) {
+        settleAt(now_);
+      }
+      emitCompute(now_);
+      break;
+    case Phase::Saving:
+      emit(TimelineKind::Checkpoint, checkpoints_.saveStart(), now_ - checkpoints_.saveStart(),
+           fmt::format("save step {} (aborted)", progress_.step), "");
+      break;
+    case Phase::Starting:
+      emit(TimelineKind::Startup, startedAt_, now_ - startedAt_, "startup (aborted)", "");
+      break;
+    default:
+      break;
+  }
+  setPhase(Phase::Idle);
+  idleSince_ = now_;
+  closeWorldSpan();
+  ++workEpoch_;
+  ++metrics_.result().stops;
+  // Everything since the latest completed checkpoint is lost.
+  progress_ = checkpoints_.rollback();
+  group_.stop();
+  emit(TimelineKind::WorldSize, now_, 0, "world_size", "");
+}
+
+std::int64_t Simulation::finalStep() const {
+  std::int64_t last = kNever;
+  if (s_.job.totalSteps) {
+    last = *s_.job.totalSteps;
+  }
+  if (s_.job.totalSamples) {
+    const std::int64_t remaining =
+        std::max<std::int64_t>(0, *s_.job.totalSamples - progress_.samples);
+    const std::int64_t per = std::max<std::int64_t>(1, plan_->samplesPerStep);
+    last = std::min(last, progress_.step + ceilDiv(remaining, per));
+  }
+  return last;
+}
+
+std::int64_t Simulation::nextCheckpointStep(std::int64_t after) const {
+  return checkpoints_.nextStep(after, plan_->stepNs);
+}
+
+void Simulation::onProductive() {
+  emit(TimelineKind::Startup, startedAt_, now_ - startedAt_,
+       checkpoints_.any() ? fmt::format("startup, load step {}", checkpoints_.latest().step)
+                          : "startup",
+       "");
+  setPhase(Phase::Computing);
+  checkpoints_.restartCadence(progress_.step);
+  finalStep_ = finalStep();
+  if (progress_.step >= finalStep_) {
+    finishJob();
+    return;
+  }
+  continueAfterBoundary();
+}
+
+// Fires the script at this step, then goes on computing (unless the workers were stopped).
+void Simulation::continueAfterBoundary() {
+  const std::uint64_t epoch = workEpoch_;
+  fireScript();
+  if (done_ || epoch != workEpoch_) {
+    return;
+  }
+  if (opt_.mode == SimMode::Aggregate) {
+    scheduleBoundary();
+  } else {
+    startStep();
+  }
+}
+
+void Simulation::boundaryReached() {
+  if (progress_.step >= finalStep_) {
+    emitCompute(now_);
+    finishJob();
+    return;
+  }
+  if (progress_.step == nextCheckpointStep(progress_.step - 1)) {
+    emitCompute(now_);
+    beginSave();
+    return;
+  }
+  if (opt_.mode == SimMode::Aggregate) {
+    emitCompute(now_);
+  }
+  continueAfterBoundary();
+}
+
+void Simulation::beginSave() {
+  setPhase(Phase::Saving);
+  checkpoints_.beginSave(now_);
+  if (checkpoints_.saveNs() == 0) {
+    completeSave();
+  } else {
+    sched_.schedule(now_ + checkpoints_.saveNs(), Payload{Ev::SaveDone, workEpoch_, 0});
+  }
+}
+
+void Simulation::completeSave() {
+  emit(TimelineKind::Checkpoint, checkpoints_.saveStart(), now_ - checkpoints_.saveStart(),
+       fmt::format("save step {}", progress_.step), "");
+  setPhase(Phase::Computing);
+  checkpoints_.completeSave(progress_);
+  ++metrics_.result().checkpoints;
+  checkpoints_.restartCadence(progress_.step);
+  continueAfterBoundary();
+}
+
+void Simulation::finishJob() {
+  setPhase(Phase::Finishing);
+  group_.finishAll();
+  deliverExits();
+}
+
+void Simulation::finishRun(Outcome outcome, const std::string& message) {
+  if (done_) {
+    return;
+  }
+  const Phase phase = metrics_.phase();
+  if (phase == Phase::Computing) {
+    if (opt_.mode == SimMode::Aggregate) {
+      settleAt(now_);
+    }
+    emitCompute(now_);
+  } else if (phase == Phase::Saving) {
+    emit(TimelineKind::Checkpoint, checkpoints_.saveStart(), now_ - checkpoints_.saveStart(),
+         fmt::format("save step {} (cut off)", progress_.step), "");
+  } else if (phase == Phase::Starting) {
+    emit(TimelineKind::Startup, startedAt_, now_ - startedAt_, "startup (cut off)", "");
+  } else if (phase == Phase::Idle && now_ > idleSince_) {
+    emit(TimelineKind::Idle, idleSince_, now_ - idleSince_, "no workers", "");
+  }
+  setPhase(Phase::Idle);
+  closeWorldSpan();
+  done_ = true;
+  RunResult& r = metrics_.result();
+  r.outcome = outcome;
+  r.message = message;
+}
+
+// ---- aggregate mode: jump from boundary to boundary ---------------------------------------
+
+void Simulation::scheduleBoundary() {
+  std::int64_t b = std::min(finalStep_, nextCheckpointStep(progress_.step));
+  if (scriptNext_ < s_.script.size()) {
+    b = std::min(b, s_.script[scriptNext_].atStep);
+  }
+  b = std::max(b, progress_.step);
+  segStart_ = now_;
+  segStep_ = progress_.step;
+  boundaryStep_ = b;
+  computeFrom_ = now_;
+  computeFromStep_ = progress_.step;
+  const std::int64_t steps = b - progress_.step;
+  if (steps > (limitNs_ - now_) / plan_->stepNs) {
+    return;  // no boundary before the run ends: the horizon or the limit settles the progress
+  }
+  sched_.schedule(now_ + steps * plan_->stepNs, Payload{Ev::Boundary, workEpoch_, 0});
+}
+
+void Simulation::advanceSteps(std::int64_t n) {
+  progress_.step += n;
+  progress_.samples += n * plan_->samplesPerStep;
+  progress_.useful += n * plan_->stepNs;
+}
+
+// Steps completed by `t` in the current segment (never past its boundary).
+void Simulation::settleAt(SimTime t) {
+  const std::int64_t done = std::min((t - segStart_) / plan_->stepNs, boundaryStep_ - segStep_);
+  advanceSteps(done);
+  segStart_ += done * plan_->stepNs;
+  segStep_ += done;
+}
+
+void Simulation::settleTo(std::int64_t step) {
+  advanceSteps(step - segStep_);
+  segStep_ = step;
+  segStart_ = now_;
+}
+
+void Simulation::emitCompute(SimTime end) {
+  if (!metrics_.tracing() || opt_.mode == SimMode::StepLevel || end <= computeFrom_) {
+    computeFrom_ = end;
+    computeFromStep_ = progress_.step;
+    return;
+  }
+  emit(TimelineKind::Compute, computeFrom_, end - computeFrom_,
+       fmt::format("steps {}-{}", computeFromStep_, progress_.step),
+       fmt::format("{:.6f} s/step", nanosToSeconds(plan_->stepNs)));
+  computeFrom_ = end;
+  computeFromStep_ = progress_.step;
+}
+
+// ---- step-level mode: every micro step and bucket -----------------------------------------
+
+void Simulation::startStep() {
+  stepStart_ = now_;
+  if (plan_->gas > 1) {
+    sched_.schedule(now_ + plan_->microNs, Payload{Ev::Micro, workEpoch_, 1});
+  } else {
+    beginLastMicro();
+  }
+}
+
+void Simulation::onMicro(std::int64_t index) {
+  emit(TimelineKind::MicroStep, now_ - plan_->microNs, plan_->microNs,
+       fmt::format("micro {}", index), "");
+  if (index + 1 < plan_->gas) {
+    sched_.schedule(now_ + plan_->microNs, Payload{Ev::Micro, workEpoch_, index + 1});
+  } else {
+    beginLastMicro();
+  }
+}
+
+void Simulation::beginLastMicro() {
+  lastMicroStart_ = now_;
+  if (plan_->buckets == 0) {
+    sched_.schedule(now_ + plan_->microNs, Payload{Ev::Bucket, workEpoch_, 0});
+  } else {
+    sched_.schedule(now_ + plan_->bucketEnd(1, 0), Payload{Ev::Bucket, workEpoch_, 1});
+  }
+}
+
+void Simulation::onBucket(std::int64_t j) {
+  if (j > 0) {
+    emit(TimelineKind::Collective, now_ - plan_->bucketNs, plan_->bucketNs,
+         fmt::format("all_reduce bucket {}/{}", j, plan_->buckets),
+         fmt::format("{} bytes, {:.1f} GB/s busbw", plan_->bucketBytes,
+                     plan_->bucketCost.busbwGBps));
+    const SimTime previous = now_ - lastMicroStart_;
+    if (j < plan_->buckets) {
+      sched_.schedule(lastMicroStart_ + plan_->bucketEnd(j + 1, previous),
+                      Payload{Ev::Bucket, workEpoch_, j + 1});
+      return;
+    }
+    const SimTime end = lastMicroStart_ + std::max(previous, plan_->microNs);
+    if (end > now_) {
+      sched_.schedule(end, Payload{Ev::Bucket, workEpoch_, 0});
+      return;
+    }
+  }
+  emit(TimelineKind::MicroStep, lastMicroStart_, plan_->microNs,
+       fmt::format("micro {}", plan_->gas), "");
+  STRETCH_CHECK_EQ(now_ - stepStart_, plan_->stepNs, "step-level step time vs the plan");
+  advanceSteps(1);
+  boundaryReached();
+}
+
+}  // namespace stretch::sim::detail

@@ -1,0 +1,171 @@
+// The multi-node job protocol: records survive a round trip, malformed ones are named errors,
+// and a controller with two node agents (threads over one HashStore, /bin/sh as workers) runs a
+// job to its end: success, a failure past max_restarts, a node that leaves.
+
+#include "runtime/launcher/job_protocol.hpp"
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "runtime/launcher/job_controller.hpp"
+#include "runtime/launcher/node_agent.hpp"
+#include "tests/support/test_support.hpp"
+
+namespace stretch::launcher {
+namespace {
+
+using namespace stretch::agent;
+
+using namespace std::chrono_literals;
+
+TEST(JobProtocol, RecordsRoundTrip) {
+  const NodeRecord node{"host-a", 4, "10.0.0.7", {0, 2, 3, 5}};
+  EXPECT_EQ(decodeNodeRecord(encode(node)), node);
+  const ExitRecord exit{3, "host-a", 1, -9};
+  EXPECT_EQ(decodeExitRecord(encode(exit)), exit);
+
+  Command start;
+  start.sequence = 7;
+  start.kind = CommandKind::Start;
+  start.masterAddr = "10.0.0.7";
+  StartWorkers s;
+  s.generation = 2;
+  s.worldSize = 6;
+  s.dataParallelSize = 6;
+  s.batch = {48, 4, 2};
+  s.restartCount = 1;
+  s.reason = "restart after node b left";
+  s.nodes = {{"host-a", 0, 0, 4, 4}, {"host b", 1, 4, 2, 2}};
+  start.start = s;
+  start.reason = s.reason;
+  EXPECT_EQ(decodeCommand(encode(start)), start);
+
+  Command stop;
+  stop.sequence = 8;
+  stop.kind = CommandKind::Stop;
+  stop.generation = 2;
+  EXPECT_EQ(decodeCommand(encode(stop)), stop);
+  Command exitCommand;
+  exitCommand.sequence = 9;
+  exitCommand.kind = CommandKind::Exit;
+  exitCommand.exitCode = 3;
+  exitCommand.reason = "worker failed\nsecond line";  // newlines become spaces
+  const Command back = decodeCommand(encode(exitCommand));
+  EXPECT_EQ(back.exitCode, 3);
+  EXPECT_EQ(back.reason, "worker failed second line");
+}
+
+TEST(JobProtocol, MalformedRecordsAreNamedErrors) {
+  EXPECT_THROW(decodeNodeRecord("node=a\nslots=x\naddress=b\n"), ProtocolError);
+  EXPECT_THROW(decodeNodeRecord("node=a\nslots=0\naddress=b\n"), ProtocolError);
+  EXPECT_THROW(decodeExitRecord("generation=1\nnode=a\n"), ProtocolError);
+  EXPECT_THROW(decodeCommand("sequence=1\nkind=reboot\n"), ProtocolError);
+  EXPECT_THROW(decodeCommand("garbage"), ProtocolError);
+  EXPECT_THROW(decodeDevices("0,,1"), ProtocolError);
+  EXPECT_THROW(decodeDevices("-1"), ProtocolError);
+  try {
+    decodeCommand("sequence=1\nkind=start\n");
+    FAIL();
+  } catch (const ProtocolError& e) {
+    EXPECT_NE(std::string(e.what()).find("generation"), std::string::npos) << e.what();
+  }
+}
+
+TEST(JobProtocol, RecordListsAppendAndReadFromAnIndex) {
+  comm::HashStore store;
+  EXPECT_TRUE(readRecords(store, "exits", 0).empty());
+  EXPECT_EQ(appendRecord(store, "exits", "a"), 0);
+  EXPECT_EQ(appendRecord(store, "exits", "b"), 1);
+  EXPECT_EQ(readRecords(store, "exits", 0), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(readRecords(store, "exits", 1), (std::vector<std::string>{"b"}));
+  EXPECT_FALSE(tryGet(store, "missing").has_value());
+}
+
+// A controller and two node agents as threads over one store; workers run `script` with sh.
+struct Job {
+  explicit Job(const std::string& script, std::int64_t maxRestarts = 0, std::int64_t minNodes = 2) {
+    store = std::make_shared<comm::HashStore>(5s);
+    JobControllerOptions c;
+    c.config.minNodes = minNodes;
+    c.config.maxNodes = 2;
+    c.config.maxRestarts = maxRestarts;
+    c.config.training.batch.microBatchPerGpu = 1;
+    c.config.lastCall = 200ms;
+    c.store = store;
+    c.monitorInterval = 100ms;
+    c.heartbeatTimeout = 2s;
+    c.commandTimeout = 5s;
+    c.stopSignal = &controllerStop;
+    controller = std::async(std::launch::async, [c] { return runJobController(c); });
+    for (const std::string id : {"a", "b"}) {
+      NodeAgentOptions n;
+      n.connect = [this] { return std::static_pointer_cast<comm::Store>(store); };
+      n.node = {id, 2, "127.0.0.1", {0, 1}};
+      n.command = {"/bin/sh", "-c", script};
+      n.environment = [](const StartWorkers& s, const NodeAssignment& node, std::int64_t local,
+                         const std::string&) {
+        return std::map<std::string, std::string>{{"RANK", std::to_string(node.firstRank + local)},
+                                                  {"WORLD_SIZE", std::to_string(s.worldSize)}};
+      };
+      n.heartbeatInterval = 100ms;
+      n.stopGrace = 1s;
+      n.stopSignal = id == "a" ? &stopA : &stopB;
+      agents.push_back(std::async(std::launch::async, [n] { return runNodeAgent(n); }));
+    }
+  }
+  std::shared_ptr<comm::HashStore> store;
+  std::atomic<int> controllerStop{0}, stopA{0}, stopB{0};
+  std::future<AgentResult> controller;
+  std::vector<std::future<NodeAgentResult>> agents;
+};
+
+TEST(JobController, TwoNodesRunTheJobToSuccess) {
+  Job job("exit 0");
+  ASSERT_EQ(job.controller.wait_for(30s), std::future_status::ready);
+  const auto result = job.controller.get();
+  EXPECT_EQ(result.exitCode, 0) << result.message;
+  EXPECT_EQ(result.generations, 1u);
+  for (auto& a : job.agents) {
+    ASSERT_EQ(a.wait_for(10s), std::future_status::ready);
+    const auto r = a.get();
+    EXPECT_EQ(r.exitCode, 0);
+    EXPECT_EQ(r.generationsRun, 1u);
+  }
+}
+
+TEST(JobController, AFailurePastMaxRestartsEndsEveryAgentWithTheWorkersStatus) {
+  // Rank 3 fails every time; one restart is allowed.
+  Job job("if [ \"$RANK\" = 3 ]; then exit 7; fi; sleep 30", 1);
+  ASSERT_EQ(job.controller.wait_for(60s), std::future_status::ready);
+  const auto result = job.controller.get();
+  EXPECT_EQ(result.exitCode, 7) << result.message;
+  EXPECT_EQ(result.restarts, 1);
+  EXPECT_NE(result.message.find("max_restarts"), std::string::npos) << result.message;
+  for (auto& a : job.agents) {
+    ASSERT_EQ(a.wait_for(10s), std::future_status::ready);
+    EXPECT_EQ(a.get().exitCode, 7);
+  }
+}
+
+TEST(JobController, ANodeThatLeavesShrinksTheWorld) {
+  // Elastic 1..2 nodes; workers run until node b's agent is stopped, then finish.
+  Job job("sleep 1; [ \"$WORLD_SIZE\" = 2 ] && exit 0; sleep 30", 5, 1);
+  // Wait for the first generation, then stop b's agent (it records its departure).
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!tryGet(*job.store, "cmd") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(300ms);
+  job.stopB.store(SIGTERM);
+  ASSERT_EQ(job.controller.wait_for(60s), std::future_status::ready);
+  const auto result = job.controller.get();
+  EXPECT_EQ(result.exitCode, 0) << result.message;
+  EXPECT_GE(result.generations, 2u);
+  EXPECT_EQ(job.agents[1].get().exitCode, 128 + SIGTERM);
+  EXPECT_EQ(job.agents[0].get().exitCode, 0);
+}
+
+}  // namespace
+}  // namespace stretch::launcher

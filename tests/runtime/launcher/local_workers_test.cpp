@@ -1,0 +1,133 @@
+// LocalWorkerGroup: environment, logs, exit codes and signals, and stop() leaving nothing behind
+// (not the workers, not their children).
+
+#include "runtime/launcher/local_workers.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <signal.h>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/test_support.hpp"
+
+namespace stretch::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+std::vector<WorkerExit> waitAll(LocalWorkerGroup& group, std::chrono::seconds limit = 20s) {
+  std::vector<WorkerExit> exits;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (group.running() > 0 && std::chrono::steady_clock::now() < deadline) {
+    for (auto& e : group.poll())
+      exits.push_back(e);
+    std::this_thread::sleep_for(5ms);
+  }
+  return exits;
+}
+
+TEST(LocalWorkers, EachWorkerGetsItsEnvironmentAndItsOwnLog) {
+  stretch::test::TempDir dir("stretch-workers");
+  LocalWorkerGroup group;
+  group.start(
+      {"/bin/sh", "-c", "echo rank=$RANK local=$LOCAL_RANK; exit $RANK"},
+      {{0, 4, {{"RANK", "4"}, {"LOCAL_RANK", "0"}}}, {1, 5, {{"RANK", "5"}, {"LOCAL_RANK", "1"}}}},
+      dir.path(), 3);
+  auto exits = waitAll(group);
+  ASSERT_EQ(exits.size(), 2u);
+  for (const auto& e : exits) {
+    EXPECT_FALSE(e.signaled);
+    EXPECT_EQ(e.exitCode, e.globalRank);
+  }
+  EXPECT_EQ(stretch::test::readFileIfAny(dir.path() / "attempt_3" / "rank_4.log"),
+            "rank=4 local=0\n");
+  EXPECT_EQ(stretch::test::readFileIfAny(dir.path() / "attempt_3" / "rank_5.log"),
+            "rank=5 local=1\n");
+}
+
+TEST(LocalWorkers, AKilledWorkerReportsTheSignal) {
+  LocalWorkerGroup group;
+  group.start({"/bin/sh", "-c", "kill -9 $$"}, {{0, 0, {}}}, {}, 0);
+  auto exits = waitAll(group);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_TRUE(exits[0].signaled);
+  EXPECT_EQ(exits[0].exitCode, 128 + SIGKILL);
+  EXPECT_NE(exits[0].describe().find("signal 9"), std::string::npos) << exits[0].describe();
+}
+
+TEST(LocalWorkers, AMissingProgramExitsWith127AndSaysWhyInTheLog) {
+  stretch::test::TempDir dir("stretch-workers");
+  LocalWorkerGroup group;
+  group.start({"/nonexistent/program"}, {{0, 0, {}}}, dir.path(), 0);
+  auto exits = waitAll(group);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].exitCode, 127);
+  EXPECT_NE(
+      stretch::test::readFileIfAny(dir.path() / "attempt_0" / "rank_0.log").find("cannot execute"),
+      std::string::npos);
+}
+
+TEST(LocalWorkers, StopKillsWorkersAndTheirChildrenEvenWhenTheyIgnoreSigterm) {
+  stretch::test::TempDir dir("stretch-workers");
+  const fs::path pidFile = dir.path() / "grandchild.pid";
+  LocalWorkerGroup group;
+  // The worker ignores SIGTERM and starts a child that does too.
+  group.start(
+      {"/bin/sh", "-c",
+       "trap '' TERM; (trap '' TERM; sleep 60) & echo $! > " + pidFile.string() + "; sleep 60"},
+      {{0, 0, {}}}, {}, 0);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!fs::exists(pidFile) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  std::this_thread::sleep_for(50ms);
+  const pid_t worker = group.pids().at(0);
+  const pid_t grandchild = std::stoi(stretch::test::readFileIfAny(pidFile));
+  ASSERT_TRUE(stretch::test::processAlive(worker));
+  ASSERT_TRUE(stretch::test::processAlive(grandchild));
+  const auto start = std::chrono::steady_clock::now();
+  group.stop(300ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_EQ(group.running(), 0);
+  // The grandchild was re-parented; give the kernel a moment to deliver SIGKILL.
+  for (int i = 0; i < 200 && stretch::test::processAlive(grandchild); ++i)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_FALSE(stretch::test::processAlive(grandchild));
+}
+
+TEST(LocalWorkers, WorkersDieWithTheirAgent) {
+  // A stand-in agent (a forked child) starts a worker and is then SIGKILLed: the worker must go.
+  stretch::test::TempDir dir("stretch-workers");
+  const fs::path pidFile = dir.path() / "worker.pid";
+  const pid_t agent = ::fork();
+  ASSERT_GE(agent, 0);
+  if (agent == 0) {
+    LocalWorkerGroup group;
+    group.start({"/bin/sh", "-c", "echo $$ > " + pidFile.string() + "; exec sleep 60"},
+                {{0, 0, {}}}, {}, 0);
+    ::pause();
+    ::_exit(0);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while ((!fs::exists(pidFile) || stretch::test::readFileIfAny(pidFile).empty()) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  const pid_t worker = std::stoi(stretch::test::readFileIfAny(pidFile));
+  ASSERT_TRUE(stretch::test::processAlive(worker));
+  ::kill(agent, SIGKILL);
+  int status = 0;
+  ::waitpid(agent, &status, 0);
+  for (int i = 0; i < 400 && stretch::test::processAlive(worker); ++i)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_FALSE(stretch::test::processAlive(worker)) << "worker " << worker << " outlived its agent";
+}
+
+}  // namespace
+}  // namespace stretch::launcher

@@ -1,0 +1,122 @@
+// The one process spawner: environment, log files, pipes, stdin data, exit statuses, process
+// group teardown by the destructor. (Process groups under stopAll and the parent-death signal:
+// local_workers_test.cpp, which drives them through LocalWorkerGroup.)
+
+#include "runtime/launcher/process.hpp"
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "runtime/common/error.hpp"
+#include "tests/support/test_support.hpp"
+
+namespace stretch::launcher {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+TEST(Process, EnvironmentAndCapturedOutput) {
+  ::setenv("STRETCH_PROCESS_TEST_INHERITED", "kept", 1);
+  SpawnOptions o;
+  o.argv = {"/bin/sh", "-c", "echo $A $STRETCH_PROCESS_TEST_INHERITED; echo oops >&2; exit 3"};
+  o.env = {{"A", "given"}};
+  const auto captured = runCaptured(o.argv, {});  // no extra variables there
+  o.pipeOutput = true;
+  ChildProcess child = spawnProcess(o);
+  std::string out;
+  char buf[256];
+  for (ssize_t n; (n = ::read(child.stdoutFd(), buf, sizeof buf)) > 0;)
+    out.append(buf, static_cast<std::size_t>(n));
+  const ProcessExit exit = child.wait();
+  EXPECT_EQ(out, "given kept\n");
+  EXPECT_EQ(exit.code, 3);
+  EXPECT_FALSE(exit.signaled);
+  EXPECT_FALSE(exit.ok());
+  EXPECT_EQ(captured.out, "kept\n");
+  EXPECT_EQ(captured.exit.code, 3);
+}
+
+TEST(Process, RunCapturedAppendsStderrToTheLog) {
+  stretch::test::TempDir dir("stretch-process");
+  const fs::path log = dir.path() / "err.log";
+  const auto first = runCaptured({"/bin/sh", "-c", "echo out; echo err1 >&2"}, log);
+  const auto second = runCaptured({"/bin/sh", "-c", "echo err2 >&2; exit 0"}, log);
+  EXPECT_EQ(first.out, "out\n");
+  EXPECT_TRUE(second.exit.ok());
+  EXPECT_EQ(stretch::test::readFileIfAny(log), "err1\nerr2\n");
+}
+
+TEST(Process, StdinDataReachesTheChild) {
+  stretch::test::TempDir dir("stretch-process");
+  SpawnOptions o;
+  o.argv = {"/bin/sh", "-c", "read line; echo got:$line"};
+  o.stdinData = "secret-token";
+  o.logFile = dir.path() / "out.log";
+  ChildProcess child = spawnProcess(o);
+  EXPECT_TRUE(child.wait().ok());
+  EXPECT_EQ(stretch::test::readFileIfAny(o.logFile), "got:secret-token\n");
+}
+
+TEST(Process, AMissingProgramExits127NamingIt) {
+  stretch::test::TempDir dir("stretch-process");
+  SpawnOptions o;
+  o.argv = {"/nonexistent/worker", "--flag"};
+  o.logFile = dir.path() / "out.log";
+  o.execErrorPrefix = "test: ";
+  ChildProcess child = spawnProcess(o);
+  EXPECT_EQ(child.wait().code, 127);
+  EXPECT_NE(stretch::test::readFileIfAny(o.logFile).find(
+                "test: cannot execute /nonexistent/worker: No such file"),
+            std::string::npos)
+      << stretch::test::readFileIfAny(o.logFile);
+}
+
+TEST(Process, BadInputIsAnError) {
+  EXPECT_THROW(spawnProcess(SpawnOptions{}), ConfigError);
+  SpawnOptions o;
+  o.argv = {"/bin/true"};
+  o.logFile = "/nonexistent-dir/log";
+  EXPECT_THROW(spawnProcess(o), IoError);
+}
+
+TEST(Process, PollReportsAnExitOnceAndSignalsAsCodes) {
+  SpawnOptions o;
+  o.argv = {"/bin/sh", "-c", "kill -9 $$"};
+  ChildProcess child = spawnProcess(o);
+  std::optional<ProcessExit> exit;
+  for (int i = 0; i < 2000 && !exit; ++i) {
+    exit = child.poll();
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(exit);
+  EXPECT_TRUE(exit->signaled);
+  EXPECT_EQ(exit->signal(), SIGKILL);
+  EXPECT_EQ(exit->code, 128 + SIGKILL);
+  EXPECT_NE(exit->describe().find("signal 9"), std::string::npos);
+  EXPECT_FALSE(child.poll());
+  EXPECT_FALSE(child.running());
+  EXPECT_EQ(child.exit()->code, 128 + SIGKILL);
+}
+
+TEST(Process, TheDestructorKillsAndReaps) {
+  pid_t pid = -1;
+  {
+    SpawnOptions o;
+    o.argv = {"sleep", "60"};  // found in PATH
+    ChildProcess child = spawnProcess(o);
+    pid = child.pid();
+    EXPECT_TRUE(child.running());
+  }
+  // Reaped: the pid no longer names a process (not even a zombie).
+  EXPECT_FALSE(stretch::test::processAlive(pid));
+}
+
+}  // namespace
+}  // namespace stretch::launcher
