@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "runtime/common/error.hpp"
+#include "runtime/common/file_io.hpp"
 #include "runtime/config/ds_config.hpp"
 #include "sim/cluster.hpp"
 
@@ -285,16 +286,6 @@ std::string displayText(const json& value) {
     return out;
   }
   return value.dump();
-}
-
-std::string readFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw IoError(ErrorDetail{path.string(), "(unreadable)", "a readable file"});
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 void writeFile(const std::filesystem::path& path, const std::string& text) {

@@ -40,6 +40,7 @@
 #include "gui/sim_controller.hpp"
 #include "planner/report.hpp"
 #include "runtime/common/error.hpp"
+#include "runtime/common/file_io.hpp"
 
 namespace stretch::gui {
 
@@ -70,10 +71,13 @@ QTableView* makeTable(QAbstractItemModel* model, QWidget* parent) {
 
 // Whether a JSON file is a scenario (a job) rather than a DeepSpeed config.
 bool looksLikeScenario(const QString& path) {
-  std::ifstream in(toPath(path), std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  const auto json = nlohmann::json::parse(text.str(), nullptr, false, true);
+  std::string text;
+  try {
+    text = readFile(toPath(path));
+  } catch (const IoError&) {
+    return false;
+  }
+  const auto json = nlohmann::json::parse(text, nullptr, false, true);
   return json.is_object() && (json.contains("job") || json.contains("cluster"));
 }
 
