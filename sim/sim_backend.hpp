@@ -64,7 +64,7 @@ enum class SimMode { Functional, CostOnly };
 
 std::string_view toString(SimMode mode) noexcept;
 
-using SimDuration = std::chrono::nanoseconds;
+using SimDuration = stretch::Duration;  // Stretch's one Duration (runtime/common/duration.hpp)
 
 // Seconds to nanoseconds, rounded to nearest (the one conversion the backend uses).
 SimDuration toSimDuration(double seconds) noexcept;

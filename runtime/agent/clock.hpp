@@ -8,13 +8,15 @@
 #include <functional>
 #include <string>
 
+#include "runtime/common/duration.hpp"
+
 namespace stretch::agent {
 
 // A point in time: nanoseconds since an origin fixed by whoever drives the agent (the job's start
 // for the simulator, the Unix epoch for real agents comparing heartbeats across hosts).
 using Time = std::chrono::nanoseconds;
-// A span of time.
-using Duration = std::chrono::nanoseconds;
+// A span of time: Stretch's one Duration (runtime/common/duration.hpp).
+using stretch::Duration;
 // Returns the current Time. Must not go backwards.
 using Clock = std::function<Time()>;
 
@@ -22,10 +24,7 @@ using Clock = std::function<Time()>;
 // clocks, which heartbeat timestamps in a shared store need.
 Clock systemClock();
 
-// "12.5 s", "250 ms", "3 min 5 s": how times and durations appear in messages.
-std::string formatDuration(Duration d);
-
-// A count of seconds (a command-line value such as --heartbeat_timeout 2.5) as a Duration.
-Duration fromSeconds(double seconds);
+using stretch::formatDuration;
+using stretch::fromSeconds;
 
 }  // namespace stretch::agent

@@ -117,7 +117,7 @@ struct TcpStore::Client {
   std::size_t maxValueBytes;
   std::size_t maxFrame;
   std::string name;
-  std::atomic<std::int64_t> timeoutMs{0};
+  std::atomic<std::int64_t> timeoutTicks{0};  // Duration::count() of the current timeout
 
   std::mutex mutex;
   std::vector<UniqueFd> idle;
@@ -257,7 +257,7 @@ void TcpStore::Client::send(Lease& lease, const std::string& frame,
   int err = 0;
   const IoStatus status = detail::sendAll(lease.fd(), frame.data(), frame.size(), deadline, err);
   if (status != IoStatus::Ok)
-    ioFailure(lease, status, err, what, Duration(timeoutMs.load()));
+    ioFailure(lease, status, err, what, Duration(timeoutTicks.load()));
 }
 
 IoStatus TcpStore::Client::tryReceive(Lease& lease, SteadyClock::time_point deadline,
@@ -268,7 +268,7 @@ IoStatus TcpStore::Client::tryReceive(Lease& lease, SteadyClock::time_point dead
     return status;
   // The server writes whole frames: once the header is here the rest follows at once, so
   // allow a full timeout for it (big values) whatever was left of the caller's deadline.
-  const auto rest = std::max(deadline, SteadyClock::now() + Duration(timeoutMs.load()));
+  const auto rest = std::max(deadline, SteadyClock::now() + Duration(timeoutTicks.load()));
   char header[4];
   status = detail::recvAll(lease.fd(), header, sizeof header, rest, err);
   if (status != IoStatus::Ok)
@@ -311,7 +311,7 @@ TcpStore::Client::ReplyFrame TcpStore::Client::receive(Lease& lease,
 
 TcpStore::Client::ReplyFrame TcpStore::Client::call(const std::string& frame, std::string_view what,
                                                     Reply want) {
-  const Duration timeout(timeoutMs.load());
+  const Duration timeout(timeoutTicks.load());
   const auto deadline = SteadyClock::now() + timeout;
   Lease lease = acquire(deadline);
   send(lease, frame, deadline, what);
@@ -406,7 +406,7 @@ TcpStore::TcpStore(const TcpStoreOptions& options) : Store(options.timeout), opt
         fmt::format("{}: port = {}: expected 1 to 65535 for a client", name, options_.port));
   }
   client_ = std::make_unique<Client>(options_, server_ ? server_->port() : options_.port);
-  client_->timeoutMs.store(options_.timeout.count());
+  client_->timeoutTicks.store(options_.timeout.count());
   client_->release(client_->connect(SteadyClock::now() + options_.timeout));
 }
 
@@ -420,7 +420,7 @@ int TcpStore::port() const noexcept {
 }
 
 void TcpStore::set(const std::string& key, const std::string& value) {
-  client_->timeoutMs.store(timeout().count());
+  client_->timeoutTicks.store(timeout().count());
   client_->checkKey(key);
   client_->checkValue(key, value);
   client_->call(FrameWriter(Request::Set).str(key).str(value).take(),
@@ -428,7 +428,7 @@ void TcpStore::set(const std::string& key, const std::string& value) {
 }
 
 std::string TcpStore::get(const std::string& key) {
-  client_->timeoutMs.store(timeout().count());
+  client_->timeoutTicks.store(timeout().count());
   client_->checkKey(key);
   const Duration limit = timeout();
   const auto deadline = SteadyClock::now() + limit;
@@ -451,7 +451,7 @@ std::string TcpStore::get(const std::string& key) {
 }
 
 std::int64_t TcpStore::add(const std::string& key, std::int64_t delta) {
-  client_->timeoutMs.store(timeout().count());
+  client_->timeoutTicks.store(timeout().count());
   client_->checkKey(key);
   Client::ReplyFrame reply =
       client_->call(FrameWriter(Request::Add).str(key).i64(delta).take(),
@@ -465,7 +465,7 @@ std::int64_t TcpStore::add(const std::string& key, std::int64_t delta) {
 
 std::string TcpStore::compareSet(const std::string& key, const std::string& expected,
                                  const std::string& desired) {
-  client_->timeoutMs.store(timeout().count());
+  client_->timeoutTicks.store(timeout().count());
   client_->checkKey(key);
   client_->checkValue(key, expected);
   client_->checkValue(key, desired);
@@ -479,7 +479,7 @@ std::string TcpStore::compareSet(const std::string& key, const std::string& expe
 }
 
 bool TcpStore::check(const std::vector<std::string>& keys) {
-  client_->timeoutMs.store(timeout().count());
+  client_->timeoutTicks.store(timeout().count());
   FrameWriter frame(Request::Check);
   frame.u32(static_cast<std::uint32_t>(keys.size()));
   for (const auto& key : keys) {
@@ -495,13 +495,13 @@ bool TcpStore::check(const std::vector<std::string>& keys) {
 }
 
 void TcpStore::wait(const std::vector<std::string>& keys, std::optional<Duration> timeout) {
-  client_->timeoutMs.store(this->timeout().count());
+  client_->timeoutTicks.store(this->timeout().count());
   const Duration limit = timeout.value_or(this->timeout());
   client_->waitUntil(keys, SteadyClock::now() + limit, limit);
 }
 
 bool TcpStore::deleteKey(const std::string& key) {
-  client_->timeoutMs.store(timeout().count());
+  client_->timeoutTicks.store(timeout().count());
   client_->checkKey(key);
   Client::ReplyFrame reply =
       client_->call(FrameWriter(Request::DeleteKey).str(key).take(),
@@ -514,7 +514,7 @@ bool TcpStore::deleteKey(const std::string& key) {
 }
 
 std::int64_t TcpStore::numKeys() {
-  client_->timeoutMs.store(timeout().count());
+  client_->timeoutTicks.store(timeout().count());
   Client::ReplyFrame reply =
       client_->call(FrameWriter(Request::NumKeys).take(), "numKeys", Reply::Int);
   FrameReader reader(reply.body());

@@ -171,13 +171,4 @@ std::optional<OpType> parseOpType(std::string_view text) noexcept {
   return std::nullopt;
 }
 
-std::string formatDuration(Duration d) {
-  const auto ms = d.count();
-  if (ms % 60000 == 0 && ms >= 60000)
-    return fmt::format("{} min", ms / 60000);
-  if (ms >= 1000)
-    return fmt::format("{:g} s", static_cast<double>(ms) / 1000.0);
-  return fmt::format("{} ms", ms);
-}
-
 }  // namespace stretch::comm

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "runtime/common/duration.hpp"
+
 namespace stretch::comm {
 
 // Element types a backend may be asked to move or reduce. Names follow DeepSpeed/PyTorch short
@@ -113,13 +115,13 @@ inline constexpr OpType kAllOpTypes[] = {
 std::string_view toString(OpType op) noexcept;
 std::optional<OpType> parseOpType(std::string_view text) noexcept;
 
-using Duration = std::chrono::milliseconds;
+// Timeouts: Stretch's one Duration (runtime/common/duration.hpp), integer nanoseconds.
+using stretch::Duration;
 
 // DeepSpeed's default_pg_timeout: 10 minutes unless DEEPSPEED_TIMEOUT/STRETCH_TIMEOUT say
 // otherwise.
 inline constexpr Duration kDefaultTimeout = std::chrono::minutes(10);
 
-// "1.5 s", "250 ms", "10 min": how timeouts appear in error messages.
-std::string formatDuration(Duration d);
+using stretch::formatDuration;  // "1.5 s", "250 ms", "10 min" in error messages
 
 }  // namespace stretch::comm

@@ -68,8 +68,8 @@ TEST(CommTypes, BufferViewsSliceInElements) {
 
 TEST(CommTypes, DurationsPrintInTheirNaturalUnit) {
   EXPECT_EQ(formatDuration(std::chrono::minutes(10)), "10 min");
-  EXPECT_EQ(formatDuration(Duration(1500)), "1.5 s");
-  EXPECT_EQ(formatDuration(Duration(250)), "250 ms");
+  EXPECT_EQ(formatDuration(std::chrono::milliseconds(1500)), "1.5 s");
+  EXPECT_EQ(formatDuration(std::chrono::milliseconds(250)), "250 ms");
 }
 
 TEST(Bandwidth, FactorsAreNcclTestsDefinitions) {

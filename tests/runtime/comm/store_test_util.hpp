@@ -76,7 +76,7 @@ class Children {
 
   // Waits for every child until `timeout`; returns the exit codes (-1: did not exit in time or
   // died of a signal). Children still running are killed by the destructor.
-  std::vector<int> join(std::chrono::milliseconds timeout) {
+  std::vector<int> join(std::chrono::nanoseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     std::vector<int> codes;
     std::vector<pid_t> left;
