@@ -124,6 +124,15 @@ Command addLaunchCommand(CLI::App& app) {
                            "`stretch launch [OPTIONS] PROGRAM [ARGS...]`)\n";
               return kExitUsage;
             }
+            // Everything from the first word CLI11 does not know is PROGRAM; a word that looks
+            // like a flag there is a mistyped or unsupported flag, not a program to start.
+            const std::string& first = options->command.front();
+            if (first.size() > 1 && first.front() == '-') {
+              std::cerr << "stretch launch: error: unknown flag " << first
+                        << " before PROGRAM (see `stretch launch --help`; flags after PROGRAM "
+                           "belong to the program)\n";
+              return kExitUsage;
+            }
             return run(*options);
           }};
 }

@@ -231,6 +231,8 @@ TEST(Launch, BadInputIsExitStatusTwoWithTheFlagNamed) {
            {{"--include", "localhost:7", "--num_gpus", "2", "/bin/true"}, "--include"},
            {{"--launcher", "slurm", "/bin/true"}, "--launcher"},
            {{"--config", (dir.path() / "missing.json").string(), "/bin/true"}, "missing.json"},
+           {{"--bogus_flag", "3", "/bin/true"}, "unknown flag --bogus_flag"},
+           {{"--num_gpus", "1", "-x", "/bin/true"}, "unknown flag -x"},
            {{}, "PROGRAM"}}) {
     Launch launch(dir.path(), c.args);
     EXPECT_EQ(launch.wait(30s), 2) << c.expected << ": " << launch.err();
