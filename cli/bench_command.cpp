@@ -385,8 +385,9 @@ void runThreads(const CommPlan& plan, int ranks, std::chrono::steady_clock::time
                 RowPrinter& printer) {
   const auto left = std::chrono::duration_cast<stretch::comm::Duration>(
       deadline - std::chrono::steady_clock::now());
-  stretch::comm::InProcessWorld world(ranks, std::max<stretch::comm::Duration>(left, std::chrono::seconds(1)));
-  bc::runRankThreads(ranks, [&](int r) {
+  stretch::comm::InProcessWorld world(
+      ranks, std::max<stretch::comm::Duration>(left, std::chrono::seconds(1)));
+  stretch::comm::runRankThreads(ranks, [&](int r) {
     auto backend = world.backend(r);
     bc::runSweep(*backend, plan.sweep, [&](const bc::BenchRow& row) {
       if (r == 0)

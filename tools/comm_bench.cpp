@@ -4,9 +4,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
-#include <exception>
 #include <limits>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -388,27 +386,6 @@ std::vector<BenchRow> runSweep(Backend& backend, const SweepOptions& options,
     }
   }
   return rows;
-}
-
-void runRankThreads(int ranks, const std::function<void(int rank)>& body) {
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads)
-    t.join();
-  for (const auto& e : errors) {
-    if (e)
-      std::rethrow_exception(e);
-  }
 }
 
 }  // namespace stretch::tools

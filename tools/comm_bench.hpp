@@ -110,8 +110,4 @@ std::int64_t inputModulus(DataType dtype, int ranks) noexcept;
 std::vector<BenchRow> runSweep(Backend& backend, const SweepOptions& options,
                                const std::function<void(const BenchRow&)>& onRow = {});
 
-// Runs body(rank) for every rank of an in-process world, one thread per rank, and returns when
-// all have finished; then rethrows the lowest rank's exception, if any.
-void runRankThreads(int ranks, const std::function<void(int rank)>& body);
-
 }  // namespace stretch::tools

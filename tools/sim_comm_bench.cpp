@@ -1,5 +1,6 @@
 #include "tools/sim_comm_bench.hpp"
 
+#include "runtime/comm/in_process_backend.hpp"
 #include "sim/sim_backend.hpp"
 
 namespace stretch::tools {
@@ -9,7 +10,7 @@ std::vector<BenchRow> runSimulatedSweep(const sim::ClusterSpec& cluster, int ran
                                         const std::function<void(const BenchRow&)>& onRow) {
   const auto world = sim::SimWorld::create(cluster, ranks, sim::SimMode::Functional);
   std::vector<BenchRow> rows;
-  runRankThreads(ranks, [&](int r) {
+  comm::runRankThreads(ranks, [&](int r) {
     auto backend = world->backend(r);
     SweepOptions mine = options;
     mine.clock = [backend] { return backend->simulatedTime(); };

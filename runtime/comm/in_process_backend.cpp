@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -353,6 +354,27 @@ std::shared_ptr<Backend> InProcessWorld::backend(int rank) {
   auto created = std::make_shared<InProcessBackend>(state_, rank);
   weak = created;
   return created;
+}
+
+void runRankThreads(int ranks, const std::function<void(int rank)>& body) {
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        body(r);
+      } catch (...) {
+        errors[static_cast<std::size_t>(r)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads)
+    t.join();
+  for (const auto& e : errors) {
+    if (e)
+      std::rethrow_exception(e);
+  }
 }
 
 }  // namespace stretch::comm

@@ -13,6 +13,7 @@
 // as a real backend's broken communicator would. Ranks calling different collectives at the
 // same point fail with CommError naming both.
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,5 +38,10 @@ class InProcessWorld {
  private:
   std::shared_ptr<State> state_;
 };
+
+// Runs body(rank) for ranks 0..ranks-1, each on its own thread (as an InProcessWorld's or a
+// simulated world's ranks run), returns when all have finished, then rethrows the lowest rank's
+// exception, if any.
+void runRankThreads(int ranks, const std::function<void(int rank)>& body);
 
 }  // namespace stretch::comm

@@ -268,9 +268,7 @@ AgentResult runLaunch(const LaunchRequest& o) {
     options.checkpointDir = o.checkpointDir;
   options.monitorInterval = agent::fromSeconds(o.monitorInterval);
   options.stopSignal = o.stopSignal;
-  const std::optional<std::vector<int>> devices = accel::getAccelerator()->deviceType() != "cpu"
-                                                      ? std::optional<std::vector<int>>(slotIndices)
-                                                      : std::nullopt;
+  const auto devices = devicesOfSlots(slotIndices);
   const std::string masterAddr = o.masterAddr;
   options.environment = [job, devices, masterAddr](const agent::StartWorkers& start,
                                                    const agent::NodeAssignment& node,

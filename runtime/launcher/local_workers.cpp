@@ -6,10 +6,6 @@
 
 namespace stretch::launcher {
 
-std::string WorkerExit::describe() const {
-  return ProcessExit{exitCode, signaled}.describe();
-}
-
 LocalWorkerGroup::~LocalWorkerGroup() {
   stop(std::chrono::seconds(2));
 }
@@ -43,7 +39,7 @@ std::vector<WorkerExit> LocalWorkerGroup::poll() {
   std::vector<WorkerExit> exits;
   for (auto& w : workers_) {
     if (const auto exit = w.process.poll())
-      exits.push_back({w.spec.localRank, w.spec.globalRank, exit->code, exit->signaled});
+      exits.push_back({w.spec.localRank, w.spec.globalRank, *exit});
   }
   return exits;
 }

@@ -33,9 +33,7 @@ struct WorkerProcessSpec {
 struct WorkerExit {
   int localRank = 0;
   int globalRank = 0;
-  int exitCode = 0;  // the exit status, or 128 + signal number when killed by a signal
-  bool signaled = false;
-  std::string describe() const;  // "exit status 3", "killed by signal 9 (Killed)"
+  ProcessExit exit;  // exit status, or 128 + signal when killed by a signal
 };
 
 class LocalWorkerGroup {

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "runtime/accel/accelerator.hpp"
 #include "runtime/comm/tcp_store.hpp"
 #include "runtime/launcher/host_address.hpp"
 #include "runtime/launcher/node_workers.hpp"
@@ -172,8 +171,7 @@ NodeAgentResult joinJob(const JoinRequest& r) {
   storeOptions.host = host;
   storeOptions.port = port;
   storeOptions.token = token;
-  storeOptions.timeout = std::chrono::duration_cast<comm::Duration>(
-      std::chrono::duration<double>(std::max(5.0, r.controllerTimeout / 2)));
+  storeOptions.timeout = fromSeconds(std::max(5.0, r.controllerTimeout / 2));
   const StoreFactory connect = [storeOptions] {
     return std::make_shared<comm::PrefixStore>(kJobPrefix,
                                                std::make_shared<comm::TcpStore>(storeOptions));
@@ -194,7 +192,6 @@ NodeAgentResult joinJob(const JoinRequest& r) {
   }
   node.slots = static_cast<std::int64_t>(node.devices.size());
   node.address = r.nodeAddr.empty() ? localAddressTowards(host) : r.nodeAddr;
-  const bool gpus = accel::getAccelerator()->deviceType() != "cpu";
 
   if (!r.logDir.empty()) {
     std::filesystem::create_directories(r.logDir);
@@ -209,8 +206,7 @@ NodeAgentResult joinJob(const JoinRequest& r) {
   options.heartbeatInterval = fromSeconds(r.heartbeatInterval);
   options.controllerTimeout = fromSeconds(r.controllerTimeout);
   options.stopSignal = r.stopSignal;
-  const std::optional<std::vector<int>> devices =
-      gpus ? std::optional<std::vector<int>>(node.devices) : std::nullopt;
+  const auto devices = devicesOfSlots(node.devices);
   options.environment = [job, devices](const StartWorkers& s, const NodeAssignment& n,
                                        std::int64_t local, const std::string& masterAddr) {
     return jobWorkerEnvironment(job, s, n, local, masterAddr, devices);

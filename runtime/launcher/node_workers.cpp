@@ -48,13 +48,14 @@ void NodeWorkers::stop() {
 
 std::vector<WorkerExited> NodeWorkers::poll() {
   std::vector<WorkerExited> out;
-  for (const auto& exit : workers_.poll()) {
-    const int code = exit.signaled ? -(exit.exitCode - 128) : exit.exitCode;
+  for (const auto& worker : workers_.poll()) {
+    const int code = worker.exit.signaled ? -worker.exit.signal() : worker.exit.code;
     if (code != 0) {
       spdlog::warn("agent: worker {} (local rank {}) of generation {} on {} ended: {}",
-                   exit.globalRank, exit.localRank, generation_, nodeId_, exit.describe());
+                   worker.globalRank, worker.localRank, generation_, nodeId_,
+                   worker.exit.describe());
     }
-    out.push_back(WorkerExited{generation_, nodeId_, exit.localRank, code});
+    out.push_back(WorkerExited{generation_, nodeId_, worker.localRank, code});
   }
   return out;
 }

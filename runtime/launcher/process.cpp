@@ -285,13 +285,13 @@ Captured runCaptured(const std::vector<std::string>& argv, const std::filesystem
   options.argv = argv;
   options.pipeOutput = true;
   options.stdinNull = true;
-  ChildProcess child = spawnProcess(options);
   std::ofstream log;
   if (!stderrLog.empty()) {
     log.open(stderrLog, std::ios::app);
     if (!log)
       throw IoError(fmt::format("{}: cannot open for writing", stderrLog.string()));
   }
+  ChildProcess child = spawnProcess(options);
   Captured result;
   char buffer[65536];
   while (child.stdoutFd() >= 0 || child.stderrFd() >= 0) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "runtime/accel/accelerator.hpp"
 #include "runtime/common/check.hpp"
 
 namespace stretch::launcher {
@@ -62,6 +63,12 @@ std::map<std::string, std::string> workerEnvironment(const WorkerEnvSpec& spec) 
     env["STRETCH_GRADIENT_ACCUMULATION_STEPS"] = std::to_string(spec.batch->gradientAccumulation);
   }
   return env;
+}
+
+std::optional<std::vector<int>> devicesOfSlots(const std::vector<int>& slots) {
+  if (accel::getAccelerator()->deviceType() == "cpu")
+    return std::nullopt;
+  return slots;
 }
 
 std::map<std::string, std::string> jobWorkerEnvironment(

@@ -66,6 +66,10 @@ struct WorkerEnvSpec {
 
 std::map<std::string, std::string> workerEnvironment(const WorkerEnvSpec& spec);
 
+// A node's slot indices as the devices its workers may see (CUDA_VISIBLE_DEVICES) on a host
+// whose accelerator is not the CPU; nullopt on a CPU-only host (no variable is set).
+std::optional<std::vector<int>> devicesOfSlots(const std::vector<int>& slots);
+
 // The variables of one worker of a generation, from the job's settings and the controller's
 // StartWorkers: the one place a StartWorkers becomes a worker's environment. devices: the
 // node's slot indices on a GPU host (CUDA_VISIBLE_DEVICES: the first localWorldSize of them),

@@ -133,23 +133,9 @@ TEST(CommBenchRows, JsonRoundTripsWithTheDocumentedFields) {
 std::vector<BenchRow> sweepInProcess(int ranks, const SweepOptions& options) {
   stretch::comm::InProcessWorld world(ranks, std::chrono::seconds(60));
   std::vector<std::vector<BenchRow>> rows(static_cast<std::size_t>(ranks));
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        rows[static_cast<std::size_t>(r)] = runSweep(*world.backend(r), options);
-      } catch (...) {
-        errors[static_cast<std::size_t>(r)] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads)
-    t.join();
-  for (auto& e : errors) {
-    if (e)
-      std::rethrow_exception(e);
-  }
+  stretch::comm::runRankThreads(ranks, [&](int r) {
+    rows[static_cast<std::size_t>(r)] = runSweep(*world.backend(r), options);
+  });
   for (int r = 1; r < ranks; ++r) {
     EXPECT_EQ(rows[static_cast<std::size_t>(r)].size(), rows[0].size());
     for (std::size_t i = 0; i < rows[0].size() && i < rows[static_cast<std::size_t>(r)].size(); ++i)

@@ -24,7 +24,6 @@
 #include "runtime/comm/in_process_backend.hpp"
 #include "runtime/comm/reduce.hpp"
 #include "runtime/comm/store.hpp"
-#include "tests/runtime/comm/rank_threads.hpp"
 #if STRETCH_HAVE_SIM
 #include "sim/sim_backend.hpp"
 #endif
@@ -33,7 +32,6 @@ namespace stretch::comm {
 namespace {
 
 using namespace std::chrono_literals;
-using test::runRanks;
 
 // ---------------------------------------------------------------------------------------------
 // Worlds
@@ -44,7 +42,9 @@ struct World {
   std::shared_ptr<sim::SimWorld> sim;  // keeps the simulated ranks alive
 #endif
   std::vector<std::shared_ptr<Backend>> ranks;
-  Backend& operator[](int r) { return *ranks[static_cast<std::size_t>(r)]; }
+  Backend& operator[](int r) {
+    return *ranks[static_cast<std::size_t>(r)];
+  }
 };
 
 World makeWorld(const std::string& kind, int size, Duration timeout = 20s) {
@@ -75,7 +75,7 @@ World makeWorld(const std::string& kind, int size, Duration timeout = 20s) {
 #endif
   registerBuiltinBackends();
   auto store = std::make_shared<HashStore>(timeout);
-  runRanks(size, [&](int r) {
+  runRankThreads(size, [&](int r) {
     BackendInit init;
     init.store = store;
     init.rank = r;
@@ -102,7 +102,7 @@ std::vector<std::string> backendKinds() {
 // Runs `body` on every rank of a fresh world.
 void spmd(const std::string& kind, int size, const std::function<void(Backend&, int)>& body) {
   World world = makeWorld(kind, size);
-  runRanks(size, [&](int r) { body(world[r], r); });
+  runRankThreads(size, [&](int r) { body(world[r], r); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -251,7 +251,7 @@ TEST_P(BackendContract, AllReduceEveryOpAndDtypeIsExactAndBitIdenticalAcrossRank
         for (ReduceOp op : kOps) {
           SCOPED_TRACE(label(GetParam(), size, dtype, count) + " " + std::string(toString(op)));
           std::vector<Buffer> results(static_cast<std::size_t>(size), Buffer(dtype, count));
-          runRanks(size, [&](int r) {
+          runRankThreads(size, [&](int r) {
             Buffer& b = results[static_cast<std::size_t>(r)];
             for (std::size_t i = 0; i < count; ++i)
               b.set(i, valueOf(dtype, op, r, i));
@@ -274,7 +274,7 @@ TEST_P(BackendContract, AllReduceOfOneMebibyteOnEightRanks) {
   constexpr std::size_t kCount = (1u << 20) / sizeof(float);
   World world = makeWorld(GetParam(), kSize);
   std::vector<std::vector<float>> data(kSize, std::vector<float>(kCount));
-  runRanks(kSize, [&](int r) {
+  runRankThreads(kSize, [&](int r) {
     auto& v = data[static_cast<std::size_t>(r)];
     for (std::size_t i = 0; i < kCount; ++i)
       v[i] = static_cast<float>((i + static_cast<std::size_t>(r)) % 13);
@@ -322,7 +322,7 @@ TEST_P(BackendContract, BroadcastFromEveryRoot) {
         for (int root = 0; root < size; ++root) {
           SCOPED_TRACE(label(GetParam(), size, dtype, count) + " root " + std::to_string(root));
           std::vector<Buffer> bufs(static_cast<std::size_t>(size), Buffer(dtype, count));
-          runRanks(size, [&](int r) {
+          runRankThreads(size, [&](int r) {
             Buffer& b = bufs[static_cast<std::size_t>(r)];
             for (std::size_t i = 0; i < count; ++i)
               b.set(i, r == root ? static_cast<double>((i * 3 + 1) % 100) : 0.0);
@@ -346,7 +346,7 @@ TEST_P(BackendContract, AllGatherConcatenatesInRankOrder) {
       for (std::size_t count :
            {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{20000}}) {
         SCOPED_TRACE(label(GetParam(), size, dtype, count));
-        runRanks(size, [&](int r) {
+        runRankThreads(size, [&](int r) {
           Buffer in(dtype, count);
           Buffer out(dtype, count * static_cast<std::size_t>(size));
           for (std::size_t i = 0; i < count; ++i)
@@ -374,7 +374,7 @@ TEST_P(BackendContract, ReduceScatterGivesEachRankItsReducedBlock) {
              {std::size_t{0}, std::size_t{1}, std::size_t{6}, std::size_t{5000}}) {
           SCOPED_TRACE(label(GetParam(), size, dtype, block) + " " + std::string(toString(op)));
           const std::size_t total = block * static_cast<std::size_t>(size);
-          runRanks(size, [&](int r) {
+          runRankThreads(size, [&](int r) {
             Buffer in(dtype, total);
             Buffer out(dtype, block);
             for (std::size_t i = 0; i < total; ++i)
@@ -401,7 +401,7 @@ TEST_P(BackendContract, AllToAllTransposesBlocks) {
            {std::size_t{0}, std::size_t{1}, std::size_t{4}, std::size_t{9000}}) {
         SCOPED_TRACE(label(GetParam(), size, dtype, block));
         const std::size_t total = block * static_cast<std::size_t>(size);
-        runRanks(size, [&](int r) {
+        runRankThreads(size, [&](int r) {
           Buffer in(dtype, total);
           Buffer out(dtype, total);
           // Element i of the block rank r sends to rank d encodes (r, d, i).
@@ -497,7 +497,7 @@ TEST_P(BackendContract, ShapeRootAndPeerErrorsAreThrownBeforeAnythingIsSent) {
     EXPECT_NE(message.find('8'), std::string::npos) << message;
   }
   // Both ranks still work afterwards.
-  runRanks(2, [&](int r) {
+  runRankThreads(2, [&](int r) {
     std::vector<float> v = {1.0f};
     world[r].allReduce(BufferView::of(std::span(v)), ReduceOp::Sum)->wait();
     EXPECT_EQ(v[0], 2.0f);

@@ -20,12 +20,10 @@
 #include <gtest/gtest.h>
 
 #include "runtime/comm/collectives/algorithms.hpp"
-#include "tests/runtime/comm/rank_threads.hpp"
+#include "runtime/comm/in_process_backend.hpp"
 
 namespace stretch::comm::collectives {
 namespace {
-
-using test::runRanks;
 
 // Mailboxes between every pair of ranks, keyed by (source, destination, slot).
 class MemoryWorld {
@@ -162,7 +160,7 @@ template <typename T = std::int64_t, typename Body>
 std::vector<std::vector<T>> runCollective(int size, Body body) {
   MemoryWorld world(size);
   std::vector<std::vector<T>> out(static_cast<std::size_t>(size));
-  runRanks(size, [&](int rank) {
+  runRankThreads(size, [&](int rank) {
     MemoryWorld::RankChannel channel(world, rank);
     body(channel, rank, out[static_cast<std::size_t>(rank)]);
   });

@@ -9,18 +9,16 @@
 #include <gtest/gtest.h>
 
 #include "runtime/comm/errors.hpp"
-#include "tests/runtime/comm/rank_threads.hpp"
 
 namespace stretch::comm {
 namespace {
 
 using namespace std::chrono_literals;
-using test::runRanks;
 
 TEST(InProcessBackend, AllReduceIsCompleteOnReturnAndIdenticalOnEveryRank) {
   InProcessWorld world(4, 5s);
   std::vector<std::vector<float>> results(4);
-  runRanks(4, [&](int rank) {
+  runRankThreads(4, [&](int rank) {
     auto backend = world.backend(rank);
     std::vector<float> v = {0.1f * static_cast<float>(rank + 1), 1.0f, -2.0f};
     auto work = backend->allReduce(BufferView::of(std::span(v)), ReduceOp::Sum);
@@ -36,7 +34,7 @@ TEST(InProcessBackend, AllReduceIsCompleteOnReturnAndIdenticalOnEveryRank) {
 
 TEST(InProcessBackend, SendsAreEagerSoPairsMayCrossSend) {
   InProcessWorld world(2, 5s);
-  runRanks(2, [&](int rank) {
+  runRankThreads(2, [&](int rank) {
     auto backend = world.backend(rank);
     const int peer = 1 - rank;
     std::vector<std::int64_t> out = {rank * 10, rank * 10 + 1};
@@ -50,7 +48,7 @@ TEST(InProcessBackend, SendsAreEagerSoPairsMayCrossSend) {
 
 TEST(InProcessBackend, RecvOfTheWrongSizeFailsNamingBoth) {
   InProcessWorld world(2, 5s);
-  runRanks(2, [&](int rank) {
+  runRankThreads(2, [&](int rank) {
     auto backend = world.backend(rank);
     std::vector<std::int32_t> buf(rank == 0 ? 3 : 4);
     if (rank == 0) {
@@ -70,7 +68,7 @@ TEST(InProcessBackend, RecvOfTheWrongSizeFailsNamingBoth) {
 TEST(InProcessBackend, MismatchedCollectivesFailInsteadOfHanging) {
   InProcessWorld world(2, 5s);
   std::vector<std::string> messages(2);
-  runRanks(2, [&](int rank) {
+  runRankThreads(2, [&](int rank) {
     auto backend = world.backend(rank);
     std::vector<float> v(4, 1.0f);
     auto work = rank == 0 ? backend->allReduce(BufferView::of(std::span(v)), ReduceOp::Sum)
@@ -89,7 +87,7 @@ TEST(InProcessBackend, MismatchedCollectivesFailInsteadOfHanging) {
 
 TEST(InProcessBackend, AMissingRankTimesOutAndPoisonsTheWorld) {
   InProcessWorld world(3, 200ms);
-  runRanks(3, [&](int rank) {
+  runRankThreads(3, [&](int rank) {
     if (rank == 2)
       return;  // never joins
     auto backend = world.backend(rank);

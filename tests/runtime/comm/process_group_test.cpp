@@ -9,13 +9,11 @@
 
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/in_process_backend.hpp"
-#include "tests/runtime/comm/rank_threads.hpp"
 
 namespace stretch::comm {
 namespace {
 
 using namespace std::chrono_literals;
-using test::runRanks;
 
 std::shared_ptr<ProcessGroup> groupOf(InProcessWorld& world, int rank) {
   auto group = std::make_shared<ProcessGroup>(rank, world.size());
@@ -51,7 +49,7 @@ TEST(ProcessGroup, RejectsABackendOfAnotherShape) {
 
 TEST(ProcessGroup, NewGroupGivesMembersTheirOwnRanksAndNonMembersNull) {
   InProcessWorld world(4, 5s);
-  runRanks(4, [&](int rank) {
+  runRankThreads(4, [&](int rank) {
     auto world0 = groupOf(world, rank);
     auto odd = world0->newGroup({3, 1});
     auto all = world0->newGroup({0, 1, 2, 3});
@@ -86,7 +84,7 @@ TEST(ProcessGroup, NewGroupRejectsBadRankLists) {
 TEST(ProcessGroup, ParallelGroupsFollowMegatronsOrder) {
   // 8 ranks, 2 pipeline stages: data-parallel groups {0..3}, {4..7}; pipelines {i, i+4}.
   InProcessWorld world(8, 5s);
-  runRanks(8, [&](int rank) {
+  runRankThreads(8, [&](int rank) {
     auto world0 = groupOf(world, rank);
     const ParallelGroups groups = makeParallelGroups(*world0, 2);
     EXPECT_EQ(groups.stage, rank / 4);
@@ -116,7 +114,7 @@ TEST(ProcessGroup, CommsLoggerRecordsWhatTheGroupRuns) {
   CommsLoggerOptions options;
   options.enabled = true;
   auto logger = std::make_shared<CommsLogger>(options);
-  runRanks(2, [&](int rank) {
+  runRankThreads(2, [&](int rank) {
     auto group = groupOf(world, rank);
     if (rank == 0)
       group->setCommsLogger(logger);

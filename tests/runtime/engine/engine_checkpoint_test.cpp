@@ -12,9 +12,9 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/comm/in_process_backend.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
 #include "runtime/engine/engine.hpp"
-#include "tests/runtime/comm/rank_threads.hpp"
 #include "tests/runtime/engine/engine_test_util.hpp"
 #include "tests/support/test_support.hpp"
 
@@ -66,7 +66,7 @@ TrainRun train(int ranks, int stage, int steps, const fs::path& loadFrom = {},
   const TensorDataset data = dataset();  // here: the threads would race on the default generator
   TrainRun run;
   std::vector<std::vector<double>> rankLosses(static_cast<std::size_t>(ranks));
-  comm::test::runRanks(ranks, [&](int r) {
+  comm::runRankThreads(ranks, [&](int r) {
     InitOptions options;
     options.processGroup = groups.groups[static_cast<std::size_t>(r)];
     options.device = torch::Device(torch::kCPU);
@@ -193,7 +193,7 @@ TEST(CheckpointTags, DifferentTagsOnTheRanksFailWithTagValidationFail) {
   auto config = test::parse(configFor(0));
   config.checkpoint.tagValidation = config::TagValidation::Fail;
   std::vector<int> refused(2, 0);
-  comm::test::runRanks(2, [&](int r) {
+  comm::runRankThreads(2, [&](int r) {
     InitOptions options;
     options.processGroup = groups.groups[static_cast<std::size_t>(r)];
     options.device = torch::Device(torch::kCPU);

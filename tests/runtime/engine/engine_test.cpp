@@ -18,7 +18,6 @@
 #include "runtime/comm/in_process_backend.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/config/ds_config.hpp"
-#include "tests/runtime/comm/rank_threads.hpp"
 #include "tests/runtime/engine/engine_test_util.hpp"
 
 namespace stretch::engine {
@@ -47,7 +46,7 @@ torch::Tensor trainDataParallel(int ranks, int micro, int gas, int steps, const 
   // Models are built here, one after the other: LibTorch's default generator is shared by the
   // threads, so building them concurrently would interleave their random draws.
   const auto models = test::seededModels(ranks);
-  comm::test::runRanks(ranks, [&](int r) {
+  comm::runRankThreads(ranks, [&](int r) {
     Mlp model = models[static_cast<std::size_t>(r)];
     InitOptions options;
     options.processGroup = groups.groups[static_cast<std::size_t>(r)];
@@ -152,7 +151,7 @@ TEST(EngineOverlap, BucketsStartReducingBeforeBackwardReturns) {
   auto groups = makeGroups(2);
   const auto models = test::seededModels(2);
   std::vector<std::int64_t> launched(2);
-  comm::test::runRanks(2, [&](int r) {
+  comm::runRankThreads(2, [&](int r) {
     InitOptions options;
     options.processGroup = groups.groups[static_cast<std::size_t>(r)];
     options.device = torch::Device(torch::kCPU);
@@ -186,7 +185,7 @@ TEST(EngineAveraging, PredivideAndPrescaleGiveTheMeanAndSumGivesNTimesIt) {
     auto groups = makeGroups(ranks);
     std::vector<torch::Tensor> deltas(static_cast<std::size_t>(ranks));
     const auto models = test::seededModels(ranks);
-    comm::test::runRanks(ranks, [&](int r) {
+    comm::runRankThreads(ranks, [&](int r) {
       Mlp model = models[static_cast<std::size_t>(r)];
       const auto before = test::flatWeights(*model);
       InitOptions options;

@@ -43,8 +43,8 @@ TEST(LocalWorkers, EachWorkerGetsItsEnvironmentAndItsOwnLog) {
   auto exits = waitAll(group);
   ASSERT_EQ(exits.size(), 2u);
   for (const auto& e : exits) {
-    EXPECT_FALSE(e.signaled);
-    EXPECT_EQ(e.exitCode, e.globalRank);
+    EXPECT_FALSE(e.exit.signaled);
+    EXPECT_EQ(e.exit.code, e.globalRank);
   }
   EXPECT_EQ(stretch::test::readFileIfAny(dir.path() / "attempt_3" / "rank_4.log"),
             "rank=4 local=0\n");
@@ -57,9 +57,10 @@ TEST(LocalWorkers, AKilledWorkerReportsTheSignal) {
   group.start({"/bin/sh", "-c", "kill -9 $$"}, {{0, 0, {}}}, {}, 0);
   auto exits = waitAll(group);
   ASSERT_EQ(exits.size(), 1u);
-  EXPECT_TRUE(exits[0].signaled);
-  EXPECT_EQ(exits[0].exitCode, 128 + SIGKILL);
-  EXPECT_NE(exits[0].describe().find("signal 9"), std::string::npos) << exits[0].describe();
+  EXPECT_TRUE(exits[0].exit.signaled);
+  EXPECT_EQ(exits[0].exit.code, 128 + SIGKILL);
+  EXPECT_NE(exits[0].exit.describe().find("signal 9"), std::string::npos)
+      << exits[0].exit.describe();
 }
 
 TEST(LocalWorkers, AMissingProgramExitsWith127AndSaysWhyInTheLog) {
@@ -68,7 +69,7 @@ TEST(LocalWorkers, AMissingProgramExitsWith127AndSaysWhyInTheLog) {
   group.start({"/nonexistent/program"}, {{0, 0, {}}}, dir.path(), 0);
   auto exits = waitAll(group);
   ASSERT_EQ(exits.size(), 1u);
-  EXPECT_EQ(exits[0].exitCode, 127);
+  EXPECT_EQ(exits[0].exit.code, 127);
   EXPECT_NE(
       stretch::test::readFileIfAny(dir.path() / "attempt_0" / "rank_0.log").find("cannot execute"),
       std::string::npos);

@@ -16,19 +16,20 @@
 #include <gtest/gtest.h>
 
 #include "runtime/comm/errors.hpp"
+#include "runtime/comm/in_process_backend.hpp"
 #include "runtime/common/error.hpp"
-#include "tests/runtime/comm/rank_threads.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch::sim {
 namespace {
+
+using comm::runRankThreads;
 
 using namespace std::chrono_literals;
 using comm::BufferView;
 using comm::DataType;
 using comm::OpType;
 using comm::ReduceOp;
-using comm::test::runRanks;
 
 ClusterSpec preset(const char* name, std::int64_t nodes) {
   ClusterSpec spec = loadClusterPreset(name, test::fixturePath("clusters"));
@@ -72,7 +73,7 @@ TEST(SimBackendFunctional, SixtyFourRanksReduceCorrectlyAndClocksFollowTheCostMo
   std::vector<std::vector<float>> data(64, std::vector<float>(kCount));
   const SimDuration first = costOf(c, OpType::AllReduce, kCount * sizeof(float), 64);
   ASSERT_GT(first.count(), 0);
-  runRanks(64, [&](int r) {
+  runRankThreads(64, [&](int r) {
     auto backend = world->backend(r);
     EXPECT_EQ(backend->name(), "sim");
     auto& v = data[static_cast<std::size_t>(r)];
@@ -110,7 +111,7 @@ TEST(SimBackendFunctional, EveryOperationMovesTheDataAndAdvancesTheClock) {
   const SimDuration a2a = costOf(c, OpType::AllToAll, 4, 4);
   const SimDuration barrier = costOf(c, OpType::Barrier, 0, 4);
   const SimDuration crossNode = toSimDuration(pointToPointCost(c, 16 * 8, false).seconds);
-  runRanks(4, [&](int r) {
+  runRankThreads(4, [&](int r) {
     auto b = world->backend(r);
     SimDuration expected{0};
 
@@ -170,7 +171,7 @@ TEST(SimBackendFunctional, SubGroupsShareClocksAndAreCostedWhereTheirMembersAre)
   const SimDuration rail =
       toSimDuration(collectiveCost(c, OpType::AllReduce, kCount * 4, Placement{2, 2, 1}).seconds);
   const SimDuration all = costOf(c, OpType::AllReduce, kCount * 4, 16);
-  runRanks(16, [&](int r) {
+  runRankThreads(16, [&](int r) {
     auto b = world->backend(r);
     // Rail r % 8: one GPU on each node, so every byte crosses a NIC.
     auto group = b->createSubgroup({r % 8, r % 8 + 8}, "rail" + std::to_string(r % 8));
@@ -212,7 +213,7 @@ TEST(SimBackendFunctional, MismatchedCollectivesFailNamingBoth) {
   auto world =
       SimWorld::create(smallCluster(), 2, SimMode::Functional, {CollectiveAlgorithm::Auto, 5s});
   std::vector<std::string> messages(2);
-  runRanks(2, [&](int r) {
+  runRankThreads(2, [&](int r) {
     auto b = world->backend(r);
     std::vector<float> v(4, 1.0f);
     try {
@@ -234,7 +235,7 @@ TEST(SimBackendFunctional, ARejectedMessageDoesNotLeaveItsArrivalTimeBehind) {
   const ClusterSpec c = smallCluster();
   auto world = SimWorld::create(c, 2, SimMode::Functional);
   const SimDuration hop = toSimDuration(pointToPointCost(c, 16, true).seconds);
-  runRanks(2, [&](int r) {
+  runRankThreads(2, [&](int r) {
     auto b = world->backend(r);
     std::vector<float> four(4, 1.0f);
     std::vector<float> five(5);
@@ -411,7 +412,7 @@ TEST(SimBackend, ResultsAreBitIdenticalRunToRun) {
   auto run = [] {
     const ClusterSpec c = preset("dgx-a100", 2);
     auto world = SimWorld::create(c, 16, SimMode::Functional);
-    runRanks(16, [&](int r) {
+    runRankThreads(16, [&](int r) {
       auto b = world->backend(r);
       std::vector<double> v(333, r * 0.1);
       for (int step = 0; step < 5; ++step) {
