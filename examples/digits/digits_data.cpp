@@ -13,14 +13,13 @@
 
 namespace stretch::examples {
 
-engine::TensorDataset loadDigits(const std::filesystem::path& path, std::int64_t begin,
-                                 std::int64_t end) {
+engine::TensorDataset loadDigits(const std::string& path, std::int64_t begin, std::int64_t end) {
   std::unique_ptr<gzFile_s, int (*)(gzFile)> file(gzopen(path.c_str(), "rb"), gzclose);
   if (!file) {
     throw IoError(
         fmt::format("{}: cannot open the digits data set (expected the gzip CSV "
                     "bundled in fixtures/data/digits)",
-                    path.string()));
+                    path));
   }
   std::vector<float> pixels;
   std::vector<std::int64_t> labels;
@@ -37,16 +36,15 @@ engine::TensorDataset loadDigits(const std::filesystem::path& path, std::int64_t
       int v = 0;
       const auto [next, ec] = std::from_chars(p, stop, v);
       if (ec != std::errc())
-        throw IoError(
-            fmt::format("{}:{}: expected comma-separated integers", path.string(), lineNo));
+        throw IoError(fmt::format("{}:{}: expected comma-separated integers", path, lineNo));
       values.push_back(v);
       p = next;
       if (p < stop && *p == ',')
         ++p;
     }
     if (values.size() != 65 || values.back() < 0 || values.back() > 9) {
-      throw IoError(fmt::format("{}:{}: expected 64 pixels and a label 0..9, got {} values",
-                                path.string(), lineNo, values.size()));
+      throw IoError(fmt::format("{}:{}: expected 64 pixels and a label 0..9, got {} values", path,
+                                lineNo, values.size()));
     }
     for (int i = 0; i < 64; ++i)
       pixels.push_back(static_cast<float>(values[static_cast<std::size_t>(i)]) / 16.0f);
@@ -54,7 +52,7 @@ engine::TensorDataset loadDigits(const std::filesystem::path& path, std::int64_t
   }
   const auto n = static_cast<std::int64_t>(labels.size());
   if (n == 0)
-    throw IoError(fmt::format("{}: no rows in [{}, {})", path.string(), begin, end));
+    throw IoError(fmt::format("{}: no rows in [{}, {})", path, begin, end));
   return {torch::from_blob(pixels.data(), {n, 64}, torch::kFloat32).clone(),
           torch::from_blob(labels.data(), {n}, torch::kInt64).clone()};
 }

@@ -4,7 +4,7 @@
 // labels as int64 [N].
 
 #include <cstdint>
-#include <filesystem>
+#include <string>
 
 #include "runtime/engine/data.hpp"
 
@@ -12,7 +12,7 @@ namespace stretch::examples {
 
 // Rows [begin, end) of the file (end = -1: to the end). Throws IoError naming the file and line
 // when it is missing or malformed.
-engine::TensorDataset loadDigits(const std::filesystem::path& path, std::int64_t begin = 0,
+engine::TensorDataset loadDigits(const std::string& path, std::int64_t begin = 0,
                                  std::int64_t end = -1);
 
 }  // namespace stretch::examples

@@ -13,8 +13,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -32,6 +30,8 @@
 #include "runtime/comm/builtin/builtin_backends.hpp"
 #include "runtime/comm/init_distributed.hpp"
 #include "runtime/common/error.hpp"
+#include "runtime/common/file_io.hpp"
+#include "runtime/common/posix_files.hpp"
 #include "runtime/config/ds_config.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
 #include "runtime/engine/engine.hpp"
@@ -90,7 +90,7 @@ double median(std::vector<double> values) {
 //                                      pause_S.release (rank 0 creates pause_S.reached first), so
 //                                      the test can take a node away or add one at that step.
 struct FaultScript {
-  std::filesystem::path dir;
+  std::string dir;
   std::int64_t killStep = -1;
   std::int64_t killRank = -1;
   std::vector<std::int64_t> pauseSteps;
@@ -120,24 +120,24 @@ struct FaultScript {
   void afterStep(std::int64_t step, std::int64_t rank) const {
     if (dir.empty())
       return;
-    namespace fs = std::filesystem;
     if (step == killStep && rank == killRank) {
-      const fs::path marker = dir / fmt::format("kill_{}", step);
-      if (!fs::exists(marker)) {
-        std::ofstream(marker) << rank << "\n";
+      const std::string marker = stretch::joinPath(dir, fmt::format("kill_{}", step));
+      if (!stretch::pathExists(marker)) {
+        stretch::writeFileAtomically(marker, fmt::format("{}\n", rank));
         spdlog::warn("fault script: rank {} kills itself after step {}", rank, step);
         ::kill(::getpid(), SIGKILL);
       }
     }
     if (std::find(pauseSteps.begin(), pauseSteps.end(), step) == pauseSteps.end())
       return;
-    const fs::path release = dir / fmt::format("pause_{}.release", step);
-    if (fs::exists(release))
+    const std::string release = stretch::joinPath(dir, fmt::format("pause_{}.release", step));
+    if (stretch::pathExists(release))
       return;
     if (rank == 0)
-      std::ofstream(dir / fmt::format("pause_{}.reached", step)) << "\n";
+      stretch::writeFileAtomically(stretch::joinPath(dir, fmt::format("pause_{}.reached", step)),
+                                   "\n");
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while (!fs::exists(release)) {
+    while (!stretch::pathExists(release)) {
       if (std::chrono::steady_clock::now() > deadline) {
         spdlog::error("fault script: nobody released the pause at step {}", step);
         std::exit(3);
@@ -154,9 +154,9 @@ bool distributedEnvironment() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::filesystem::path source = STRETCH_SOURCE_DIR;
-  std::string configPath = (source / "fixtures/jobs/digits/ds_config.json").string();
-  std::string dataPath = (source / "fixtures/data/digits/digits.csv.gz").string();
+  const std::string source = STRETCH_SOURCE_DIR;
+  std::string configPath = stretch::joinPath(source, "fixtures/jobs/digits/ds_config.json");
+  std::string dataPath = stretch::joinPath(source, "fixtures/data/digits/digits.csv.gz");
   std::int64_t steps = 600;
   std::int64_t trainRows = 1500;
   std::string checkpointDir;
@@ -198,7 +198,9 @@ int main(int argc, char** argv) {
   }
 
   try {
-    const auto parsed = stretch::config::loadConfig(configPath);
+    // parseConfig(readFile) rather than loadConfig, whose std::filesystem::path parameter would
+    // construct a path (out-of-line std::filesystem code: docs/gpu.md).
+    const auto parsed = stretch::config::parseConfig(stretch::readFile(configPath), configPath);
     for (const auto& w : parsed.warnings)
       spdlog::warn("{}", w);
     std::shared_ptr<stretch::comm::ProcessGroup> group;
@@ -223,7 +225,7 @@ int main(int argc, char** argv) {
     if (resume) {
       if (auto loaded = engine->loadCheckpoint(checkpointDir)) {
         if (engine->dpRank() == 0) {
-          spdlog::info("resumed from {} at step {} (written by {} rank(s))", loaded->path.string(),
+          spdlog::info("resumed from {} at step {} (written by {} rank(s))", loaded->path,
                        engine->globalSteps(), loaded->savedDpWorldSize);
         }
       }

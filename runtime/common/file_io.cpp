@@ -5,27 +5,26 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <system_error>
 
 #include <fmt/format.h>
 
 #include "runtime/common/error.hpp"
+#include "runtime/common/posix_files.hpp"
 
 namespace stretch {
 
 namespace {
 
-[[noreturn]] void cannotRead(const std::filesystem::path& path, std::string_view what, int error) {
-  throw IoError(fmt::format("cannot read {}{}{}: {}", what, what.empty() ? "" : " ", path.string(),
+[[noreturn]] void cannotRead(const std::string& path, std::string_view what, int error) {
+  throw IoError(fmt::format("cannot read {}{}{}: {}", what, what.empty() ? "" : " ", path,
                             std::strerror(error)));
 }
 
 }  // namespace
 
-std::string readFile(const std::filesystem::path& path, std::string_view what) {
+std::string readFile(const std::string& path, std::string_view what) {
   // fopen succeeds on a directory and only the first read fails: say so up front.
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
+  if (isDirectory(path)) {
     cannotRead(path, what, EISDIR);
   }
   const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,14 +15,14 @@
 #include <nlohmann/json.hpp>
 #include <torch/csrc/jit/serialization/pickle.h>
 
-namespace stretch::engine {
+#include "runtime/common/posix_files.hpp"
 
-namespace fs = std::filesystem;
+namespace stretch::engine {
 
 namespace {
 
-std::string quoted(const fs::path& path) {
-  return "'" + path.string() + "'";
+std::string quoted(const std::string& path) {
+  return "'" + path + "'";
 }
 
 std::string errnoText(int error) {
@@ -112,22 +111,10 @@ class Fd {
   int fd_;
 };
 
-void fsyncDirectory(const fs::path& dir) {
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    fail("cannot open directory " + quoted(dir) + " to sync it: " + errnoText(errno));
-  }
-  if (::fsync(fd.get()) != 0 && errno != EINVAL && errno != EROFS) {
-    fail("cannot sync directory " + quoted(dir) + ": " + errnoText(errno));
-  }
-}
-
-std::atomic<std::uint64_t> gTempCounter{0};
-
 // Reads `fd` to its end in 64 KiB chunks, handing each to onChunk(data, size); a read error is
 // a CheckpointError naming `path`.
 template <class OnChunk>
-void readChunks(int fd, const fs::path& path, OnChunk&& onChunk) {
+void readChunks(int fd, const std::string& path, OnChunk&& onChunk) {
   std::array<char, 1 << 16> buffer{};
   for (;;) {
     const ssize_t got = ::read(fd, buffer.data(), buffer.size());
@@ -145,7 +132,7 @@ void readChunks(int fd, const fs::path& path, OnChunk&& onChunk) {
 }
 
 // Reads a whole file. nullopt when it does not exist.
-std::optional<std::string> readWholeFile(const fs::path& path) {
+std::optional<std::string> readWholeFile(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT) {
@@ -166,31 +153,31 @@ std::optional<std::string> readWholeFile(const fs::path& path) {
   return out;
 }
 
-std::string fileNameOf(const fs::path& path) {
-  return path.filename().string();
-}
-
-// A manifest file name must stay inside the tag directory.
+// A manifest file name must stay inside the tag directory: relative, and no component empty,
+// "." or "..".
 bool isSafeRelativeName(const std::string& name) {
-  if (name.empty() || name.find('\0') != std::string::npos) {
+  if (name.empty() || name.find('\0') != std::string::npos || name.front() == '/') {
     return false;
   }
-  const fs::path p(name);
-  if (p.is_absolute() || p.has_root_path()) {
-    return false;
-  }
-  for (const auto& part : p) {
-    if (part == ".." || part == "." || part.empty()) {
+  std::size_t begin = 0;
+  for (;;) {
+    const std::size_t slash = name.find('/', begin);
+    const std::string_view part =
+        std::string_view(name).substr(begin, slash == std::string::npos ? slash : slash - begin);
+    if (part.empty() || part == "." || part == "..") {
       return false;
     }
+    if (slash == std::string::npos) {
+      return true;
+    }
+    begin = slash + 1;
   }
-  return true;
 }
 
-void checkRecordAgainst(const fs::path& file, const FileRecord& record, std::uint64_t bytes,
+void checkRecordAgainst(const std::string& file, const FileRecord& record, std::uint64_t bytes,
                         const std::function<std::string()>& digest) {
   if (bytes != record.bytes) {
-    failDetail(file.string(), std::to_string(bytes) + " bytes",
+    failDetail(file, std::to_string(bytes) + " bytes",
                std::to_string(record.bytes) + " bytes as listed in " +
                    CheckpointManifest::kFileName +
                    (bytes < record.bytes ? " (the file is truncated)"
@@ -198,7 +185,7 @@ void checkRecordAgainst(const fs::path& file, const FileRecord& record, std::uin
   }
   const std::string actual = digest();
   if (actual != record.sha256) {
-    failDetail(file.string(), "sha256 " + actual,
+    failDetail(file, "sha256 " + actual,
                "sha256 " + record.sha256 + " as listed in " + CheckpointManifest::kFileName +
                    " (the file is corrupt)");
   }
@@ -239,7 +226,7 @@ std::string sha256Hex(std::string_view bytes) {
   return sha.hex();
 }
 
-std::string sha256OfFile(const fs::path& path) {
+std::string sha256OfFile(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     fail("cannot open checkpoint file " + quoted(path) + ": " + errnoText(errno));
@@ -249,60 +236,18 @@ std::string sha256OfFile(const fs::path& path) {
   return sha.hex();
 }
 
-FileRecord writeFileAtomically(const fs::path& path, std::string_view bytes) {
-  if (path.filename().empty()) {
-    fail("cannot write " + quoted(path) + ": expected a file path");
+FileRecord writeFileAtomically(const std::string& path, std::string_view bytes) {
+  try {
+    stretch::writeFileAtomically(path, bytes);
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const IoError& e) {
+    fail(e.what());
   }
-  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) {
-    fail("cannot create directory " + quoted(dir) + ": " + ec.message());
-  }
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid()) + "." +
-                       std::to_string(gTempCounter.fetch_add(1));
-  {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (fd.get() < 0) {
-      fail("cannot create " + quoted(tmp) + ": " + errnoText(errno));
-    }
-    auto abandon = [&](const std::string& what) {
-      const int error = errno;
-      fd.close();
-      ::unlink(tmp.c_str());
-      fail("cannot " + what + " " + quoted(tmp) + " (for " + quoted(path) +
-           "): " + errnoText(error));
-    };
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t put = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-      if (put < 0) {
-        if (errno == EINTR) {
-          continue;
-        }
-        abandon("write");
-      }
-      done += static_cast<std::size_t>(put);
-    }
-    if (::fsync(fd.get()) != 0) {
-      abandon("sync");
-    }
-    if (fd.close() != 0) {
-      const int error = errno;
-      ::unlink(tmp.c_str());
-      fail("cannot close " + quoted(tmp) + " (for " + quoted(path) + "): " + errnoText(error));
-    }
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(tmp.c_str());
-    fail("cannot rename " + quoted(tmp) + " to " + quoted(path) + ": " + errnoText(error));
-  }
-  fsyncDirectory(dir);
-  return FileRecord{fileNameOf(path), bytes.size(), sha256Hex(bytes)};
+  return FileRecord{fileName(path), bytes.size(), sha256Hex(bytes)};
 }
 
-void writeTextAtomically(const fs::path& path, std::string_view text) {
+void writeTextAtomically(const std::string& path, std::string_view text) {
   writeFileAtomically(path, text);
 }
 
@@ -325,16 +270,16 @@ c10::IValue deserializeState(const std::vector<char>& bytes, const std::string& 
   }
 }
 
-FileRecord saveStateFile(const fs::path& path, const c10::IValue& value) {
+FileRecord saveStateFile(const std::string& path, const c10::IValue& value) {
   const std::vector<char> bytes = serializeState(value);
   return writeFileAtomically(path, std::string_view(bytes.data(), bytes.size()));
 }
 
-FileRecord saveStateFile(const fs::path& path, const StateDict& state) {
+FileRecord saveStateFile(const std::string& path, const StateDict& state) {
   return saveStateFile(path, toIValue(state));
 }
 
-c10::IValue loadStateFile(const fs::path& path) {
+c10::IValue loadStateFile(const std::string& path) {
   const std::optional<std::string> bytes = readWholeFile(path);
   if (!bytes) {
     fail("checkpoint file " + quoted(path) + " is missing");
@@ -343,7 +288,7 @@ c10::IValue loadStateFile(const fs::path& path) {
                           "checkpoint file " + quoted(path));
 }
 
-StateDict loadStateDict(const fs::path& path) {
+StateDict loadStateDict(const std::string& path) {
   return toStateDict(loadStateFile(path), "checkpoint file " + quoted(path));
 }
 
@@ -371,8 +316,8 @@ void validateTag(const std::string& tag) {
   }
 }
 
-std::optional<std::string> readLatest(const fs::path& dir) {
-  const fs::path path = dir / "latest";
+std::optional<std::string> readLatest(const std::string& dir) {
+  const std::string path = joinPath(dir, "latest");
   const std::optional<std::string> text = readWholeFile(path);
   if (!text) {
     return std::nullopt;
@@ -383,14 +328,14 @@ std::optional<std::string> readLatest(const fs::path& dir) {
   const std::string tag = begin == std::string::npos ? "" : text->substr(begin, end - begin + 1);
   if (tag.empty() || tag == "." || tag == ".." ||
       tag.find_first_of(std::string_view("/\n\r\0", 4)) != std::string::npos) {
-    failDetail(path.string(), "'" + tag.substr(0, 80) + "'", "the tag of a checkpoint directory");
+    failDetail(path, "'" + tag.substr(0, 80) + "'", "the tag of a checkpoint directory");
   }
   return tag;
 }
 
-void writeLatest(const fs::path& dir, const std::string& tag) {
+void writeLatest(const std::string& dir, const std::string& tag) {
   validateTag(tag);
-  writeTextAtomically(dir / "latest", tag);
+  writeTextAtomically(joinPath(dir, "latest"), tag);
 }
 
 // ---- manifest ----
@@ -562,65 +507,65 @@ CheckpointManifest CheckpointManifest::fromJson(std::string_view text, const std
   return m;
 }
 
-void writeManifest(const fs::path& tagDir, const CheckpointManifest& manifest) {
-  writeTextAtomically(tagDir / CheckpointManifest::kFileName, manifest.toJson());
+void writeManifest(const std::string& tagDir, const CheckpointManifest& manifest) {
+  writeTextAtomically(joinPath(tagDir, CheckpointManifest::kFileName), manifest.toJson());
 }
 
-CheckpointManifest readManifest(const fs::path& tagDir) {
-  const fs::path path = tagDir / CheckpointManifest::kFileName;
+CheckpointManifest readManifest(const std::string& tagDir) {
+  const std::string path = joinPath(tagDir, CheckpointManifest::kFileName);
   const std::optional<std::string> text = readWholeFile(path);
   if (!text) {
     fail("checkpoint manifest " + quoted(path) +
          " is missing (the checkpoint is incomplete or was not written by Stretch)");
   }
-  return CheckpointManifest::fromJson(*text, path.string());
+  return CheckpointManifest::fromJson(*text, path);
 }
 
-void verifyFile(const fs::path& tagDir, const FileRecord& record) {
+void verifyFile(const std::string& tagDir, const FileRecord& record) {
   if (!isSafeRelativeName(record.name)) {
     failDetail("manifest file name", "'" + record.name + "'",
                "a relative file name inside the tag directory");
   }
-  const fs::path file = tagDir / record.name;
-  std::error_code ec;
-  const fs::file_status status = fs::status(file, ec);
-  if (ec || !fs::exists(status)) {
-    failDetail(file.string(), "missing",
+  const std::string file = joinPath(tagDir, record.name);
+  if (!pathExists(file)) {
+    failDetail(file, "missing",
                "a file of " + std::to_string(record.bytes) + " bytes listed in " +
                    CheckpointManifest::kFileName);
   }
-  if (!fs::is_regular_file(status)) {
-    failDetail(file.string(), "not a regular file",
+  if (!isRegularFile(file)) {
+    failDetail(file, "not a regular file",
                "a file listed in " + std::string(CheckpointManifest::kFileName));
   }
-  const std::uintmax_t size = fs::file_size(file, ec);
-  if (ec) {
-    fail("cannot stat checkpoint file " + quoted(file) + ": " + ec.message());
+  std::uint64_t size = 0;
+  try {
+    size = fileSize(file);
+  } catch (const IoError& e) {
+    fail(std::string("checkpoint file: ") + e.what());
   }
   checkRecordAgainst(file, record, size, [&] { return sha256OfFile(file); });
 }
 
-void verifyAll(const fs::path& tagDir, const CheckpointManifest& manifest) {
+void verifyAll(const std::string& tagDir, const CheckpointManifest& manifest) {
   for (const FileRecord& r : manifest.files) {
     verifyFile(tagDir, r);
   }
 }
 
-c10::IValue loadVerifiedStateFile(const fs::path& tagDir, const CheckpointManifest& manifest,
+c10::IValue loadVerifiedStateFile(const std::string& tagDir, const CheckpointManifest& manifest,
                                   const std::string& name) {
   const FileRecord* record = manifest.find(name);
   if (record == nullptr) {
-    failDetail((tagDir / name).string(), "not listed",
-               "a file listed in " + (tagDir / CheckpointManifest::kFileName).string());
+    failDetail(joinPath(tagDir, name), "not listed",
+               "a file listed in " + joinPath(tagDir, CheckpointManifest::kFileName));
   }
   if (!isSafeRelativeName(name)) {
     failDetail("manifest file name", "'" + name + "'",
                "a relative file name inside the tag directory");
   }
-  const fs::path file = tagDir / name;
+  const std::string file = joinPath(tagDir, name);
   const std::optional<std::string> bytes = readWholeFile(file);
   if (!bytes) {
-    failDetail(file.string(), "missing",
+    failDetail(file, "missing",
                "a file of " + std::to_string(record->bytes) + " bytes listed in " +
                    CheckpointManifest::kFileName);
   }
@@ -629,8 +574,8 @@ c10::IValue loadVerifiedStateFile(const fs::path& tagDir, const CheckpointManife
                           "checkpoint file " + quoted(file));
 }
 
-c10::IValue loadStateFile(const fs::path& path, const CheckpointManifest& manifest) {
-  return loadVerifiedStateFile(path.parent_path(), manifest, path.filename().string());
+c10::IValue loadStateFile(const std::string& path, const CheckpointManifest& manifest) {
+  return loadVerifiedStateFile(parentPath(path), manifest, fileName(path));
 }
 
 }  // namespace stretch::engine

@@ -9,10 +9,16 @@
 // to write only their elements. Python's torch.save of a plain dict of tensors loads here too;
 // see loadStateFile for what does not.
 //
-// Durability. Every file is written to "<path>.tmp.<pid>.<k>" (k counts writes in the process,
-// so thread-ranks never collide), fsync'ed, renamed over <path>, and the directory is fsync'ed:
-// after a crash <path> holds either the old or the new complete file, never a torn one.
-// dir/latest (the tag, no newline, as DeepSpeed writes it) is written the same way, last.
+// Durability. Every file is written by stretch::writeFileAtomically (runtime/common/posix_files):
+// to "<path>.tmp.<pid>.<k>" (k counts writes in the process, so thread-ranks never collide),
+// fsync'ed, renamed over <path>, and the directory is fsync'ed: after a crash <path> holds
+// either the old or the new complete file, never a torn one. dir/latest (the tag, no newline, as
+// DeepSpeed writes it) is written the same way, last.
+//
+// Paths are plain strings and every file operation is a POSIX call (runtime/common/
+// posix_files.hpp), never std::filesystem: PyTorch 2.11's libtorch.so exports its own copies of
+// those functions and calls from here would bind to them (docs/gpu.md). The fs_trap_test
+// (tests/runtime/engine) fails when a std::filesystem function is called on the checkpoint path.
 //
 // Integrity. dir/tag/manifest.json lists every file of the checkpoint with its size and SHA-256
 // plus metadata (Stretch version, world size, ZeRO stage, tag). verifyFile checks a file against
@@ -27,7 +33,6 @@
 
 #include <ATen/core/ivalue.h>
 #include <cstdint>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -55,7 +60,7 @@ StateDict toStateDict(const c10::IValue& value, const std::string& what = "state
 // Lower-case hex SHA-256 (OpenSSL EVP).
 std::string sha256Hex(std::string_view bytes);
 // SHA-256 of a file's contents, read in chunks. CheckpointError when unreadable.
-std::string sha256OfFile(const std::filesystem::path& path);
+std::string sha256OfFile(const std::string& path);
 
 // What a manifest records about one file. name is relative to the tag directory.
 struct FileRecord {
@@ -65,11 +70,11 @@ struct FileRecord {
   friend bool operator==(const FileRecord&, const FileRecord&) = default;
 };
 
-// Writes `bytes` durably (see the header comment), creating missing parent directories.
-// Returns the record (name = path's file name). CheckpointError on any failure; the temporary
-// file is removed.
-FileRecord writeFileAtomically(const std::filesystem::path& path, std::string_view bytes);
-void writeTextAtomically(const std::filesystem::path& path, std::string_view text);
+// stretch::writeFileAtomically (see the header comment; creates missing parent directories)
+// with the record of what was written (name = path's file name). CheckpointError on any
+// failure; the temporary file is removed.
+FileRecord writeFileAtomically(const std::string& path, std::string_view bytes);
+void writeTextAtomically(const std::string& path, std::string_view text);
 
 // ---- state files ----
 
@@ -79,16 +84,16 @@ std::vector<char> serializeState(const c10::IValue& value);
 // archive.
 c10::IValue deserializeState(const std::vector<char>& bytes, const std::string& what);
 
-FileRecord saveStateFile(const std::filesystem::path& path, const c10::IValue& value);
-FileRecord saveStateFile(const std::filesystem::path& path, const StateDict& state);
+FileRecord saveStateFile(const std::string& path, const c10::IValue& value);
+FileRecord saveStateFile(const std::string& path, const StateDict& state);
 // Reads and unpickles a file written by saveStateFile or by Python's torch.save of a dict of
 // tensors / numbers / strings / lists / dicts. LibTorch 1.13's unpickler does not restore
 // Python objects: an OrderedDict (what nn.Module.state_dict() returns) loads as None (Python
 // side: torch.save(dict(model.state_dict()), path)) and other classes are a CheckpointError.
 // No verification: use loadVerifiedStateFile for checkpoint files.
-c10::IValue loadStateFile(const std::filesystem::path& path);
+c10::IValue loadStateFile(const std::string& path);
 // loadStateFile, then toStateDict.
-StateDict loadStateDict(const std::filesystem::path& path);
+StateDict loadStateDict(const std::string& path);
 
 // ---- DeepSpeed's layout ----
 
@@ -99,9 +104,9 @@ std::string modelStatesName(int mpRank = 0);
 std::string zeroOptimStatesName(int dpRank, int mpRank = 0, bool bf16 = false);
 // The tag in dir/latest (surrounding whitespace removed, as DeepSpeed's .strip()), nullopt when
 // there is no such file. CheckpointError when it is unreadable or holds no valid tag.
-std::optional<std::string> readLatest(const std::filesystem::path& dir);
+std::optional<std::string> readLatest(const std::string& dir);
 // Writes dir/latest atomically; call it after every file of the tag is durable.
-void writeLatest(const std::filesystem::path& dir, const std::string& tag);
+void writeLatest(const std::string& dir, const std::string& tag);
 // Throws CheckpointError unless `tag` can name a directory: non-empty, no '/', no NUL or line
 // break, not "." or "..".
 void validateTag(const std::string& tag);
@@ -135,9 +140,9 @@ struct CheckpointManifest {
 };
 
 // tagDir/manifest.json, written atomically (write it after the files it lists).
-void writeManifest(const std::filesystem::path& tagDir, const CheckpointManifest& manifest);
+void writeManifest(const std::string& tagDir, const CheckpointManifest& manifest);
 // CheckpointError when tagDir/manifest.json is missing or malformed.
-CheckpointManifest readManifest(const std::filesystem::path& tagDir);
+CheckpointManifest readManifest(const std::string& tagDir);
 
 // A JSON array of records, for sending one rank's records to the manifest writer (surrounding
 // whitespace, e.g. padding to a common length, is ignored when reading).
@@ -146,14 +151,14 @@ std::vector<FileRecord> recordsFromJson(std::string_view text,
                                         const std::string& source = "file records");
 
 // Checks tagDir/record.name against the record: present, record.bytes long, same SHA-256.
-void verifyFile(const std::filesystem::path& tagDir, const FileRecord& record);
+void verifyFile(const std::string& tagDir, const FileRecord& record);
 // verifyFile for every record of the manifest.
-void verifyAll(const std::filesystem::path& tagDir, const CheckpointManifest& manifest);
+void verifyAll(const std::string& tagDir, const CheckpointManifest& manifest);
 // verifyFile for `name` (CheckpointError when the manifest does not list it), then unpickles
 // the bytes that were verified (the file is read once).
-c10::IValue loadVerifiedStateFile(const std::filesystem::path& tagDir,
-                                  const CheckpointManifest& manifest, const std::string& name);
-// loadVerifiedStateFile(path.parent_path(), manifest, path.filename()).
-c10::IValue loadStateFile(const std::filesystem::path& path, const CheckpointManifest& manifest);
+c10::IValue loadVerifiedStateFile(const std::string& tagDir, const CheckpointManifest& manifest,
+                                  const std::string& name);
+// loadVerifiedStateFile(parentPath(path), manifest, fileName(path)).
+c10::IValue loadStateFile(const std::string& path, const CheckpointManifest& manifest);
 
 }  // namespace stretch::engine

@@ -33,7 +33,6 @@
 #include <ATen/core/ivalue.h>
 #include <chrono>
 #include <cstdint>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -94,7 +93,7 @@ struct Timers {
 
 // What loadCheckpoint found.
 struct LoadedCheckpoint {
-  std::filesystem::path path;  // dir/tag
+  std::string path;  // dir/tag
   std::string tag;
   StateDict clientState;  // the keys saveCheckpoint's clientState added
   std::int64_t savedDpWorldSize = 0;
@@ -142,14 +141,16 @@ class Engine {
 
   // DeepSpeed's layout: dir/tag/mp_rank_00_model_states.pt (rank 0), per-rank
   // zero_pp_rank_R_mp_rank_00_optim_states.pt (ZeRO 1/2; written by every rank), dir/latest
-  // (written last). Collective: every rank calls it. Returns dir/tag.
-  std::filesystem::path saveCheckpoint(const std::filesystem::path& dir,
-                                       std::optional<std::string> tag = std::nullopt,
-                                       const StateDict& clientState = {});
+  // (written last). Collective: every rank calls it. Returns dir/tag. Creates dir/tag; a
+  // directory that cannot be created or a file that cannot be written is a CheckpointError.
+  // Paths are plain strings and the files are written with POSIX calls, never std::filesystem
+  // (runtime/engine/checkpoint_io.hpp).
+  std::string saveCheckpoint(const std::string& dir, std::optional<std::string> tag = std::nullopt,
+                             const StateDict& clientState = {});
   // Collective. tag: nullopt reads dir/latest; no latest → nullopt (DeepSpeed warns and returns
   // None). Any data-parallel size may load a checkpoint written at any other: ZeRO shards are
   // re-partitioned. Throws CheckpointError for missing, truncated or corrupt files.
-  std::optional<LoadedCheckpoint> loadCheckpoint(const std::filesystem::path& dir,
+  std::optional<LoadedCheckpoint> loadCheckpoint(const std::string& dir,
                                                  std::optional<std::string> tag = std::nullopt,
                                                  bool loadOptimizerStates = true,
                                                  bool loadLrSchedulerStates = true);

@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
-#include <filesystem>
 #include <set>
 
 #include <fmt/format.h>
@@ -25,6 +24,7 @@
 #include <torch/torch.h>
 
 #include "runtime/common/error.hpp"
+#include "runtime/common/posix_files.hpp"
 #include "runtime/config/ds_config.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
 #include "runtime/engine/engine.hpp"
@@ -42,46 +42,53 @@ GenericDict newDict() {
   return GenericDict(c10::StringType::get(), c10::AnyType::get());
 }
 
-const c10::IValue& field(const GenericDict& dict, const std::string& key,
-                         const std::filesystem::path& file) {
+const c10::IValue& field(const GenericDict& dict, const std::string& key, const std::string& file) {
   const auto it = dict.find(key);
   if (it == dict.end())
-    throw CheckpointError(fmt::format("{}: the key '{}' is missing", file.string(), key));
+    throw CheckpointError(fmt::format("{}: the key '{}' is missing", file, key));
   return it->value();
 }
 
-std::int64_t intField(const GenericDict& dict, const std::string& key,
-                      const std::filesystem::path& file) {
+std::int64_t intField(const GenericDict& dict, const std::string& key, const std::string& file) {
   const auto& v = field(dict, key, file);
   if (!v.isInt())
-    throw CheckpointError(fmt::format("{}: '{}' is not an integer", file.string(), key));
+    throw CheckpointError(fmt::format("{}: '{}' is not an integer", file, key));
   return v.toInt();
 }
 
-double doubleField(const GenericDict& dict, const std::string& key,
-                   const std::filesystem::path& file) {
+double doubleField(const GenericDict& dict, const std::string& key, const std::string& file) {
   const auto& v = field(dict, key, file);
   if (v.isDouble())
     return v.toDouble();
   if (v.isInt())
     return static_cast<double>(v.toInt());
-  throw CheckpointError(fmt::format("{}: '{}' is not a number", file.string(), key));
+  throw CheckpointError(fmt::format("{}: '{}' is not a number", file, key));
 }
 
-GenericDict dictField(const GenericDict& dict, const std::string& key,
-                      const std::filesystem::path& file) {
+GenericDict dictField(const GenericDict& dict, const std::string& key, const std::string& file) {
   const auto& v = field(dict, key, file);
   if (!v.isGenericDict())
-    throw CheckpointError(fmt::format("{}: '{}' is not a dict", file.string(), key));
+    throw CheckpointError(fmt::format("{}: '{}' is not a dict", file, key));
   return v.toGenericDict();
 }
 
 torch::Tensor tensorField(const GenericDict& dict, const std::string& key,
-                          const std::filesystem::path& file) {
+                          const std::string& file) {
   const auto& v = field(dict, key, file);
   if (!v.isTensor())
-    throw CheckpointError(fmt::format("{}: '{}' is not a tensor", file.string(), key));
+    throw CheckpointError(fmt::format("{}: '{}' is not a tensor", file, key));
   return v.toTensor();
+}
+
+// mkdir -p for a checkpoint directory; its failure is a CheckpointError like a file's.
+void makeCheckpointDirectory(const std::string& path) {
+  try {
+    makeDirectories(path);
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const IoError& e) {
+    throw CheckpointError(e.what());
+  }
 }
 
 const std::set<std::string>& engineKeys() {
@@ -95,19 +102,18 @@ const std::set<std::string>& engineKeys() {
 
 }  // namespace
 
-std::filesystem::path Engine::saveCheckpoint(const std::filesystem::path& dir,
-                                             std::optional<std::string> tag,
-                                             const StateDict& clientState) {
+std::string Engine::saveCheckpoint(const std::string& dir, std::optional<std::string> tag,
+                                   const StateDict& clientState) {
   if (dir.empty())
     throw ConfigError(ErrorDetail{"save_dir", "\"\"", "a directory"});
   const std::string name = tag.value_or(fmt::format("global_step{}", globalSteps_));
-  const std::filesystem::path path = dir / name;
+  const std::string path = joinPath(dir, name);
   const int rank = dpRank();
   checkTagAgreement(name);
   if (rank == 0)
-    std::filesystem::create_directories(path);
+    makeCheckpointDirectory(path);
   group_->barrier()->wait();
-  std::filesystem::create_directories(path);  // shared or node-local storage alike
+  makeCheckpointDirectory(path);  // shared or node-local storage alike
 
   // The optimizer shard this rank owns: the unpadded element range of its partition.
   const std::int64_t begin = zeroStage_ >= 1 ? std::min(numel_, rank * partitionSize_) : 0;
@@ -134,7 +140,7 @@ std::filesystem::path Engine::saveCheckpoint(const std::filesystem::path& dir,
     auto file = newDict();
     file.insert("optimizer_state_dict", shard);
     file.insert("ds_version", kVersion);
-    records.push_back(saveStateFile(path / zeroOptimStatesName(rank), file));
+    records.push_back(saveStateFile(joinPath(path, zeroOptimStatesName(rank)), file));
   }
   if (rank == 0) {
     auto module = newDict();
@@ -190,7 +196,7 @@ std::filesystem::path Engine::saveCheckpoint(const std::filesystem::path& dir,
       }
       file.insert(key, value);  // DeepSpeed merges client_state at the top level
     }
-    records.push_back(saveStateFile(path / modelStatesName(), file));
+    records.push_back(saveStateFile(joinPath(path, modelStatesName()), file));
   }
   // Rank 0 writes the manifest of every rank's files, then `latest`.
   // Fault injection for the launcher's tests (docs/testing.md): on a job's first attempt
@@ -265,7 +271,7 @@ std::vector<FileRecord> Engine::gatherRecords(const std::vector<FileRecord>& min
   return all;
 }
 
-std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::filesystem::path& dir,
+std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::string& dir,
                                                        std::optional<std::string> tag,
                                                        bool loadOptimizerStates,
                                                        bool loadLrSchedulerStates) {
@@ -279,15 +285,15 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::filesystem::pa
         spdlog::warn(
             "loadCheckpoint: {} has no 'latest' file and no tag was given; nothing "
             "loaded",
-            dir.string());
+            dir);
       }
       return std::nullopt;
     }
     name = *latest;
   }
-  const std::filesystem::path path = dir / name;
+  const std::string path = joinPath(dir, name);
   const CheckpointManifest manifest = readManifest(path);
-  const std::filesystem::path modelFile = path / modelStatesName();
+  const std::string modelFile = joinPath(path, modelStatesName());
   const GenericDict model = loadStateFile(modelFile, manifest).toGenericDict();
 
   // Weights: every rank reads the (replicated) model states.
@@ -298,7 +304,7 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::filesystem::pa
       const auto t = tensorField(module, item.key(), modelFile);
       if (t.sizes() != item.value().sizes()) {
         throw CheckpointError(fmt::format("{}: module.{} has shape {}, the model's is {}",
-                                          modelFile.string(), item.key(), fmt::join(t.sizes(), "x"),
+                                          modelFile, item.key(), fmt::join(t.sizes(), "x"),
                                           fmt::join(item.value().sizes(), "x")));
       }
       item.value().copy_(t);
@@ -308,8 +314,8 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::filesystem::pa
   }
   const std::int64_t savedNumel = intField(model, "numel", modelFile);
   if (savedNumel != numel_) {
-    throw CheckpointError(fmt::format("{}: {} trainable elements, the model has {}",
-                                      modelFile.string(), savedNumel, numel_));
+    throw CheckpointError(
+        fmt::format("{}: {} trainable elements, the model has {}", modelFile, savedNumel, numel_));
   }
   const std::int64_t savedWorld = intField(model, "dp_world_size", modelFile);
   const std::int64_t savedStage = intField(model, "zero_stage", modelFile);
@@ -322,7 +328,7 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::filesystem::pa
     std::map<std::string, torch::Tensor> stateTensors;
     std::map<std::string, double> scalars;
     std::string savedType;
-    auto absorb = [&](const GenericDict& shard, const std::filesystem::path& file) {
+    auto absorb = [&](const GenericDict& shard, const std::string& file) {
       savedType = field(shard, "type", file).toStringRef();
       const std::int64_t b = intField(shard, "begin", file);
       const std::int64_t e = intField(shard, "end", file);
@@ -353,14 +359,14 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::filesystem::pa
         const std::int64_t e = std::min(numel_, b + savedPartition);
         if (std::max(b, begin) >= std::min(e, end) && r != 0)
           continue;  // no overlap (rank 0's shard is always read for the scalars)
-        const auto file = path / zeroOptimStatesName(static_cast<int>(r));
+        const std::string file = joinPath(path, zeroOptimStatesName(static_cast<int>(r)));
         const GenericDict data = loadStateFile(file, manifest).toGenericDict();
         absorb(dictField(data, "optimizer_state_dict", file), file);
       }
     }
     if (savedType != optimizer_->name()) {
-      throw CheckpointError(fmt::format("{}: optimizer state of {} cannot be loaded into {}",
-                                        path.string(), savedType, optimizer_->name()));
+      throw CheckpointError(fmt::format("{}: optimizer state of {} cannot be loaded into {}", path,
+                                        savedType, optimizer_->name()));
     }
     {
       torch::NoGradGuard noGrad;

@@ -142,9 +142,12 @@ std::vector<Violation> checkLayering(const std::filesystem::path& root) {
   // Calls that start a process: only the launcher's spawner makes them.
   static const std::regex kSpawn(
       R"(\b(v?fork|exec(l|lp|le|v|vp|vpe)|posix_spawnp?|popen|system)\s*\()");
+  // std::filesystem by name or header: not where a LibTorch process runs the code.
+  static const std::regex kFilesystem(
+      R"(\bstd\s*::\s*(experimental\s*::\s*)?filesystem\b|<filesystem>)");
   std::vector<Violation> out;
   for (const std::string top :
-       {"runtime", "sim", "planner", "gui", "cli", "tools", "bench", "tests"}) {
+       {"runtime", "sim", "planner", "gui", "cli", "tools", "bench", "tests", "examples"}) {
     const std::filesystem::path dir = root / top;
     if (!std::filesystem::is_directory(dir))
       continue;
@@ -165,11 +168,21 @@ std::vector<Violation> checkLayering(const std::filesystem::path& root) {
       std::string text;
       int lineNo = 0;
       const bool product = folder != "tests" && folder != "bench" && folder != "examples";
+      const bool noFilesystem = rel.rfind("runtime/engine/", 0) == 0 ||
+                                rel.rfind("runtime/common/", 0) == 0 ||
+                                rel.rfind("examples/digits/", 0) == 0;
       while (std::getline(in, text)) {
         ++lineNo;
         std::smatch match;
+        const std::string code = text.substr(0, text.find("//"));
+        if (noFilesystem && std::regex_search(code, match, kFilesystem)) {
+          out.push_back({rel, lineNo, match[0],
+                         "std::filesystem is not used in runtime/engine, runtime/common and "
+                         "examples/digits: LibTorch 2.11 exports its own copies of its functions "
+                         "(docs/gpu.md); use runtime/common/posix_files.hpp"});
+          continue;
+        }
         if (product && folder != "runtime/launcher") {
-          const std::string code = text.substr(0, text.find("//"));
           if (std::regex_search(code, match, kSpawn)) {
             out.push_back({rel, lineNo, match[1],
                            "starting processes belongs to runtime/launcher (process.hpp)"});

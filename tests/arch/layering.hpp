@@ -8,7 +8,11 @@
 //     Qt only in gui/, JSON only in runtime/config, CLI11 only in executables, test and
 //     benchmark frameworks only in tests/ and bench/);
 //  3. only runtime/launcher starts processes: no fork, exec*, posix_spawn, popen or system in
-//     any other product folder (runtime, sim, planner, gui, cli, tools).
+//     any other product folder (runtime, sim, planner, gui, cli, tools);
+//  4. no std::filesystem (nor <filesystem>) in runtime/engine, runtime/common and
+//     examples/digits: code that runs in a LibTorch process uses runtime/common/posix_files.hpp,
+//     because PyTorch 2.11's libtorch.so exports its own copies of the std::filesystem functions
+//     and calls bind to them (docs/gpu.md).
 
 #include <filesystem>
 #include <string>

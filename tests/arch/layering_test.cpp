@@ -85,6 +85,28 @@ TEST_F(LayeringViolations, TheExecutableAndBenchmarksKeepThirdPartyHeadersInThei
   EXPECT_EQ(check().size(), 6u);
 }
 
+TEST_F(LayeringViolations, NoStdFilesystemWhereLibTorchRuns) {
+  write("runtime/engine/e.cpp",
+        "#include <filesystem>\nnamespace fs = std::filesystem;\n"
+        "void f() { std::filesystem::remove_all(\"x\"); }\n"
+        "// std::filesystem in a comment is fine\n");
+  write("runtime/common/c.hpp", "void g(const std::filesystem::path& p);\n");
+  write("examples/digits/d.cpp", "auto p = std :: filesystem::path(\"x\");\n");
+  // Elsewhere it stays allowed (the launcher, the simulator, tests, other examples).
+  write("runtime/launcher/l.cpp", "#include <filesystem>\nstd::filesystem::path p;\n");
+  write("sim/s.cpp", "#include <filesystem>\n");
+  write("tests/t.cpp", "std::filesystem::remove_all(p);\n");
+  write("examples/other/o.cpp", "#include <filesystem>\n");
+  const auto v = check();
+  ASSERT_EQ(v.size(), 5u);
+  for (const auto& x : v) {
+    EXPECT_TRUE(x.file.rfind("runtime/engine/", 0) == 0 || x.file == "runtime/common/c.hpp" ||
+                x.file == "examples/digits/d.cpp")
+        << x.file;
+    EXPECT_NE(x.reason.find("posix_files.hpp"), std::string::npos) << x.reason;
+  }
+}
+
 TEST_F(LayeringViolations, AllowedIncludesPass) {
   write("runtime/engine/e.cpp",
         "#include <torch/torch.h>\n#include \"runtime/comm/backend.hpp\"\n#include "

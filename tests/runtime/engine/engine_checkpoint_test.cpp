@@ -2,9 +2,9 @@
 // elastic resume at other world sizes and ZeRO stages, restored counters, schedule and data
 // position, client state, and clear errors for missing, truncated or corrupted files.
 
-#include <filesystem>
 #include <fstream>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include <fmt/format.h>
@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/comm/in_process_backend.hpp"
+#include "runtime/common/posix_files.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
 #include "runtime/engine/engine.hpp"
 #include "tests/runtime/engine/engine_test_util.hpp"
@@ -21,8 +22,18 @@
 namespace stretch::engine {
 namespace {
 
-namespace fs = std::filesystem;
 using test::Mlp;
+
+// Paths are strings and file operations POSIX calls (runtime/common/posix_files), as in the
+// engine: a std::filesystem call in a process linked against PyTorch 2.11's LibTorch can crash
+// (docs/gpu.md).
+std::string under(const stretch::test::TempDir& dir, const std::string& relative) {
+  return joinPath(dir.path().native(), relative);
+}
+
+void truncateTo(const std::string& file, std::uint64_t bytes) {
+  ASSERT_EQ(::truncate(file.c_str(), static_cast<off_t>(bytes)), 0) << file;
+}
 
 // A data set of 96 samples; the job trains with a global batch of 24 (micro batch 24 / ranks /
 // gas) so every world size in the tests keeps the same global batch.
@@ -54,8 +65,8 @@ struct TrainRun {
 
 // Trains `steps` optimizer steps on `ranks` threads; optionally loads `loadFrom` first (with
 // freshly initialised models that differ from the saved ones) and saves to `saveTo` at the end.
-TrainRun train(int ranks, int stage, int steps, const fs::path& loadFrom = {},
-               const fs::path& saveTo = {}, int gas = 1, std::uint64_t modelSeed = 0) {
+TrainRun train(int ranks, int stage, int steps, const std::string& loadFrom = {},
+               const std::string& saveTo = {}, int gas = 1, std::uint64_t modelSeed = 0) {
   auto groups = test::makeGroups(ranks);
   std::vector<Mlp> models;
   for (int r = 0; r < ranks; ++r) {
@@ -118,11 +129,11 @@ TEST_P(ExactResume, SaveLoadAndContinueIsBitwiseIdenticalToTrainingStraight) {
   stretch::test::TempDir dir("stretch-ckpt");
   const TrainRun straight = train(2, stage, 10);
   const TrainRun first = train(2, stage, 5, {}, dir.path());
-  ASSERT_TRUE(fs::exists(dir.path() / "latest"));
-  ASSERT_TRUE(fs::exists(dir.path() / "global_step5" / modelStatesName()));
+  ASSERT_TRUE(pathExists(under(dir, "latest")));
+  ASSERT_TRUE(pathExists(under(dir, "global_step5/" + modelStatesName())));
   if (stage >= 1) {
-    EXPECT_TRUE(fs::exists(dir.path() / "global_step5" / zeroOptimStatesName(0)));
-    EXPECT_TRUE(fs::exists(dir.path() / "global_step5" / zeroOptimStatesName(1)));
+    EXPECT_TRUE(pathExists(under(dir, "global_step5/" + zeroOptimStatesName(0))));
+    EXPECT_TRUE(pathExists(under(dir, "global_step5/" + zeroOptimStatesName(1))));
   }
   // The resumed job starts from other random weights: everything must come from the checkpoint.
   const TrainRun resumed = train(2, stage, 5, dir.path(), {}, 1, /*modelSeed=*/99);
@@ -169,7 +180,7 @@ TEST(CheckpointFiles, ClientStateComesBackAndLatestNamesTheTag) {
   client["note"] = c10::IValue(std::string("hello"));
   client["best_loss"] = c10::IValue(0.25);
   const auto path = engine->saveCheckpoint(dir.path(), std::string("my_tag"), client);
-  EXPECT_EQ(path, dir.path() / "my_tag");
+  EXPECT_EQ(path, under(dir, "my_tag"));
   EXPECT_EQ(readLatest(dir.path()), std::optional<std::string>("my_tag"));
   auto loaded = engine->loadCheckpoint(dir.path());
   ASSERT_TRUE(loaded.has_value());
@@ -208,7 +219,7 @@ TEST(CheckpointTags, DifferentTagsOnTheRanksFailWithTagValidationFail) {
     }
   });
   EXPECT_EQ(refused, (std::vector<int>{1, 1}));
-  EXPECT_FALSE(fs::exists(dir.path() / "latest"));
+  EXPECT_FALSE(pathExists(under(dir, "latest")));
 }
 
 class Corruption : public ::testing::Test {
@@ -220,7 +231,7 @@ class Corruption : public ::testing::Test {
     options.device = torch::Device(torch::kCPU);
     engine_ = initialize(torch::nn::AnyModule(model_), test::parse(configFor(0)), options).engine;
     path_ = engine_->saveCheckpoint(dir_.path());
-    file_ = path_ / modelStatesName();
+    file_ = joinPath(path_, modelStatesName());
   }
 
   void expectErrorNamingTheFile(const std::string& what) {
@@ -236,31 +247,31 @@ class Corruption : public ::testing::Test {
   stretch::test::TempDir dir_{"stretch-ckpt"};
   Mlp model_{nullptr};
   std::shared_ptr<Engine> engine_;
-  fs::path path_;
-  fs::path file_;
+  std::string path_;
+  std::string file_;
 };
 
 TEST_F(Corruption, TruncatedFile) {
-  fs::resize_file(file_, fs::file_size(file_) / 2);
+  truncateTo(file_, fileSize(file_) / 2);
   expectErrorNamingTheFile("truncated");
 }
 
 TEST_F(Corruption, FlippedByte) {
   std::fstream f(file_, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekp(static_cast<std::streamoff>(fs::file_size(file_) / 3));
+  f.seekp(static_cast<std::streamoff>(fileSize(file_) / 3));
   f.put('\x5a');
   f.close();
   expectErrorNamingTheFile("flipped byte");
 }
 
 TEST_F(Corruption, MissingFile) {
-  fs::remove(file_);
+  removePath(file_);
   expectErrorNamingTheFile("missing");
 }
 
 TEST_F(Corruption, WeightsAreUntouchedWhenTheLoadFails) {
   const auto before = test::flatWeights(*model_);
-  fs::resize_file(file_, 100);
+  truncateTo(file_, 100);
   EXPECT_THROW(engine_->loadCheckpoint(dir_.path()), CheckpointError);
   EXPECT_TRUE(torch::equal(test::flatWeights(*model_), before));
 }

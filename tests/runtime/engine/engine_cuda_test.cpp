@@ -2,20 +2,20 @@
 // training as on the CPU in fp32, real half precision with dynamic loss scaling, bf16, and
 // checkpoints that move between the CPU and the GPU in both directions.
 
-#include <filesystem>
 #include <string>
 
 #include <torch/torch.h>
 
 #include <gtest/gtest.h>
 
+#include "runtime/common/posix_files.hpp"
 #include "runtime/engine/engine.hpp"
 #include "tests/runtime/engine/engine_test_util.hpp"
+#include "tests/support/test_support.hpp"
 
 namespace stretch::engine {
 namespace {
 
-namespace fs = std::filesystem;
 using test::Mlp;
 
 class EngineCuda : public ::testing::Test {
@@ -89,27 +89,29 @@ TEST_F(EngineCuda, Bf16Trains) {
 }
 
 TEST_F(EngineCuda, CheckpointsMoveBetweenCpuAndGpu) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("stretch-cuda-ckpt-" + std::to_string(::getpid()));
+  // String paths and POSIX file calls, as in the engine: std::filesystem::remove_all crashed in
+  // this process under PyTorch 2.11's LibTorch (docs/gpu.md).
+  const stretch::test::TempDir tmp("stretch-cuda-ckpt");
+  ASSERT_FALSE(tmp.path().empty());
+  const std::string a = joinPath(tmp.path().native(), "a");
+  const std::string b = joinPath(tmp.path().native(), "b");
   auto models = test::seededModels(3);
   // CPU: 5 steps, save; then the GPU resumes and 5 more steps; the CPU resumes that and 5 more.
   auto cpu = makeEngine(models[0], "", torch::kCPU);
   trainSteps(*cpu, 5);
-  cpu->saveCheckpoint(dir / "a");
+  cpu->saveCheckpoint(a);
   auto gpu = makeEngine(models[1], "", torch::Device(torch::kCUDA, 0));
-  ASSERT_TRUE(gpu->loadCheckpoint(dir / "a").has_value());
+  ASSERT_TRUE(gpu->loadCheckpoint(a).has_value());
   EXPECT_EQ(gpu->globalSteps(), 5);
   EXPECT_TRUE(
       torch::equal(test::flatWeights(*models[1]).to(torch::kCPU), test::flatWeights(*models[0])));
   trainSteps(*gpu, 5);
-  gpu->saveCheckpoint(dir / "b");
+  gpu->saveCheckpoint(b);
   auto back = makeEngine(models[2], "", torch::kCPU);
-  ASSERT_TRUE(back->loadCheckpoint(dir / "b").has_value());
+  ASSERT_TRUE(back->loadCheckpoint(b).has_value());
   EXPECT_EQ(back->globalSteps(), 10);
   EXPECT_TRUE(
       torch::equal(test::flatWeights(*models[2]), test::flatWeights(*models[1]).to(torch::kCPU)));
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
 
 }  // namespace
