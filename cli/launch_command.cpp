@@ -1,11 +1,15 @@
 // `stretch launch`: DeepSpeed's `deepspeed` launcher with an elastic agent (docs/launch.md).
 //
-//   stretch launch [--hostfile F] [--include S | --exclude S] [--num_nodes N] [--num_gpus G]
-//                  [--master_addr A] [--master_port P] [--launcher local|ssh|pdsh|openmpi|netns]
-//                  [--rdzv_addr A] [--rdzv_port P] [--heartbeat_timeout S] [--last_call S]
-//                  [--elastic MIN:MAX] [--max_restarts R] [--monitor_interval S]
-//                  [--log_dir D] [--event_log F] [--config DS_CONFIG] [--checkpoint_dir D]
+//   stretch launch [-H F] [-i S | -e S] [--num_nodes N] [--num_gpus G] [--master_addr A]
+//                  [--master_port P] [--launcher pdsh|ssh|openmpi|slurm|local|netns]
+//                  [--launcher_args A]
+//                  [--elastic MIN:MAX | --elastic_training --min_elastic_nodes N
+//                  --max_elastic_nodes N] [--no_ssh --node_rank K] [--module | --no_python]
+//                  [--no_local_rank] [--bind_cores_to_rank [--bind_core_list L]] [--save_pid]
+//                  [--config DS_CONFIG] [--log_dir D] [--event_log F] [--checkpoint_dir D] ...
 //                  PROGRAM [ARGS...]
+// DeepSpeed's runner flags keep DeepSpeed's meaning (docs/compatibility.md lists them all);
+// --autotuning and --venv_script are refused by name.
 //
 // The flags become a launcher::LaunchRequest and runtime/launcher/launch.hpp runs the job.
 // Exit status: 0 the job succeeded, 2 bad input, the failed worker's status (or 1) when the job
@@ -58,12 +62,14 @@ Command addLaunchCommand(CLI::App& app) {
       "MASTER_ADDR, MASTER_PORT, STRETCH_RESTART_COUNT, ... set; failed workers are restarted "
       "(--max_restarts) with the batch the elastic solver gives the world size; Ctrl-C stops "
       "them all.");
-  sub->add_option("--hostfile", options->hostfile, "hostfile: `host slots=N` per line");
-  sub->add_option("--include", options->include, "hosts and slots to use: host:0,1@host2");
-  sub->add_option("--exclude", options->exclude, "hosts and slots to leave out");
+  sub->add_option("-H,--hostfile", options->hostfile,
+                  "hostfile: `host slots=N` per line (default: /job/hostfile when it exists, "
+                  "else this machine)");
+  sub->add_option("-i,--include", options->include, "hosts and slots to use: host:0,1@host2");
+  sub->add_option("-e,--exclude", options->exclude, "hosts and slots to leave out");
   sub->add_option("--num_nodes", options->numNodes, "use the first N hosts")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--num_gpus", options->numGpus,
+  sub->add_option("--num_gpus,--num_accelerators", options->numGpus,
                   "slots per host (default: the GPUs here, or 1 on a CPU-only machine)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--master_addr", options->masterAddr,
@@ -75,10 +81,11 @@ Command addLaunchCommand(CLI::App& app) {
       ->check(CLI::Range(1, 65535))
       ->capture_default_str();
   sub->add_option("--launcher", options->launcher,
-                  "how node agents start: local (this machine; several hostfile hosts run as "
-                  "separate agents here), ssh, pdsh, openmpi (alias mpirun), netns (`ip netns "
-                  "exec HOST`, for tests)")
-      ->capture_default_str();
+                  "how node agents start: pdsh (default for several hosts, as DeepSpeed), ssh, "
+                  "openmpi (alias mpirun), slurm (srun inside an allocation; hosts from "
+                  "SLURM_JOB_NODELIST without a hostfile), local (default for one host; several "
+                  "hostfile hosts run as separate agents on this machine), netns (`ip netns exec "
+                  "HOST`, for tests)");
   sub->add_option("--launcher_args", options->launcherArgs,
                   "extra arguments for ssh, pdsh or mpirun, separated by blanks");
   sub->add_option("--ssh_port", options->sshPort, "ssh/pdsh: the hosts' ssh port")
@@ -99,6 +106,41 @@ Command addLaunchCommand(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--elastic", options->elastic,
                   "MIN:MAX nodes; enables restarts (100 by default)");
+  sub->add_flag("--elastic_training", options->elasticTraining,
+                "DeepSpeed's elastic switch: nodes between --min_elastic_nodes (default 1) and "
+                "--max_elastic_nodes (default: the hosts); same as --elastic MIN:MAX");
+  sub->add_option("--min_elastic_nodes", options->minElasticNodes,
+                  "with --elastic_training: fewest nodes the job runs on");
+  sub->add_option("--max_elastic_nodes", options->maxElasticNodes,
+                  "with --elastic_training: most nodes the job runs on");
+  sub->add_flag("--module", options->commandRules.module,
+                "run PROGRAM as a Python module: python3 -u -m PROGRAM");
+  sub->add_flag("--no_python", options->commandRules.noPython,
+                "run PROGRAM as is even when it ends in .py (no python3 -u in front)");
+  sub->add_flag("--no_local_rank", options->commandRules.noLocalRank,
+                "do not pass --local_rank=N to a Python PROGRAM (LOCAL_RANK is always in the "
+                "environment; elastic jobs never get the flag)");
+  sub->add_flag("--bind_cores_to_rank", options->commandRules.bindCoresToRank,
+                "give each worker its own block of cores (numactl -C, or taskset -c) and "
+                "OMP_NUM_THREADS = cores per worker");
+  sub->add_option("--bind_core_list", options->commandRules.bindCoreList,
+                  "with --bind_cores_to_rank: the cores to share out, e.g. 0-7,16-23 (default: "
+                  "every core the agent may use)");
+  sub->add_option("--node_rank", options->nodeRank,
+                  "with --no_ssh: this node's line in the hostfile, from 0");
+  sub->add_flag("--no_ssh", options->noSsh,
+                "start no remote agents: run `stretch launch --no_ssh --node_rank K` on every "
+                "node yourself (rank 0 serves the job's store on --master_addr; all need the "
+                "same STRETCH_STORE_TOKEN)");
+  sub->add_flag("--no_ssh_check", options->noSshCheck,
+                "accepted for DeepSpeed compatibility: Stretch does not probe ssh first (a host "
+                "it cannot reach shows up as an agent that never registers)");
+  sub->add_flag("--force_multi", options->forceMulti,
+                "run the job store and node agents even for a single host");
+  sub->add_flag("--save_pid", options->savePid,
+                "write this launcher's pid to $TMPDIR/<pid>.deepspeed while it runs");
+  sub->add_option("--enable_each_rank_log", options->eachRankLog,
+                  "DeepSpeed's name for --log_dir: each worker's output in its own file");
   sub->add_option("--max_restarts", options->maxRestarts,
                   "restarts after failures before giving up (default 0, elastic 100)")
       ->check(CLI::NonNegativeNumber);
@@ -114,10 +156,41 @@ Command addLaunchCommand(CLI::App& app) {
                   "sizes and batch");
   sub->add_option("--checkpoint_dir", options->checkpointDir,
                   "the job's checkpoint directory (the event log records the resume step)");
+  auto refused = std::make_shared<std::vector<std::pair<std::string, std::string>>>();
+  sub->add_option_function<std::string>(
+      "--autotuning",
+      [refused](const std::string& v) {
+        refused->emplace_back("--autotuning " + v,
+                              "DeepSpeed's autotuner is not part of Stretch; run it with "
+                              "DeepSpeed, then launch the tuned config with --config");
+      },
+      "refused: DeepSpeed's autotuner is not part of Stretch");
+  sub->add_option_function<std::string>(
+      "--venv_script",
+      [refused](const std::string& v) {
+        refused->emplace_back("--venv_script " + v,
+                              "not supported yet: activate the environment in the remote "
+                              "login shell's startup file, or give the interpreter's full "
+                              "path as PROGRAM");
+      },
+      "refused: not supported yet (see docs/compatibility.md)");
+  auto logLevel = std::make_shared<std::string>("info");
+  sub->add_option("--log_level", *logLevel, "the launcher's log level")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error", "critical"}))
+      ->capture_default_str();
+  sub->add_flag_callback(
+      "-q,--quiet", [logLevel] { *logLevel = "error"; }, "only errors (--log_level error)");
   // PROGRAM and everything after it belong to the workers.
   sub->prefix_command();
   sub->footer("PROGRAM [ARGS...]  the worker program and its arguments (required)");
-  return {sub, [options, sub] {
+  return {sub, [options, sub, refused, logLevel] {
+            if (!refused->empty()) {
+              std::cerr << "stretch launch: error: " << refused->front().first << ": "
+                        << refused->front().second << "\n";
+              return kExitUsage;
+            }
+            spdlog::set_level(*logLevel == "warning" ? spdlog::level::warn
+                                                     : spdlog::level::from_str(*logLevel));
             options->command = sub->remaining();
             if (options->command.empty()) {
               std::cerr << "stretch launch: error: no PROGRAM given (expected "

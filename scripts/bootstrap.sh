@@ -56,6 +56,8 @@ if [[ "$mode" == "test" ]]; then
   # Multi-node launch tests: network namespaces (iproute2), sshd inside them for the ssh, pdsh
   # and mpirun runners (skipped without root).
   packages+=(iproute2 openssh-server openssh-client pdsh openmpi-bin)
+  # The slurm runner's test: munged, slurmctld and one slurmd per namespace host, salloc/srun.
+  packages+=(slurmd slurmctld slurm-client munge)
   # The planner's HTML report is rendered in headless Chromium to check its charts.
   packages+=(chromium)
 fi

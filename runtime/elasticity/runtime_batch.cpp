@@ -27,6 +27,33 @@ ElasticEnvironment ElasticEnvironment::fromProcess() {
         ErrorDetail{"STRETCH_ELASTICITY_CONFIG", *stretch,
                     "the same text as DEEPSPEED_ELASTICITY_CONFIG when both are set"});
   }
+  const char* names[3] = {"STRETCH_TRAIN_BATCH_SIZE", "STRETCH_MICRO_BATCH_SIZE",
+                          "STRETCH_GRADIENT_ACCUMULATION_STEPS"};
+  std::optional<std::string> values[3];
+  int present = 0;
+  for (int i = 0; i < 3; ++i) {
+    values[i] = readEnv(names[i]);
+    present += values[i] ? 1 : 0;
+  }
+  if (present > 0) {
+    std::int64_t numbers[3] = {0, 0, 0};
+    for (int i = 0; i < 3; ++i) {
+      if (!values[i]) {
+        throw ConfigError(ErrorDetail{names[i], "unset",
+                                      "set together with the other two STRETCH_*_BATCH_SIZE / "
+                                      "STRETCH_GRADIENT_ACCUMULATION_STEPS variables"});
+      }
+      std::size_t used = 0;
+      try {
+        numbers[i] = std::stoll(*values[i], &used);
+      } catch (...) {
+        used = 0;
+      }
+      if (used == 0 || used != values[i]->size() || numbers[i] < 1)
+        throw ConfigError(ErrorDetail{names[i], *values[i], "a positive integer"});
+    }
+    env.launcherBatch = config::BatchTriple{numbers[0], numbers[1], numbers[2]};
+  }
   if (deepspeed) {
     env.schedulerConfig = deepspeed;
   } else if (stretch) {
@@ -67,8 +94,10 @@ std::optional<std::string> ensureImmutableElasticConfig(const config::Elasticity
   return std::nullopt;
 }
 
-TrainingBatch resolveTrainingBatch(const config::DsConfig& config, std::int64_t worldSize,
-                                   const ElasticEnvironment& env, std::int64_t modelParallelSize) {
+namespace {
+
+TrainingBatch solveTrainingBatch(const config::DsConfig& config, std::int64_t worldSize,
+                                 const ElasticEnvironment& env, std::int64_t modelParallelSize) {
   if (worldSize < 1) {
     throw ConfigError(
         ErrorDetail{"world_size", std::to_string(worldSize), "a positive number of GPUs"});
@@ -108,6 +137,25 @@ TrainingBatch resolveTrainingBatch(const config::DsConfig& config, std::int64_t 
              out.triple.microBatchPerGpu);
   overriding("gradient_accumulation_steps", config.batch.gradientAccumulation,
              out.triple.gradientAccumulation);
+  return out;
+}
+
+}  // namespace
+
+TrainingBatch resolveTrainingBatch(const config::DsConfig& config, std::int64_t worldSize,
+                                   const ElasticEnvironment& env, std::int64_t modelParallelSize) {
+  TrainingBatch out = solveTrainingBatch(config, worldSize, env, modelParallelSize);
+  if (env.launcherBatch && *env.launcherBatch != out.triple) {
+    const auto& l = *env.launcherBatch;
+    throw ElasticityConfigError(ErrorDetail{
+        "STRETCH_TRAIN_BATCH_SIZE",
+        fmt::format("{} = micro {} x accumulation {} x {} ranks", l.trainBatchSize,
+                    l.microBatchPerGpu, l.gradientAccumulation, out.dataParallelSize),
+        fmt::format("the batch this worker's config gives for world size {}: {} = micro {} x "
+                    "accumulation {}; the launcher's --config and the worker's config differ",
+                    worldSize, out.triple.trainBatchSize, out.triple.microBatchPerGpu,
+                    out.triple.gradientAccumulation)});
+  }
   return out;
 }
 

@@ -19,6 +19,10 @@ struct ElasticEnvironment {
   // resource scheduler planned with, as JSON. Name records which variable it came from.
   std::optional<std::string> schedulerConfig;
   std::string schedulerConfigName = "DEEPSPEED_ELASTICITY_CONFIG";
+  // The launcher's batch contract (docs/launch.md): STRETCH_TRAIN_BATCH_SIZE,
+  // STRETCH_MICRO_BATCH_SIZE, STRETCH_GRADIENT_ACCUMULATION_STEPS, the batch `stretch launch`
+  // chose for this generation. All three or none (ConfigError naming the missing one).
+  std::optional<config::BatchTriple> launcherBatch;
 
   // Reads the variables of the current process. When both config variables are set they must
   // hold the same text (ElasticityConfigError otherwise).
@@ -43,7 +47,10 @@ struct TrainingBatch {
 // (for that world size) after the immutability check; the batch keys, if present, are overridden
 // with a warning. Otherwise the batch keys are resolved for worldSize / modelParallelSize
 // data-parallel ranks (modelParallelSize is ignored when elasticity is on: the section has its
-// own model_parallel_size).
+// own model_parallel_size). With the launcher's batch contract in env, the result must be that
+// batch: the launcher and the worker solve the same config, and a worker whose config differs
+// from the launcher's --config is an ElasticityConfigError naming STRETCH_TRAIN_BATCH_SIZE, not
+// a job whose global batch silently differs from what the agent planned.
 TrainingBatch resolveTrainingBatch(const config::DsConfig& config, std::int64_t worldSize,
                                    const ElasticEnvironment& env,
                                    std::int64_t modelParallelSize = 1);

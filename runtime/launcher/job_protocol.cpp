@@ -245,9 +245,14 @@ std::optional<std::string> tryGet(comm::Store& store, const std::string& key) {
 // ---- The job description ------------------------------------------------------------------------
 
 void publishJob(comm::Store& store, const JobSettings& job, const std::vector<LaunchHost>& hosts) {
-  store.set("job/argv/count", std::to_string(job.command.size()));
-  for (std::size_t i = 0; i < job.command.size(); ++i)
-    store.set(fmt::format("job/argv/{}", i), job.command[i]);
+  store.set("job/argv/count", std::to_string(job.command.argv.size()));
+  for (std::size_t i = 0; i < job.command.argv.size(); ++i)
+    store.set(fmt::format("job/argv/{}", i), job.command.argv[i]);
+  store.set("job/argv/program_at", std::to_string(job.command.programAt));
+  if (job.command.localRankAt)
+    store.set("job/argv/local_rank_at", std::to_string(*job.command.localRankAt));
+  if (job.command.bindCores)
+    store.set("job/argv/bind_cores", job.command.coreList.empty() ? "all" : job.command.coreList);
   for (std::size_t r = 0; r < hosts.size(); ++r) {
     store.set(fmt::format("job/host/{}", r), hosts[r].id + "\t" + encodeDevices(hosts[r].slots));
   }
@@ -255,6 +260,8 @@ void publishJob(comm::Store& store, const JobSettings& job, const std::vector<La
   store.set("job/env/STRETCH_MAX_RESTARTS", std::to_string(job.maxRestarts));
   if (job.elasticJson)
     store.set("job/env/DEEPSPEED_ELASTICITY_CONFIG", *job.elasticJson);
+  if (job.configJson)
+    store.set("job/ds_config", *job.configJson);
   store.set("job/env/STRETCH_BATCH_FROM_CONFIG", job.batchFromConfig ? "1" : "0");
   store.set("job/ready", "1");
 }
@@ -264,11 +271,20 @@ JobSettings readJob(comm::Store& store) {
   JobSettings job;
   const auto count = std::stoll(store.get("job/argv/count"));
   for (long long i = 0; i < count; ++i)
-    job.command.push_back(store.get(fmt::format("job/argv/{}", i)));
+    job.command.argv.push_back(store.get(fmt::format("job/argv/{}", i)));
+  if (const auto at = tryGet(store, "job/argv/program_at"))
+    job.command.programAt = static_cast<std::size_t>(std::stoull(*at));
+  if (const auto at = tryGet(store, "job/argv/local_rank_at"))
+    job.command.localRankAt = static_cast<std::size_t>(std::stoull(*at));
+  if (const auto cores = tryGet(store, "job/argv/bind_cores")) {
+    job.command.bindCores = true;
+    job.command.coreList = *cores == "all" ? std::string() : *cores;
+  }
   job.masterPort = std::stoi(store.get("job/env/MASTER_PORT"));
   job.maxRestarts = std::stoll(store.get("job/env/STRETCH_MAX_RESTARTS"));
   job.elasticJson = tryGet(store, "job/env/DEEPSPEED_ELASTICITY_CONFIG");
   job.batchFromConfig = tryGet(store, "job/env/STRETCH_BATCH_FROM_CONFIG") == "1";
+  job.configJson = tryGet(store, "job/ds_config");
   return job;
 }
 

@@ -9,6 +9,9 @@
 //
 // Keys (all under the job prefix, "stretch/job" by default):
 //   job/argv/count, job/argv/<i>   the worker program and its arguments (controller, once)
+//   job/argv/local_rank_at         where workers get "--local_rank=N" (worker_command.hpp)
+//   job/argv/bind_cores            "all" or a core list: bind workers to cores
+//   job/ds_config                  the job's DeepSpeed config, as JSON text (with --config)
 //   job/host/<rank>                "<host id>\t<slot indices, comma-separated>" for node rank
 //                                  <rank> of the launch (agents started with --node_rank)
 //   job/env/<NAME>                 job-wide worker settings: MASTER_PORT, STRETCH_MAX_RESTARTS,
@@ -46,6 +49,7 @@
 #include "runtime/agent/state_machine.hpp"
 #include "runtime/comm/store.hpp"
 #include "runtime/common/error.hpp"
+#include "runtime/launcher/worker_command.hpp"
 
 namespace stretch::launcher {
 
@@ -114,7 +118,8 @@ struct JobSettings {
   std::string token;                       // STRETCH_STORE_TOKEN (never written to the store)
   std::optional<std::string> elasticJson;  // DEEPSPEED_ELASTICITY_CONFIG
   bool batchFromConfig = false;            // the job has a config: workers get the batch triple
-  std::vector<std::string> command;        // the worker program and its arguments
+  std::optional<std::string> configJson;   // the job's DeepSpeed config (STRETCH_DS_CONFIG)
+  WorkerCommand command;                   // the worker program, its arguments and rules
 };
 
 // The launch's hosts in node-rank order: id and slot indices.

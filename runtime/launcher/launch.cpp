@@ -1,9 +1,14 @@
 #include "runtime/launcher/launch.hpp"
 
+#include <cerrno>
 #include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -12,6 +17,7 @@
 #include "runtime/accel/accelerator.hpp"
 #include "runtime/comm/tcp_store.hpp"
 #include "runtime/common/error.hpp"
+#include "runtime/common/file_io.hpp"
 #include "runtime/config/ds_config.hpp"
 #include "runtime/launcher/host_address.hpp"
 #include "runtime/launcher/hostfile.hpp"
@@ -19,6 +25,7 @@
 #include "runtime/launcher/job_protocol.hpp"
 #include "runtime/launcher/launch_error.hpp"
 #include "runtime/launcher/local_agent.hpp"
+#include "runtime/launcher/node_agent.hpp"
 #include "runtime/launcher/process.hpp"
 #include "runtime/launcher/remote.hpp"
 #include "runtime/launcher/token.hpp"
@@ -66,11 +73,13 @@ std::vector<ChildProcess*> processesOf(std::vector<LaunchedProcess>& launched) {
 // agent` per host runs that host's workers.
 AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
                          agent::AgentConfig config, JobSettings job) {
-  const RunnerKind runner = parseRunnerKind(o.launcher);
+  // --no_ssh: this is node rank 0; it starts its own agent and the others join by themselves.
+  const RunnerKind runner = o.noSsh ? RunnerKind::Local : parseRunnerKind(o.launcher);
   std::vector<LaunchHost> hosts;
   for (const auto& [host, slots] : active.hosts)
     hosts.push_back({host, slots});
   const std::string rdzvAddr = !o.rdzvAddr.empty()           ? o.rdzvAddr
+                               : o.noSsh                     ? o.masterAddr
                                : runner == RunnerKind::Local ? "127.0.0.1"
                                : o.masterAddrGiven           ? o.masterAddr
                                                              : hostAddress();
@@ -93,8 +102,11 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
 
   RemoteLaunchSpec spec;
   spec.runner = runner;
-  for (const auto& h : hosts)
+  for (const auto& h : hosts) {
     spec.hosts.push_back(h.id);
+    if (o.noSsh)
+      break;
+  }
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   spec.agentArgv = {self,
                     "agent",
@@ -108,12 +120,24 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
     spec.agentArgv.push_back("--log_dir");
     spec.agentArgv.push_back(std::filesystem::absolute(o.logDir).string());
   }
-  // The token reaches ssh agents on stdin and the others in their environment; never argv.
+  // The token reaches ssh agents on stdin, pdsh agents (pdsh forwards no stdin) in a private
+  // file in the home directory, the others (local, netns, mpirun -x) in their environment;
+  // never on a command line.
   const bool tokenOnStdin = runner == RunnerKind::Ssh;
-  if (tokenOnStdin)
+  std::optional<TokenFile> tokenFile;
+  if (tokenOnStdin) {
     spec.agentArgv.push_back("--token_stdin");
-  else
+  } else if (runner == RunnerKind::Pdsh) {
+    tokenFile.emplace(job.token);
+    spec.agentArgv.push_back("--token_file");
+    spec.agentArgv.push_back(tokenFile->path());
+    spdlog::info(
+        "launch: pdsh agents read the store token from {} (mode 0600; the hosts must share "
+        "this home directory); it is removed when the job ends",
+        tokenFile->path());
+  } else {
     spec.exports["STRETCH_STORE_TOKEN"] = job.token;
+  }
   spec.workDir = std::filesystem::current_path().string();
   spec.sshPort = o.sshPort;
   {
@@ -121,20 +145,11 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
     for (std::string w; words >> w;)
       spec.launcherArgs.push_back(w);
   }
-  if (runner == RunnerKind::Pdsh) {
-    spdlog::warn(
-        "launch: pdsh cannot pass the store token on stdin: it is in the remote "
-        "command's environment (visible to `ps` on the hosts); use ssh or mpirun when "
-        "that matters");
-  }
   if (!o.logDir.empty()) {
     // For agents started by hand to grow an elastic job (`stretch agent --token_file`).
     const auto tokenPath = std::filesystem::absolute(o.logDir) / "job_token";
     std::filesystem::create_directories(tokenPath.parent_path());
-    { std::ofstream(tokenPath, std::ios::trunc) << ""; }
-    std::filesystem::permissions(
-        tokenPath, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
-    std::ofstream(tokenPath, std::ios::trunc) << job.token << "\n";
+    writePrivateFile(tokenPath.string(), job.token + "\n");
     spdlog::info(
         "launch: add a node with `stretch agent --rdzv {}:{} --node_id NAME --nproc N "
         "--token_file {}`",
@@ -204,33 +219,302 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
   return result;
 }
 
+// --elastic MIN:MAX or DeepSpeed's --elastic_training --min_elastic_nodes --max_elastic_nodes;
+// neither: exactly the launch's hosts.
+std::pair<std::int64_t, std::int64_t> elasticNodes(const LaunchRequest& o, std::int64_t hosts) {
+  if (!o.elastic.empty() && o.elasticTraining) {
+    throw LaunchError(ErrorDetail{"--elastic", o.elastic,
+                                  "either --elastic MIN:MAX or --elastic_training with "
+                                  "--min_elastic_nodes/--max_elastic_nodes, not both"});
+  }
+  if (!o.elasticTraining) {
+    for (const auto& [flag, value] : {std::pair{"--min_elastic_nodes", o.minElasticNodes},
+                                      std::pair{"--max_elastic_nodes", o.maxElasticNodes}}) {
+      if (value) {
+        throw LaunchError(
+            ErrorDetail{flag, std::to_string(*value), "to be used with --elastic_training"});
+      }
+    }
+    if (!o.elastic.empty())
+      return parseElastic(o.elastic);
+    return {hosts, hosts};
+  }
+  // DeepSpeed's launch.py: -1 (not given) means 1 and the number of hosts.
+  const std::int64_t lo = o.minElasticNodes.value_or(1);
+  const std::int64_t hi = o.maxElasticNodes.value_or(std::max<std::int64_t>(hosts, lo));
+  if (lo < 1)
+    throw LaunchError(ErrorDetail{"--min_elastic_nodes", std::to_string(lo), "at least 1"});
+  if (hi < lo) {
+    throw LaunchError(ErrorDetail{"--min_elastic_nodes", std::to_string(lo),
+                                  fmt::format("at most --max_elastic_nodes ({})", hi)});
+  }
+  return {lo, hi};
+}
+
+// --no_ssh needs --node_rank (a host of the launch) and the address of node rank 0.
+void checkNodeRank(const LaunchRequest& o, std::int64_t hosts) {
+  if (o.noSsh && !o.nodeRank) {
+    throw LaunchError(
+        ErrorDetail{"--no_ssh", "given",
+                    "--node_rank K too: each node runs its own `stretch launch --no_ssh "
+                    "--node_rank K` (K = its line in the hostfile, from 0)"});
+  }
+  if (!o.nodeRank)
+    return;
+  if (!o.noSsh) {
+    throw LaunchError(ErrorDetail{"--node_rank", std::to_string(*o.nodeRank),
+                                  "to be used with --no_ssh (the runner numbers the nodes "
+                                  "otherwise)"});
+  }
+  if (*o.nodeRank < 0 || *o.nodeRank >= hosts) {
+    throw LaunchError(ErrorDetail{
+        "--node_rank", std::to_string(*o.nodeRank),
+        fmt::format("a node rank in 0..{} (the launch has {} host(s))", hosts - 1, hosts)});
+  }
+  if (hosts > 1 && !o.masterAddrGiven) {
+    throw LaunchError(ErrorDetail{"--master_addr", "not given",
+                                  "the address of node rank 0 with --no_ssh: every node's "
+                                  "`stretch launch --no_ssh` reaches the job's store there"});
+  }
+}
+
+// The program can start here: PROGRAM (or the Python interpreter and the script) exists and is
+// executable. Checked before any worker starts, so a typo is exit 2, not a restart loop.
+void checkProgramRuns(const WorkerCommand& command, const CommandRules& rules) {
+  const std::string& first = command.argv.front();
+  const bool python = command.programAt > 0;
+  if (findExecutable(first).empty()) {
+    throw LaunchError(
+        ErrorDetail{python ? "the Python interpreter" : "PROGRAM", first,
+                    python ? "an executable on PATH (install python3, set STRETCH_PYTHON, or give "
+                             "--no_python to run PROGRAM as is)"
+                    : first.find('/') == std::string::npos
+                        ? "a program on PATH (give a path such as ./" + first + " for a file here)"
+                        : "an executable file (check the path and its x permission)"});
+  }
+  if (python && !rules.module) {
+    const std::string& script = command.argv[command.programAt];
+    if (::access(script.c_str(), R_OK) != 0) {
+      throw LaunchError(ErrorDetail{
+          "PROGRAM", script, fmt::format("a readable Python script ({})", std::strerror(errno))});
+    }
+  }
+}
+
+// DeepSpeed's runner.backend_exists(): the runner's program is on PATH.
+void checkRunnerInstalled(RunnerKind runner, const std::string& name) {
+  const char* program = runner == RunnerKind::Ssh       ? "ssh"
+                        : runner == RunnerKind::Pdsh    ? "pdsh"
+                        : runner == RunnerKind::OpenMpi ? "mpirun"
+                        : runner == RunnerKind::Netns   ? "ip"
+                        : runner == RunnerKind::Slurm   ? "srun"
+                                                        : nullptr;
+  if (program != nullptr && findExecutable(program).empty()) {
+    throw LaunchError(ErrorDetail{
+        "--launcher", name,
+        fmt::format("a runner whose program is installed: {} is not on PATH{}", program,
+                    runner == RunnerKind::Pdsh
+                        ? " (pdsh is the default for several hosts, as in DeepSpeed: install "
+                          "Debian's pdsh, or give --launcher ssh, openmpi or local)"
+                        : "")});
+  }
+}
+
+// --launcher slurm runs inside an allocation (salloc, sbatch): the launcher waits only a short
+// while for the agents to register, and an srun outside one would queue for an allocation of its
+// own. Returns the allocation's compressed node list.
+std::string slurmAllocationNodes() {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const char* nodes = std::getenv("SLURM_JOB_NODELIST");
+  if (nodes == nullptr || *nodes == '\0')
+    nodes = std::getenv("SLURM_NODELIST");  // the name before Slurm 16.05
+  if (job == nullptr || *job == '\0' || nodes == nullptr || *nodes == '\0') {
+    throw LaunchError(ErrorDetail{
+        "--launcher", "slurm",
+        "to run inside a Slurm allocation (`salloc -N 2 stretch launch --launcher slurm ...` or "
+        "an sbatch script): SLURM_JOB_ID and SLURM_JOB_NODELIST are not set"});
+  }
+  return nodes;
+}
+
+// --launcher slurm without a hostfile: the allocation's nodes (`nodes` expanded by `scontrol show
+// hostnames`, else by expandSlurmHostlist), each with `slots` slots.
+ResourcePool slurmResourcePool(const std::string& nodes, int slots) {
+  const int checked = localResourcePool(slots).front().slots;  // 1..kMaxSlotsPerHost
+  std::vector<std::string> names;
+  if (!findExecutable("scontrol").empty()) {
+    const Captured listed = runCaptured({"scontrol", "show", "hostnames", nodes}, "/dev/null");
+    std::istringstream lines(listed.out);
+    for (std::string line; listed.exit.ok() && std::getline(lines, line);) {
+      if (!line.empty())
+        names.push_back(line);
+    }
+  }
+  if (names.empty())
+    names = expandSlurmHostlist(nodes);
+  ResourcePool pool;
+  for (auto& name : names) {
+    if (!isValidHostName(name))
+      throw LaunchError(ErrorDetail{"SLURM_JOB_NODELIST", name, "host names a hostfile accepts"});
+    pool.push_back(Host{std::move(name), checked});
+  }
+  spdlog::info("launch: Slurm allocation {}: {} node(s) with {} slot(s) each", nodes, pool.size(),
+               checked);
+  return pool;
+}
+
+// Slots per node of a Slurm allocation: --num_gpus, else the GPUs Slurm gave each node
+// (SLURM_GPUS_ON_NODE), else what this machine counts (1 on CPU).
+int slurmSlots(const LaunchRequest& o, int localSlots) {
+  if (o.numGpus)
+    return *o.numGpus;
+  const char* gpus = std::getenv("SLURM_GPUS_ON_NODE");
+  if (gpus != nullptr) {
+    char* end = nullptr;
+    const long n = std::strtol(gpus, &end, 10);
+    if (end != gpus && *end == '\0' && n > 0 && n <= kMaxSlotsPerHost)
+      return static_cast<int>(n);
+  }
+  return localSlots;
+}
+
+// --enable_each_rank_log DIR is DeepSpeed's name for a per-rank log directory: --log_dir.
+std::string eachRankLogDir(const LaunchRequest& o) {
+  if (o.eachRankLog.empty() || o.eachRankLog == "None")
+    return o.logDir;
+  if (!o.logDir.empty() && o.logDir != o.eachRankLog) {
+    throw LaunchError(
+        ErrorDetail{"--enable_each_rank_log", o.eachRankLog,
+                    "the same directory as --log_dir (" + o.logDir + "), or only one of them"});
+  }
+  struct stat st {};
+  if (::stat(o.eachRankLog.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    throw LaunchError(
+        ErrorDetail{"--enable_each_rank_log", o.eachRankLog, "a directory, not a file"});
+  }
+  return o.eachRankLog;
+}
+
+// --save_pid: DeepSpeed writes the launcher's pid to <tmpdir>/<pid>.deepspeed and removes it at
+// the end.
+class PidFile {
+ public:
+  explicit PidFile(bool enabled) {
+    if (!enabled)
+      return;
+    const char* tmp = std::getenv("TMPDIR");
+    path_ =
+        fmt::format("{}/{}.deepspeed", tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", ::getpid());
+    std::ofstream out(path_, std::ios::trunc);
+    out << ::getpid() << "\n";
+    if (!out)
+      throw IoError(fmt::format("--save_pid: cannot write {}: {}", path_, std::strerror(errno)));
+    spdlog::info("launch: pid {} saved in {}", ::getpid(), path_);
+  }
+  ~PidFile() {
+    if (!path_.empty())
+      ::unlink(path_.c_str());
+  }
+  PidFile(const PidFile&) = delete;
+  PidFile& operator=(const PidFile&) = delete;
+
+ private:
+  std::string path_;
+};
+
+// --no_ssh: the nodes start independently, so they share the store token through the
+// environment (STRETCH_STORE_TOKEN, the same secret on every node).
+std::string sharedToken() {
+  const char* token = std::getenv("STRETCH_STORE_TOKEN");
+  if (token == nullptr || *token == '\0') {
+    throw LaunchError(ErrorDetail{
+        "--no_ssh", "given",
+        "STRETCH_STORE_TOKEN set to one secret shared by every node (for example `export "
+        "STRETCH_STORE_TOKEN=$(openssl rand -hex 16)` once, copied to each node); the job's "
+        "store refuses clients without it"});
+  }
+  return token;
+}
+
+// --no_ssh --node_rank K (K > 0): this process is node K's agent; node rank 0's `stretch
+// launch` serves the job's store on --master_addr.
+AgentResult joinAsNode(const LaunchRequest& o, const JobSettings& job) {
+  JoinRequest join;
+  join.rdzv = fmt::format("{}:{}", o.rdzvAddr.empty() ? o.masterAddr : o.rdzvAddr,
+                          o.rdzvPort.value_or(o.masterPort + 1));
+  join.nodeRank = *o.nodeRank;
+  join.token = job.token;
+  join.logDir = o.logDir;
+  join.controllerTimeout = o.heartbeatTimeout * 3;
+  join.stopSignal = o.stopSignal;
+  spdlog::info("launch: node rank {} joins the job at {}", *o.nodeRank, join.rdzv);
+  const NodeAgentResult result = joinJob(join);
+  AgentResult out;
+  out.exitCode = result.exitCode;
+  out.message = result.message;
+  out.generations = result.generationsRun;
+  return out;
+}
+
 }  // namespace
 
-AgentResult runLaunch(const LaunchRequest& o) {
-  parseRunnerKind(o.launcher);  // an unknown runner is an error before anything else
+AgentResult runLaunch(const LaunchRequest& request) {
+  LaunchRequest o = request;
+  if (o.hostfile.empty() && ::access(std::string(kDefaultHostfile).c_str(), F_OK) == 0) {
+    o.hostfile = std::string(kDefaultHostfile);  // DeepSpeed's default (DLTS_HOSTFILE)
+    spdlog::info("launch: using the hostfile {} (give --hostfile to choose another)", o.hostfile);
+  }
+  if (!o.launcher.empty())
+    parseRunnerKind(o.launcher);  // an unknown runner is an error before anything else
   const int defaultSlots = [&] {
     if (o.numGpus)
       return *o.numGpus;
     const auto accel = accel::getAccelerator();
     return accel->deviceType() == "cpu" ? 1 : std::max(1, accel->deviceCount());
   }();
-  const ResourcePool pool =
-      o.hostfile.empty() ? localResourcePool(defaultSlots) : loadHostfile(o.hostfile);
+  const std::string slurmNodes =
+      !o.launcher.empty() && parseRunnerKind(o.launcher) == RunnerKind::Slurm
+          ? slurmAllocationNodes()
+          : std::string();
+  const ResourcePool pool = !o.hostfile.empty() ? loadHostfile(o.hostfile)
+                            : !slurmNodes.empty()
+                                ? slurmResourcePool(slurmNodes, slurmSlots(o, defaultSlots))
+                                : localResourcePool(defaultSlots);
   const ActiveResources active = applyFilters(pool, o.include, o.exclude, o.numNodes,
                                               o.hostfile.empty() ? std::nullopt : o.numGpus);
-  const bool multiNode = active.hosts.size() != 1 || o.launcher != "local";
+  const auto hostCount = static_cast<std::int64_t>(active.hosts.size());
+  if (o.launcher.empty())
+    o.launcher = hostCount > 1 ? "pdsh" : "local";  // DeepSpeed's default runner is pdsh
+  const auto [minNodes, maxNodes] = elasticNodes(o, hostCount);
+  const bool elastic = !o.elastic.empty() || o.elasticTraining;
+  checkNodeRank(o, hostCount);
+  const bool multiNode = hostCount != 1 || o.launcher != "local" || o.forceMulti || o.noSsh;
+
+  CommandRules rules = o.commandRules;
+  rules.elastic = elastic;
+  const WorkerCommand command = resolveWorkerCommand(o.command, rules);
+  const RunnerKind runner = parseRunnerKind(o.launcher);
+  if (runner == RunnerKind::Local || runner == RunnerKind::Netns)
+    checkProgramRuns(command, o.commandRules);  // the workers run on this machine's files
+  if (multiNode && !o.noSsh)
+    checkRunnerInstalled(runner, o.launcher);
+  if (command.bindCores)
+    workerInvocation(command, 0, 1);  // numactl or taskset present, the core list valid
+  const std::string logDir = eachRankLogDir(o);
+  const PidFile pidFile(o.savePid);
 
   agent::AgentConfig config;
   JobSettings job;
-  job.command = o.command;
+  job.command = command;
   job.masterPort = o.masterPort;
-  job.token = randomToken();
+  job.token = o.noSsh ? sharedToken() : randomToken();
   if (!o.config.empty()) {
     const auto parsed = config::loadConfig(o.config);
     for (const auto& w : parsed.warnings)
       spdlog::warn("{}", w);
     config.training = parsed.config;
     job.batchFromConfig = true;
+    job.configJson = readFile(o.config, "--config");
     if (parsed.config.elasticity.enabled) {
       // The workers' runtime checks it against its own (ensure_immutable_elastic_config).
       job.elasticJson = nlohmann::json::parse(config::toJson(parsed.config))["elasticity"].dump();
@@ -239,19 +523,15 @@ AgentResult runLaunch(const LaunchRequest& o) {
     // No config: every world size is valid (one sample per rank and step).
     config.training.batch.microBatchPerGpu = 1;
   }
-  const auto hostCount = static_cast<std::int64_t>(active.hosts.size());
-  config.minNodes = hostCount;
-  config.maxNodes = hostCount;
-  if (!o.elastic.empty()) {
-    const auto [lo, hi] = parseElastic(o.elastic);
-    config.minNodes = lo;
-    config.maxNodes = hi;
-  }
-  config.maxRestarts = o.maxRestarts.value_or(o.elastic.empty() ? 0 : 100);
+  config.minNodes = minNodes;
+  config.maxNodes = maxNodes;
+  config.maxRestarts = o.maxRestarts.value_or(elastic ? 100 : 0);
   job.maxRestarts = config.maxRestarts;
   // One node: nothing to wait for. Several: a short window for the last agents to register.
-  config.lastCall =
-      multiNode && !o.elastic.empty() ? agent::fromSeconds(o.lastCall) : agent::Duration(0);
+  config.lastCall = multiNode && elastic ? agent::fromSeconds(o.lastCall) : agent::Duration(0);
+  o.logDir = logDir;
+  if (o.noSsh && *o.nodeRank > 0)
+    return joinAsNode(o, job);
   if (multiNode)
     return runMultiNode(o, active, config, job);
 
@@ -260,8 +540,8 @@ AgentResult runLaunch(const LaunchRequest& o) {
   options.config = config;
   options.nodeId = host;
   options.slots = static_cast<std::int64_t>(slotIndices.size());
-  options.command = o.command;
-  options.logDir = o.logDir;
+  options.command = command;
+  options.logDir = logDir;
   if (!o.eventLog.empty())
     options.eventLog = o.eventLog;
   if (!o.checkpointDir.empty())
@@ -270,10 +550,13 @@ AgentResult runLaunch(const LaunchRequest& o) {
   options.stopSignal = o.stopSignal;
   const auto devices = devicesOfSlots(slotIndices);
   const std::string masterAddr = o.masterAddr;
-  options.environment = [job, devices, masterAddr](const agent::StartWorkers& start,
-                                                   const agent::NodeAssignment& node,
-                                                   std::int64_t localRank) {
-    return jobWorkerEnvironment(job, start, node, localRank, masterAddr, devices);
+  std::shared_ptr<GenerationConfigs> configs;
+  if (job.configJson)
+    configs = std::make_shared<GenerationConfigs>(*job.configJson, logDir);
+  options.environment = [job, devices, masterAddr, configs](const agent::StartWorkers& start,
+                                                            const agent::NodeAssignment& node,
+                                                            std::int64_t localRank) {
+    return jobWorkerEnvironment(job, start, node, localRank, masterAddr, devices, configs.get());
   };
   return runLocalAgent(options);
 }

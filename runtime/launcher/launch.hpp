@@ -17,12 +17,14 @@
 #include <vector>
 
 #include "runtime/launcher/agent_loop.hpp"
+#include "runtime/launcher/worker_command.hpp"
 
 namespace stretch::launcher {
 
-// The launch as the user asked for it (the flags of `stretch launch`, same names).
+// The launch as the user asked for it (the flags of `stretch launch`, same names; DeepSpeed's
+// launcher flags with DeepSpeed's meaning, docs/compatibility.md).
 struct LaunchRequest {
-  std::string hostfile;
+  std::string hostfile;  // "": DeepSpeed's /job/hostfile when it exists, else this machine
   std::string include;
   std::string exclude;
   std::optional<int> numNodes;
@@ -30,14 +32,24 @@ struct LaunchRequest {
   std::string masterAddr = "127.0.0.1";
   int masterPort = 29500;
   bool masterAddrGiven = false;  // --master_addr was given (multi-node default differs)
-  std::string launcher = "local";
+  std::string launcher;          // "": local for one host, pdsh (DeepSpeed's default) for several
   std::string rdzvAddr;
   std::optional<int> rdzvPort;
   double heartbeatTimeout = 5.0;
   double lastCall = 2.0;
   std::string launcherArgs;
   std::optional<int> sshPort;
-  std::string elastic;
+  std::string elastic;                          // --elastic MIN:MAX
+  bool elasticTraining = false;                 // --elastic_training
+  std::optional<std::int64_t> minElasticNodes;  // --min_elastic_nodes (default 1)
+  std::optional<std::int64_t> maxElasticNodes;  // --max_elastic_nodes (default: the hosts)
+  std::optional<std::int64_t> nodeRank;         // --node_rank (with --no_ssh)
+  bool noSsh = false;         // --no_ssh: every node runs `stretch launch --node_rank K` itself
+  bool noSshCheck = false;    // --no_ssh_check (Stretch does not probe ssh; accepted)
+  bool forceMulti = false;    // --force_multi: a node agent and the store even for one host
+  CommandRules commandRules;  // --module, --no_python, --no_local_rank, --bind_cores_to_rank
+  bool savePid = false;       // --save_pid: write this pid to $TMPDIR/<pid>.deepspeed
+  std::string eachRankLog;    // --enable_each_rank_log DIR: DeepSpeed's name for --log_dir
   std::optional<std::int64_t> maxRestarts;
   double monitorInterval = 1.0;
   std::string logDir;

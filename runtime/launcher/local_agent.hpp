@@ -18,9 +18,9 @@ struct LocalAgentOptions {
   agent::AgentConfig config;
   std::string nodeId = "localhost";
   std::int64_t slots = 1;
-  std::vector<std::string> command;  // the worker program and its arguments
-  EnvironmentFor environment;        // each worker's variables (RANK, WORLD_SIZE, ...)
-  std::filesystem::path logDir;      // empty: workers write to the agent's stdout/stderr
+  WorkerCommand command;         // the worker program and its arguments
+  EnvironmentFor environment;    // each worker's variables (RANK, WORLD_SIZE, ...)
+  std::filesystem::path logDir;  // empty: workers write to the agent's stdout/stderr
   std::optional<std::filesystem::path> eventLog;
   std::optional<std::filesystem::path> checkpointDir;  // for the resume step in the event log
   Duration monitorInterval = std::chrono::seconds(1);

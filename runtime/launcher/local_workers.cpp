@@ -1,5 +1,7 @@
 #include "runtime/launcher/local_workers.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "runtime/common/error.hpp"
@@ -13,7 +15,8 @@ LocalWorkerGroup::~LocalWorkerGroup() {
 void LocalWorkerGroup::start(const std::vector<std::string>& argv,
                              const std::vector<WorkerProcessSpec>& workers,
                              const std::filesystem::path& logDir, int attempt) {
-  if (argv.empty())
+  if (argv.empty() && std::any_of(workers.begin(), workers.end(),
+                                  [](const WorkerProcessSpec& w) { return w.argv.empty(); }))
     throw ConfigError("worker command: empty (expected a program and its arguments)");
   std::filesystem::path dir;
   if (!logDir.empty()) {
@@ -26,11 +29,11 @@ void LocalWorkerGroup::start(const std::vector<std::string>& argv,
   }
   for (const auto& spec : workers) {
     SpawnOptions options;
-    options.argv = argv;
+    options.argv = spec.argv.empty() ? argv : spec.argv;
     options.env = spec.env;
     if (!dir.empty())
       options.logFile = dir / fmt::format("rank_{}.log", spec.globalRank);
-    options.execErrorPrefix = "stretch agent: ";
+    options.execErrorPrefix = fmt::format("stretch: worker rank {}: ", spec.globalRank);
     workers_.push_back({spec, spawnProcess(options)});
   }
 }

@@ -28,6 +28,7 @@ struct WorkerProcessSpec {
   int localRank = 0;
   int globalRank = 0;
   std::map<std::string, std::string> env;  // added to (and overriding) the agent's environment
+  std::vector<std::string> argv;           // this worker's command; empty: the group's argv
 };
 
 struct WorkerExit {

@@ -207,9 +207,12 @@ NodeAgentResult joinJob(const JoinRequest& r) {
   options.controllerTimeout = fromSeconds(r.controllerTimeout);
   options.stopSignal = r.stopSignal;
   const auto devices = devicesOfSlots(node.devices);
-  options.environment = [job, devices](const StartWorkers& s, const NodeAssignment& n,
-                                       std::int64_t local, const std::string& masterAddr) {
-    return jobWorkerEnvironment(job, s, n, local, masterAddr, devices);
+  std::shared_ptr<GenerationConfigs> configs;
+  if (job.configJson)
+    configs = std::make_shared<GenerationConfigs>(*job.configJson, r.logDir.string());
+  options.environment = [job, devices, configs](const StartWorkers& s, const NodeAssignment& n,
+                                                std::int64_t local, const std::string& masterAddr) {
+    return jobWorkerEnvironment(job, s, n, local, masterAddr, devices, configs.get());
   };
   return runNodeAgent(options);
 }

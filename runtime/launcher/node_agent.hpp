@@ -34,7 +34,7 @@ using StoreFactory = std::function<std::shared_ptr<comm::Store>()>;
 struct NodeAgentOptions {
   StoreFactory connect;
   NodeRecord node;  // id, slots, address, devices
-  std::vector<std::string> command;
+  WorkerCommand command;
   // The workers' variables for a generation; masterAddr is the command's (rank 0's host).
   std::function<std::map<std::string, std::string>(
       const agent::StartWorkers& start, const agent::NodeAssignment& node, std::int64_t localRank,

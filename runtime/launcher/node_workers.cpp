@@ -11,15 +11,14 @@ using agent::NodeAssignment;
 using agent::StartWorkers;
 using agent::WorkerExited;
 
-NodeWorkers::NodeWorkers(std::string nodeId, std::vector<std::string> command,
-                         EnvironmentFor environment, std::filesystem::path logDir,
-                         Duration stopGrace)
+NodeWorkers::NodeWorkers(std::string nodeId, WorkerCommand command, EnvironmentFor environment,
+                         std::filesystem::path logDir, Duration stopGrace)
     : nodeId_(std::move(nodeId)),
       command_(std::move(command)),
       environment_(std::move(environment)),
       logDir_(std::move(logDir)),
       stopGrace_(stopGrace) {
-  if (command_.empty())
+  if (command_.argv.empty())
     throw ConfigError("launch: no program to run (expected PROGRAM [ARGS...])");
   if (!environment_)
     throw InternalError("NodeWorkers: no environment function");
@@ -36,9 +35,13 @@ void NodeWorkers::start(const StartWorkers& action) {
       spec.localRank = static_cast<int>(local);
       spec.globalRank = static_cast<int>(node.firstRank + local);
       spec.env = environment_(action, node, local);
+      auto invocation = workerInvocation(command_, local, node.localWorldSize);
+      for (auto& [name, value] : invocation.env)
+        spec.env[name] = std::move(value);
+      spec.argv = expandWorkerVariables(invocation.argv, invocation.programAt, spec.env);
       specs.push_back(std::move(spec));
     }
-    workers_.start(command_, specs, logDir_, static_cast<int>(action.generation));
+    workers_.start(command_.argv, specs, logDir_, static_cast<int>(action.generation));
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include "runtime/agent/worker_group.hpp"
 #include "runtime/launcher/local_workers.hpp"
+#include "runtime/launcher/worker_command.hpp"
 
 namespace stretch::launcher {
 
@@ -26,7 +27,7 @@ using EnvironmentFor = std::function<std::map<std::string, std::string>(
 // this node's part (its NodeAssignment) of every generation.
 class NodeWorkers final : public agent::WorkerGroup {
  public:
-  NodeWorkers(std::string nodeId, std::vector<std::string> command, EnvironmentFor environment,
+  NodeWorkers(std::string nodeId, WorkerCommand command, EnvironmentFor environment,
               std::filesystem::path logDir, agent::Duration stopGrace);
 
   void start(const agent::StartWorkers& action) override;
@@ -38,7 +39,7 @@ class NodeWorkers final : public agent::WorkerGroup {
 
  private:
   std::string nodeId_;
-  std::vector<std::string> command_;
+  WorkerCommand command_;
   EnvironmentFor environment_;
   std::filesystem::path logDir_;
   agent::Duration stopGrace_;

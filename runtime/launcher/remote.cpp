@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -112,6 +114,8 @@ std::string_view toString(RunnerKind kind) noexcept {
       return "openmpi";
     case RunnerKind::Netns:
       return "netns";
+    case RunnerKind::Slurm:
+      return "slurm";
   }
   return "unknown";
 }
@@ -123,15 +127,15 @@ RunnerKind parseRunnerKind(std::string_view name) {
   if (lower == "mpirun")  // the and OpenMPI's own name for it
     return RunnerKind::OpenMpi;
   for (const RunnerKind kind : {RunnerKind::Local, RunnerKind::Ssh, RunnerKind::Pdsh,
-                                RunnerKind::OpenMpi, RunnerKind::Netns}) {
+                                RunnerKind::OpenMpi, RunnerKind::Netns, RunnerKind::Slurm}) {
     if (lower == toString(kind)) {
       return kind;
     }
   }
   throw LaunchError(ErrorDetail{"--launcher", std::string(name),
-                                "one of local, ssh, pdsh, openmpi (or mpirun), netns (DeepSpeed's "
-                                "mvapich, slurm, mpich and impi "
-                                "launchers are not supported)"});
+                                "one of local, ssh, pdsh, openmpi (or mpirun), netns, slurm "
+                                "(DeepSpeed's mvapich, mpich and impi launchers are not "
+                                "supported)"});
 }
 
 std::string shellQuote(std::string_view arg) {
@@ -238,6 +242,45 @@ std::vector<NodeLaunch> buildNodeLaunches(const RemoteLaunchSpec& spec) {
       out.push_back(NodeLaunch{std::move(argv), std::move(env), std::move(ranks)});
       break;
     }
+    case RunnerKind::Slurm: {
+      std::string hostList;
+      for (std::size_t i = 0; i < n; ++i) {
+        hostList += i ? "," : "";
+        hostList += spec.hosts[i];
+      }
+      std::vector<std::string> argv = {"srun",
+                                       fmt::format("--nodes={}", n),
+                                       fmt::format("--ntasks={}", n),
+                                       "--ntasks-per-node=1",
+                                       "--nodelist=" + hostList,
+                                       "--distribution=arbitrary",
+                                       "--kill-on-bad-exit=0",
+                                       "--input=none"};
+      if (!spec.workDir.empty()) {
+        argv.push_back("--chdir=" + spec.workDir);
+      }
+      argv.push_back("--export=ALL");  // the exports travel in srun's own environment
+      argv.insert(argv.end(), spec.launcherArgs.begin(), spec.launcherArgs.end());
+      const bool needsRank = std::find(spec.agentArgv.begin(), spec.agentArgv.end(),
+                                       kNodeRankPlaceholder) != spec.agentArgv.end();
+      if (needsRank) {
+        RemoteLaunchSpec inner = spec;
+        inner.workDir.clear();  // --chdir
+        inner.exports.clear();  // --export=ALL
+        argv.push_back("sh");
+        argv.push_back("-c");
+        argv.push_back(remoteCommand(inner, "\"$SLURM_PROCID\"", /*pdshEscape=*/false,
+                                     /*useExec=*/true));
+      } else {
+        argv.insert(argv.end(), spec.agentArgv.begin(), spec.agentArgv.end());
+      }
+      std::vector<std::size_t> ranks(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        ranks[i] = i;
+      }
+      out.push_back(NodeLaunch{std::move(argv), spec.exports, std::move(ranks)});
+      break;
+    }
     case RunnerKind::OpenMpi: {
       std::string hostList;
       for (std::size_t i = 0; i < n; ++i) {
@@ -277,6 +320,113 @@ std::vector<NodeLaunch> buildNodeLaunches(const RemoteLaunchSpec& spec) {
     }
   }
   return out;
+}
+
+namespace {
+
+constexpr std::size_t kMaxSlurmHosts = 1000000;
+
+[[noreturn]] void badHostlist(std::string_view list, std::string_view why) {
+  throw LaunchError(
+      ErrorDetail{"SLURM_JOB_NODELIST", std::string(list),
+                  "a Slurm host list such as node[01-03,07],gpu5 (" + std::string(why) + ")"});
+}
+
+// One bracket's numbers: "01-03,7" -> 01 02 03 7.
+std::vector<std::string> expandBracket(std::string_view list, std::string_view body) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= body.size()) {
+    const std::size_t comma = std::min(body.find(',', start), body.size());
+    const std::string_view item = body.substr(start, comma - start);
+    const std::size_t dash = item.find('-');
+    const std::string_view lo = item.substr(0, dash);
+    const std::string_view hi = dash == std::string_view::npos ? lo : item.substr(dash + 1);
+    const auto number = [&](std::string_view digits) {
+      if (digits.empty() || digits.size() > 18 ||
+          !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        badHostlist(list, "a bracket holds numbers and ranges LO-HI");
+      }
+      return std::stoull(std::string(digits));
+    };
+    const std::uint64_t a = number(lo);
+    const std::uint64_t b = number(hi);
+    if (b < a) {
+      badHostlist(list, "a range ends below its start");
+    }
+    if (b - a >= kMaxSlurmHosts || out.size() + (b - a) >= kMaxSlurmHosts) {
+      badHostlist(list, "more than 1000000 hosts");
+    }
+    for (std::uint64_t v = a; v <= b; ++v) {
+      out.push_back(fmt::format("{:0{}}", v, lo.size()));
+    }
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> expandSlurmHostlist(std::string_view list) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    // The next top-level comma ends this name pattern.
+    std::size_t end = start;
+    int depth = 0;
+    for (; end < list.size() && (depth > 0 || list[end] != ','); ++end) {
+      if (list[end] == '[' && ++depth > 1) {
+        badHostlist(list, "nested brackets");
+      }
+      if (list[end] == ']' && --depth < 0) {
+        badHostlist(list, "a ']' without its '['");
+      }
+    }
+    if (depth != 0) {
+      badHostlist(list, "a '[' without its ']'");
+    }
+    const std::string_view pattern = list.substr(start, end - start);
+    if (pattern.empty()) {
+      badHostlist(list, "an empty name");
+    }
+    // Every bracket multiplies the names so far.
+    std::vector<std::string> names = {""};
+    for (std::size_t i = 0; i < pattern.size();) {
+      if (pattern[i] != '[') {
+        const std::size_t next = std::min(pattern.find('[', i), pattern.size());
+        for (std::string& name : names) {
+          name += pattern.substr(i, next - i);
+        }
+        i = next;
+        continue;
+      }
+      const std::size_t close = pattern.find(']', i);
+      const auto numbers = expandBracket(list, pattern.substr(i + 1, close - i - 1));
+      if (names.size() * numbers.size() + out.size() > kMaxSlurmHosts) {
+        badHostlist(list, "more than 1000000 hosts");
+      }
+      std::vector<std::string> product;
+      product.reserve(names.size() * numbers.size());
+      for (const std::string& name : names) {
+        for (const std::string& number : numbers) {
+          product.push_back(name + number);
+        }
+      }
+      names = std::move(product);
+      i = close + 1;
+    }
+    out.insert(out.end(), names.begin(), names.end());
+    start = end + 1;
+  }
+  // Duplicates out, first place kept.
+  std::vector<std::string> unique;
+  std::set<std::string_view> seen;
+  for (const std::string& name : out) {
+    if (seen.insert(name).second) {
+      unique.push_back(name);
+    }
+  }
+  return unique;
 }
 
 }  // namespace stretch::launcher

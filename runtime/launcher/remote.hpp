@@ -30,13 +30,29 @@
 //           node-rank placeholder in the agent argv the agent runs as
 //             sh -c 'exec AGENT ... "$OMPI_COMM_WORLD_RANK" ...'
 //           since one mpirun command cannot carry per-node arguments.
+//   slurm   one process for all nodes, one agent per node, srun task rank = node rank
+//           (DeepSpeed's SlurmRunner runs `srun -n SLOTS ... --export=ALL,K=V python script` with
+//           one task per slot; Stretch runs one node agent per node instead):
+//             srun --nodes=N --ntasks=N --ntasks-per-node=1 --nodelist=h1,h2,...
+//                  --distribution=arbitrary --kill-on-bad-exit=0 --input=none [--chdir=DIR]
+//                  --export=ALL [launcherArgs] AGENT ARGS
+//           env = exports: srun hands the caller's environment to the tasks (--export=ALL) inside
+//           its munge-authenticated launch request, so the values are on no command line; on the
+//           nodes they are in the agent's /proc/PID/environ, readable by the same user and root
+//           only. --distribution=arbitrary lays the tasks out in --nodelist order (the default
+//           block layout would follow Slurm's node order), so task K runs on hosts[K];
+//           --kill-on-bad-exit=0 keeps the other agents running when one node's agent dies (the
+//           elastic restart goes on without it); --input=none keeps srun off the terminal (it
+//           runs in the background process group). With the node-rank placeholder the agent runs
+//           as  sh -c 'exec AGENT ... "$SLURM_PROCID" ...'.
 //   netns   one process per node, for tests on one machine (each "host" is a network namespace):
 //             ip netns exec NSNAME AGENT ARGS;  env = exports.
 //           NSNAME is netnsNames[host], else the host name itself.
 // local and netns run in the caller's working directory (workDir is for the remote runners).
 //
 // Node rank: every agent argument exactly equal to kNodeRankPlaceholder is replaced by the node
-// rank (ssh/local/netns: the decimal rank; pdsh: %n; openmpi: $OMPI_COMM_WORLD_RANK). No other
+// rank (ssh/local/netns: the decimal rank; pdsh: %n; openmpi: $OMPI_COMM_WORLD_RANK; slurm:
+// $SLURM_PROCID). No other
 // argument is ever rewritten.
 //
 // Errors: LaunchError for bad user input (an unknown --launcher, an environment variable name
@@ -53,9 +69,9 @@
 
 namespace stretch::launcher {
 
-enum class RunnerKind { Local, Ssh, Pdsh, OpenMpi, Netns };
+enum class RunnerKind { Local, Ssh, Pdsh, OpenMpi, Netns, Slurm };
 
-// "local", "ssh", "pdsh", "openmpi", "netns".
+// "local", "ssh", "pdsh", "openmpi", "netns", "slurm".
 std::string_view toString(RunnerKind kind) noexcept;
 // Case-insensitive (DeepSpeed lower-cases --launcher); "mpirun" means openmpi. LaunchError naming
 // --launcher otherwise.
@@ -74,7 +90,7 @@ std::string shellJoin(const std::vector<std::string>& argv);
 
 // One process the launcher starts: its argv and the variables to add to (and override in) the
 // launcher's own environment for it. nodeRanks: the nodes whose agents it starts (one for
-// local/ssh/netns, all for pdsh/openmpi).
+// local/ssh/netns, all for pdsh/openmpi/slurm).
 struct NodeLaunch {
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;
@@ -88,11 +104,19 @@ struct RemoteLaunchSpec {
   std::vector<std::string> agentArgv;             // program + arguments (see kNodeRankPlaceholder)
   std::map<std::string, std::string> exports;     // variables every agent gets
   std::string workDir;                            // remote working directory; "" = login default
-  std::vector<std::string> launcherArgs;          // extra ssh / pdsh / mpirun arguments
+  std::vector<std::string> launcherArgs;          // extra ssh / pdsh / mpirun / srun arguments
   std::optional<int> sshPort;                     // ssh -p / PDSH_SSH_ARGS_APPEND
   std::map<std::string, std::string> netnsNames;  // host -> namespace (netns runner)
 };
 
 std::vector<NodeLaunch> buildNodeLaunches(const RemoteLaunchSpec& spec);
+
+// Expands Slurm's compressed host list (SLURM_JOB_NODELIST, `scontrol show hostnames` syntax):
+// comma-separated names, each with any number of bracketed lists of numbers and ranges, e.g.
+// "node[01-03,07],gpu5" -> node01 node02 node03 node07 gpu5 and "r[1-2]n[1-2]" -> r1n1 r1n2 r2n1
+// r2n2. A range keeps the zero padding of its first number ("[08-10]" -> 08 09 10). Order is kept
+// and duplicates removed. LaunchError naming SLURM_JOB_NODELIST for an empty list, unbalanced or
+// empty brackets, a range whose end is below its start, or more than 1,000,000 names.
+std::vector<std::string> expandSlurmHostlist(std::string_view list);
 
 }  // namespace stretch::launcher

@@ -62,6 +62,8 @@ std::map<std::string, std::string> workerEnvironment(const WorkerEnvSpec& spec) 
     env["STRETCH_MICRO_BATCH_SIZE"] = std::to_string(spec.batch->microBatchPerGpu);
     env["STRETCH_GRADIENT_ACCUMULATION_STEPS"] = std::to_string(spec.batch->gradientAccumulation);
   }
+  if (spec.dsConfigPath)
+    env["STRETCH_DS_CONFIG"] = *spec.dsConfigPath;
   return env;
 }
 
@@ -74,7 +76,7 @@ std::optional<std::vector<int>> devicesOfSlots(const std::vector<int>& slots) {
 std::map<std::string, std::string> jobWorkerEnvironment(
     const JobSettings& job, const agent::StartWorkers& start, const agent::NodeAssignment& node,
     std::int64_t localRank, const std::string& masterAddr,
-    const std::optional<std::vector<int>>& devices) {
+    const std::optional<std::vector<int>>& devices, GenerationConfigs* configs) {
   WorkerEnvSpec spec;
   spec.nodeRank = node.nodeRank;
   spec.numNodes = static_cast<std::int64_t>(start.nodes.size());
@@ -97,6 +99,10 @@ std::map<std::string, std::string> jobWorkerEnvironment(
   spec.generation = start.generation;
   if (job.batchFromConfig)
     spec.batch = start.batch;
+  if (job.configJson) {
+    STRETCH_CHECK(configs != nullptr, "a job with a config needs its generation configs");
+    spec.dsConfigPath = configs->pathFor(start.generation, start.batch);
+  }
   return workerEnvironment(spec);
 }
 

@@ -21,6 +21,8 @@
 //  - STRETCH_TRAIN_BATCH_SIZE, STRETCH_MICRO_BATCH_SIZE, STRETCH_GRADIENT_ACCUMULATION_STEPS:
 //    the batch the elastic solver chose for this generation's world size (the config's own
 //    triple for a job without elasticity); set when the job has a config.
+//  - STRETCH_DS_CONFIG: the path of this generation's copy of the job's DeepSpeed config with
+//    that batch and without the elasticity block (generation_config.hpp); with a config.
 //
 // Ranks: nodes in order, local ranks in order on every node, so
 //   RANK = (slot counts of the earlier nodes) + LOCAL_RANK   (globalRank in hostfile.hpp).
@@ -42,6 +44,7 @@
 
 #include "runtime/agent/state_machine.hpp"
 #include "runtime/config/batch.hpp"
+#include "runtime/launcher/generation_config.hpp"
 #include "runtime/launcher/job_protocol.hpp"
 
 namespace stretch::launcher {
@@ -62,6 +65,7 @@ struct WorkerEnvSpec {
   std::optional<std::string> elasticityConfigJson;
   std::optional<std::uint64_t> generation;
   std::optional<config::BatchTriple> batch;
+  std::optional<std::string> dsConfigPath;
 };
 
 std::map<std::string, std::string> workerEnvironment(const WorkerEnvSpec& spec);
@@ -73,10 +77,11 @@ std::optional<std::vector<int>> devicesOfSlots(const std::vector<int>& slots);
 // The variables of one worker of a generation, from the job's settings and the controller's
 // StartWorkers: the one place a StartWorkers becomes a worker's environment. devices: the
 // node's slot indices on a GPU host (CUDA_VISIBLE_DEVICES: the first localWorldSize of them),
-// nullopt on a CPU-only host.
+// nullopt on a CPU-only host. configs: where this node writes the generation's copy of the
+// job's config (STRETCH_DS_CONFIG); required when the job has a config (job.configJson).
 std::map<std::string, std::string> jobWorkerEnvironment(
     const JobSettings& job, const agent::StartWorkers& start, const agent::NodeAssignment& node,
     std::int64_t localRank, const std::string& masterAddr,
-    const std::optional<std::vector<int>>& devices);
+    const std::optional<std::vector<int>>& devices, GenerationConfigs* configs);
 
 }  // namespace stretch::launcher

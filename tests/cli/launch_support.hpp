@@ -1,14 +1,18 @@
 #pragma once
 // Helpers for the tests that run `stretch launch` and `stretch agent` as processes: a bounded
-// child process with its output in files, free ports, the example job's command line, and
-// readers for the job's summary and event log. Needs STRETCH_CLI, STRETCH_TRAIN_DIGITS and
+// child process with its output in files, free ports, the example job's command line, readers
+// for the job's summary and event log (start_workers records and their batch), agents' pids, and
+// the processes a test left behind. Needs STRETCH_CLI, STRETCH_TRAIN_DIGITS and
 // STRETCH_SOURCE defined by the test target.
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <optional>
 #include <random>
 #include <signal.h>
@@ -18,6 +22,7 @@
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -38,15 +43,23 @@ inline int freePort() {
   return 20000 + static_cast<int>(rng() % 20000);
 }
 
-// A running `stretch launch`; stdout and stderr go to files in `dir`.
-class Launch {
+// The children of process `pid` (for a launcher: its workers or agents).
+inline std::vector<pid_t> childrenOf(pid_t pid) {
+  std::vector<pid_t> out;
+  std::istringstream in(stretch::test::readFileIfAny("/proc/" + std::to_string(pid) + "/task/" +
+                                                     std::to_string(pid) + "/children"));
+  pid_t p = 0;
+  while (in >> p)
+    out.push_back(p);
+  return out;
+}
+
+// A running program (argv[0] looked up on PATH when it has no '/'); stdout and stderr go to
+// `dir`/NAMEout.txt and `dir`/NAMEerr.txt. SIGKILLed if still running when destroyed.
+class Child {
  public:
-  // `stretch <subcommand> ARGS...` (subcommand "launch" or "agent").
-  Launch(const fs::path& dir, std::vector<std::string> args,
-         const std::string& subcommand = "launch", const std::string& name = "")
+  Child(const fs::path& dir, std::vector<std::string> argv, const std::string& name = "")
       : dir_(dir), name_(name) {
-    std::vector<std::string> argv = {STRETCH_CLI, subcommand};
-    argv.insert(argv.end(), args.begin(), args.end());
     std::vector<char*> cargv;
     for (auto& a : argv)
       cargv.push_back(a.data());
@@ -57,16 +70,18 @@ class Launch {
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&actions, 2, (dir / (name + "err.txt")).c_str(),
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    EXPECT_EQ(posix_spawn(&pid_, argv[0].c_str(), &actions, nullptr, cargv.data(), environ), 0);
+    EXPECT_EQ(posix_spawnp(&pid_, argv[0].c_str(), &actions, nullptr, cargv.data(), environ), 0);
     posix_spawn_file_actions_destroy(&actions);
   }
-  ~Launch() {
+  ~Child() {
     if (pid_ > 0 && !reaped_) {
       ::kill(pid_, SIGKILL);
       int status = 0;
       ::waitpid(pid_, &status, 0);
     }
   }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
 
   // The exit status, or -1 when it did not end within `limit` (then it is killed).
   int wait(std::chrono::seconds limit = 120s) {
@@ -82,17 +97,6 @@ class Launch {
     return -1;
   }
 
-  // The launcher's child processes (its workers).
-  std::vector<pid_t> workers() const {
-    std::vector<pid_t> out;
-    std::istringstream in(stretch::test::readFileIfAny("/proc/" + std::to_string(pid_) + "/task/" +
-                                                       std::to_string(pid_) + "/children"));
-    pid_t p = 0;
-    while (in >> p)
-      out.push_back(p);
-    return out;
-  }
-
   pid_t pid() const { return pid_; }
   std::string out() const { return stretch::test::readFileIfAny(dir_ / (name_ + "out.txt")); }
   std::string err() const { return stretch::test::readFileIfAny(dir_ / (name_ + "err.txt")); }
@@ -102,6 +106,25 @@ class Launch {
   std::string name_;
   pid_t pid_ = -1;
   bool reaped_ = false;
+};
+
+// A running `stretch <subcommand> ARGS...` (subcommand "launch", "agent", "sim", ...).
+class Launch : public Child {
+ public:
+  Launch(const fs::path& dir, std::vector<std::string> args,
+         const std::string& subcommand = "launch", const std::string& name = "")
+      : Child(dir, cliArgv(subcommand, std::move(args)), name) {}
+
+  // The launcher's child processes (its workers).
+  std::vector<pid_t> workers() const { return childrenOf(pid()); }
+
+ private:
+  static std::vector<std::string> cliArgv(const std::string& subcommand,
+                                          std::vector<std::string> args) {
+    std::vector<std::string> argv = {STRETCH_CLI, subcommand};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
 };
 
 // The last JSON summary line the job printed (rank 0's).
@@ -138,36 +161,145 @@ inline std::vector<nlohmann::json> eventsOf(const fs::path& file) {
   return out;
 }
 
-inline std::vector<std::string> digitsJob(const fs::path& dir, int slots, int steps) {
-  const std::string config =
-      std::string(STRETCH_SOURCE) + "/fixtures/jobs/digits/ds_config_elastic.json";
-  return {"--num_gpus",
-          std::to_string(slots),
-          "--master_port",
-          std::to_string(freePort()),
+// The event log's start_workers records, in order.
+inline std::vector<nlohmann::json> startsOf(const fs::path& events) {
+  std::vector<nlohmann::json> out;
+  for (const auto& e : eventsOf(events)) {
+    if (e["event"] == "start_workers")
+      out.push_back(e);
+  }
+  return out;
+}
+
+// Waits until the event log holds a start_workers record that `pred` accepts; its record, or
+// null after `limit`.
+template <typename Pred>
+nlohmann::json waitForStart(const fs::path& events, Pred pred, std::chrono::seconds limit = 60s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (const auto& s : startsOf(events)) {
+      if (pred(s))
+        return s;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  return nullptr;
+}
+
+// The elastic solver's split of the global batch for a world size: {micro batch, accumulation}.
+using BatchSplit = std::function<std::pair<int, int>(int worldSize)>;
+
+// Every start_workers record of `events` trains `globalBatch` = micro x accum x world size, with
+// the split `split` gives for its world size when one is given.
+inline void expectConstantGlobalBatch(const fs::path& events, int globalBatch = 48,
+                                      const BatchSplit& split = {}) {
+  for (const auto& s : startsOf(events)) {
+    EXPECT_EQ(s["batch"]["train_batch_size"], globalBatch) << s.dump();
+    const int micro = s["batch"]["train_micro_batch_size_per_gpu"].get<int>();
+    const int accum = s["batch"]["gradient_accumulation_steps"].get<int>();
+    const int world = s["world_size"].get<int>();
+    EXPECT_EQ(s["batch"]["train_batch_size"].get<int>(), micro * accum * world) << s.dump();
+    if (split) {
+      const auto [expectedMicro, expectedAccum] = split(world);
+      EXPECT_EQ(micro, expectedMicro) << s.dump();
+      EXPECT_EQ(accum, expectedAccum) << s.dump();
+    }
+  }
+}
+
+// The resume steps of the start_workers records of `events` never go back.
+inline void expectResumeStepsNeverGoBack(const fs::path& events) {
+  std::int64_t last = 0;
+  for (const auto& s : startsOf(events)) {
+    if (s.contains("resume_step")) {
+      EXPECT_GE(s["resume_step"].get<std::int64_t>(), last) << s.dump();
+      last = s["resume_step"];
+    }
+  }
+}
+
+// The pid of node `node`'s agent, from the pid file in the job's log directory (dir/logs); -1
+// when there is none.
+inline pid_t agentPid(const fs::path& dir, const std::string& node) {
+  std::ifstream in(dir / "logs" / ("agent_" + node + ".pid"));
+  pid_t pid = -1;
+  in >> pid;
+  return pid;
+}
+
+// A hostfile in `dir` naming `hosts`, 2 slots each.
+inline fs::path writeHostfile(const fs::path& dir, const std::vector<std::string>& hosts) {
+  const fs::path path = dir / "hostfile";
+  std::ofstream out(path);
+  for (const auto& h : hosts)
+    out << h << " slots=2\n";
+  return path;
+}
+
+// Processes whose command line mentions `marker` (a test's directory), but this one.
+inline std::vector<pid_t> processesMentioning(const std::string& marker) {
+  std::vector<pid_t> out;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    std::string cmdline = stretch::test::readFileIfAny(entry.path() / "cmdline");
+    for (char& c : cmdline) {
+      if (c == '\0')
+        c = ' ';
+    }
+    if (cmdline.find(marker) != std::string::npos && std::stoi(name) != ::getpid())
+      out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+// True once no process mentions `marker`, within `limit`. (Zombies and exiting processes
+// disappear shortly after their parent reaps them.)
+inline bool noneLeft(const std::string& marker, std::chrono::seconds limit = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (processesMentioning(marker).empty())
+      return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+// The example job's elastic DeepSpeed config.
+inline std::string digitsConfig() {
+  return std::string(STRETCH_SOURCE) + "/fixtures/jobs/digits/ds_config_elastic.json";
+}
+
+// The example job's own command line (what follows the launcher's options): `steps` steps with
+// digitsConfig(), a checkpoint in dir/ckpt every `saveEvery` steps, resuming from the latest one,
+// and a JSON summary.
+inline std::vector<std::string> digitsTrainer(const fs::path& dir, int steps, int saveEvery) {
+  return {STRETCH_TRAIN_DIGITS,
           "--config",
-          config,
-          "--elastic",
-          "1:1",
-          "--monitor_interval",
-          "1",
-          "--log_dir",
-          (dir / "logs").string(),
-          "--event_log",
-          (dir / "events.jsonl").string(),
-          "--checkpoint_dir",
-          (dir / "ckpt").string(),
-          STRETCH_TRAIN_DIGITS,
-          "--config",
-          config,
+          digitsConfig(),
           "--steps",
           std::to_string(steps),
           "--checkpoint-dir",
           (dir / "ckpt").string(),
           "--save-every",
-          "40",
+          std::to_string(saveEvery),
           "--resume",
           "--json"};
+}
+
+inline std::vector<std::string> digitsJob(const fs::path& dir, int slots, int steps) {
+  std::vector<std::string> args = {"--num_gpus",         std::to_string(slots),
+                                   "--master_port",      std::to_string(freePort()),
+                                   "--config",           digitsConfig(),
+                                   "--elastic",          "1:1",
+                                   "--monitor_interval", "1",
+                                   "--log_dir",          (dir / "logs").string(),
+                                   "--event_log",        (dir / "events.jsonl").string(),
+                                   "--checkpoint_dir",   (dir / "ckpt").string()};
+  const auto trainer = digitsTrainer(dir, steps, 40);
+  args.insert(args.end(), trainer.begin(), trainer.end());
+  return args;
 }
 
 // The wall-clock time of the first log line of `log` containing `needle` ("[2026-11-23

@@ -207,6 +207,33 @@ TEST(Launch, WorkersAreToldTheirGenerationAndItsBatch) {
   EXPECT_GE(micro, 1);
   EXPECT_EQ(train, 48);  // the solver's global batch for this config (docs/launch.md)
 
+  // STRETCH_DS_CONFIG: this generation's config, in the log directory, with the same batch and
+  // no elasticity block; '$STRETCH_DS_CONFIG' in PROGRAM's arguments becomes the path.
+  const fs::path copy = dir.path() / "c" / "seen.json";
+  fs::create_directories(copy.parent_path());
+  Launch withConfig(dir.path(),
+                    {"--num_gpus", "2", "--elastic", "1:1", "--config", config.string(),
+                     "--log_dir", (dir.path() / "c/logs").string(), "/bin/sh", "-c",
+                     "[ \"$1\" = \"$STRETCH_DS_CONFIG\" ] && cp \"$1\" " + copy.string(), "sh",
+                     "$STRETCH_DS_CONFIG"},
+                    "launch", "c-");
+  ASSERT_EQ(withConfig.wait(60s), 0) << withConfig.err();
+  const auto written = nlohmann::json::parse(stretch::test::readFileIfAny(copy));
+  EXPECT_EQ(written, nlohmann::json::parse(stretch::test::readFileIfAny(
+                         dir.path() / "c/logs/ds_config.generation_1.json")));
+  EXPECT_FALSE(written.contains("elasticity"));
+  EXPECT_EQ(written["train_batch_size"], 48);
+  EXPECT_EQ(written["train_micro_batch_size_per_gpu"].get<int>() *
+                written["gradient_accumulation_steps"].get<int>() * 2,
+            48);
+  auto original = nlohmann::json::parse(stretch::test::readFileIfAny(config), nullptr, true, true);
+  for (const auto& [key, value] : original.items()) {
+    if (key != "elasticity" && key != "train_batch_size" &&
+        key != "train_micro_batch_size_per_gpu" && key != "gradient_accumulation_steps") {
+      EXPECT_EQ(written[key], value) << key;
+    }
+  }
+
   // Without a config there is no batch to promise.
   Launch bare(
       dir.path(),
@@ -225,11 +252,31 @@ TEST(Launch, BadInputIsExitStatusTwoWithTheFlagNamed) {
   };
   const fs::path hostfile = dir.path() / "hostfile";
   std::ofstream(hostfile) << "worker-1 slots=2\nworker-1 slots=4\n";
+  const fs::path aFile = dir.path() / "a-file";
+  std::ofstream(aFile) << "x\n";
   for (const auto& c : std::vector<Case>{
+           // DeepSpeed's launcher flags.
+           {{"--elastic_training", "--min_elastic_nodes", "3", "--max_elastic_nodes", "2",
+             "/bin/true"},
+            "--min_elastic_nodes = 3"},
+           {{"--min_elastic_nodes", "2", "/bin/true"}, "--elastic_training"},
+           {{"--elastic", "1:2", "--elastic_training", "/bin/true"}, "--elastic"},
+           {{"--no_ssh", "/bin/true"}, "--no_ssh"},
+           {{"--node_rank", "1", "/bin/true"}, "--node_rank"},
+           {{"--autotuning", "tune", "/bin/true"}, "--autotuning"},
+           {{"--venv_script", "/x/activate", "/bin/true"}, "--venv_script"},
+           {{"--module", "--no_python", "pkg"}, "--no_python"},
+           {{"--bind_core_list", "0-3", "/bin/true"}, "--bind_cores_to_rank"},
+           {{"--enable_each_rank_log", aFile.string(), "/bin/true"}, "--enable_each_rank_log"},
+           {{"--log_level", "loud", "/bin/true"}, "--log_level"},
+           // A PROGRAM that cannot run is named before any worker starts.
+           {{"no-such-program-here"}, "no-such-program-here"},
+           {{aFile.string()}, aFile.string()},
+           {{(dir.path() / "missing.py").string()}, "missing.py"},
            {{"--elastic", "3:1", "/bin/true"}, "--elastic"},
            {{"--hostfile", hostfile.string(), "/bin/true"}, "worker-1"},
            {{"--include", "localhost:7", "--num_gpus", "2", "/bin/true"}, "--include"},
-           {{"--launcher", "slurm", "/bin/true"}, "--launcher"},
+           {{"--launcher", "mvapich", "/bin/true"}, "--launcher"},
            {{"--config", (dir.path() / "missing.json").string(), "/bin/true"}, "missing.json"},
            {{"--bogus_flag", "3", "/bin/true"}, "unknown flag --bogus_flag"},
            {{"--num_gpus", "1", "-x", "/bin/true"}, "unknown flag -x"},

@@ -8,17 +8,16 @@
 //    without root or `ip netns`), the job trains across them and survives losing one.
 // Every run is bounded in time.
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "tests/cli/launch_support.hpp"
+#include "tests/cli/netns_support.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace {
@@ -51,6 +50,10 @@ std::vector<std::string> multiNodeJob(const fs::path& dir, const fs::path& hostf
                                    "--checkpoint_dir",
                                    (dir / "ckpt").string()};
   args.insert(args.end(), extra.begin(), extra.end());
+  if (std::find(extra.begin(), extra.end(), "--launcher") == extra.end()) {
+    args.push_back("--launcher");  // several hosts default to pdsh, as in DeepSpeed
+    args.push_back("local");
+  }
   const std::vector<std::string> job = {STRETCH_TRAIN_DIGITS,
                                         "--config",
                                         kConfig,
@@ -64,84 +67,6 @@ std::vector<std::string> multiNodeJob(const fs::path& dir, const fs::path& hostf
                                         "--json"};
   args.insert(args.end(), job.begin(), job.end());
   return args;
-}
-
-fs::path writeHostfile(const fs::path& dir, const std::vector<std::string>& hosts) {
-  const fs::path path = dir / "hostfile";
-  std::ofstream out(path);
-  for (const auto& h : hosts)
-    out << h << " slots=2\n";
-  return path;
-}
-
-std::vector<nlohmann::json> startsOf(const fs::path& events) {
-  std::vector<nlohmann::json> out;
-  for (const auto& e : eventsOf(events)) {
-    if (e["event"] == "start_workers")
-      out.push_back(e);
-  }
-  return out;
-}
-
-// Waits until the event log holds a start_workers record that `pred` accepts; its record, or
-// null after `limit`.
-template <typename Pred>
-nlohmann::json waitForStart(const fs::path& events, Pred pred, std::chrono::seconds limit = 60s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    for (const auto& s : startsOf(events)) {
-      if (pred(s))
-        return s;
-    }
-    std::this_thread::sleep_for(20ms);
-  }
-  return nullptr;
-}
-
-pid_t agentPid(const fs::path& dir, const std::string& node) {
-  std::ifstream in(dir / "logs" / ("agent_" + node + ".pid"));
-  pid_t pid = -1;
-  in >> pid;
-  return pid;
-}
-
-// Processes whose command line mentions `marker` (this test's directory).
-std::vector<pid_t> processesMentioning(const std::string& marker) {
-  std::vector<pid_t> out;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos)
-      continue;
-    std::string cmdline = stretch::test::readFileIfAny(entry.path() / "cmdline");
-    for (char& c : cmdline) {
-      if (c == '\0')
-        c = ' ';
-    }
-    if (cmdline.find(marker) != std::string::npos && std::stoi(name) != ::getpid())
-      out.push_back(std::stoi(name));
-  }
-  return out;
-}
-
-// Zombies and exiting processes disappear shortly after their parent reaps them.
-bool noneLeft(const std::string& marker, std::chrono::seconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (processesMentioning(marker).empty())
-      return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return false;
-}
-
-void expectConstantGlobalBatch(const fs::path& events) {
-  for (const auto& s : startsOf(events)) {
-    EXPECT_EQ(s["batch"]["train_batch_size"], 48) << s.dump();
-    EXPECT_EQ(s["batch"]["train_batch_size"].get<int>(),
-              s["batch"]["train_micro_batch_size_per_gpu"].get<int>() *
-                  s["batch"]["gradient_accumulation_steps"].get<int>() * s["world_size"].get<int>())
-        << s.dump();
-  }
 }
 
 TEST(MultiNodeLocal, TwoAgentsTrainBitwiseLikeFourWorkersUnderOneAgent) {
@@ -215,14 +140,7 @@ TEST(MultiNodeLocal, NodeLeavesThenANewNodeJoinsAndTheGlobalBatchNeverChanges) {
   expectConstantGlobalBatch(events);
   // The shrink counted as a restart; the growth did not.
   EXPECT_EQ(grown["restart_count"], shrunk["restart_count"]);
-  // Resume steps never go back.
-  std::int64_t last = 0;
-  for (const auto& s : startsOf(events)) {
-    if (s.contains("resume_step")) {
-      EXPECT_GE(s["resume_step"].get<std::int64_t>(), last);
-      last = s["resume_step"];
-    }
-  }
+  expectResumeStepsNeverGoBack(events);
   EXPECT_TRUE(noneLeft(dir.path().string()));
 }
 
@@ -239,9 +157,7 @@ TEST(MultiNodeLocal, HungNodeIsDroppedWhenItsKeepAliveTimesOut) {
   ASSERT_GT(n1, 0);
   // Freeze the agent and its workers (each worker leads its own process group).
   std::vector<pid_t> frozen = {n1};
-  std::istringstream children(stretch::test::readFileIfAny(
-      "/proc/" + std::to_string(n1) + "/task/" + std::to_string(n1) + "/children"));
-  for (pid_t p = 0; children >> p;)
+  for (const pid_t p : childrenOf(n1))
     frozen.push_back(p);
   const double frozenAt = wallNow();
   for (const pid_t p : frozen)
@@ -257,6 +173,52 @@ TEST(MultiNodeLocal, HungNodeIsDroppedWhenItsKeepAliveTimesOut) {
   ASSERT_EQ(launch.wait(180s), 0) << launch.err();
   expectConstantGlobalBatch(events);
   EXPECT_TRUE(noneLeft(dir.path().string()));
+}
+
+// DeepSpeed's spelling of the same launch (-H, -i, --elastic_training --min_elastic_nodes
+// --max_elastic_nodes) is the same job: same decisions, bitwise the same weights. And the
+// --no_ssh mode, where each node starts its own `stretch launch --node_rank K`, too.
+TEST(MultiNodeLocal, DeepSpeedFlagsAndNoSshRunTheSameJobAsTheNativeFlags) {
+  const auto run = [](const std::string& name, std::vector<std::string> extra, bool dsSpelling) {
+    stretch::test::TempDir dir("stretch-mn-" + name);
+    auto args = multiNodeJob(dir.path(), writeHostfile(dir.path(), {"n0", "n1"}), 120, extra);
+    if (dsSpelling)
+      std::replace(args.begin(), args.end(), std::string("--hostfile"), std::string("-H"));
+    Launch launch(dir.path(), args);
+    EXPECT_EQ(launch.wait(), 0) << launch.err();
+    return jobSummary(dir.path());
+  };
+  const auto native = run("native", {"--elastic", "1:2"}, false);
+  ASSERT_FALSE(native.is_null());
+  EXPECT_EQ(native["world_size"], 4);
+  const auto deepspeed = run("ds",
+                             {"-i", "n0@n1", "--elastic_training", "--min_elastic_nodes", "1",
+                              "--max_elastic_nodes", "2", "--no_ssh_check"},
+                             true);
+  ASSERT_FALSE(deepspeed.is_null());
+  EXPECT_EQ(deepspeed["weights_sha256"], native["weights_sha256"]);
+  EXPECT_EQ(deepspeed["samples"], native["samples"]);
+
+  // --no_ssh: node 0 serves the store on --master_addr, node 1 joins it; one shared token.
+  stretch::test::TempDir dir("stretch-mn-nossh");
+  const fs::path hostfile = writeHostfile(dir.path(), {"n0", "n1"});
+  const int port = freePort();
+  ::setenv("STRETCH_STORE_TOKEN", "test-shared-secret", 1);
+  const auto node = [&](int rank) {
+    return multiNodeJob(dir.path(), hostfile, 120,
+                        {"--elastic", "1:2", "--no_ssh", "--node_rank", std::to_string(rank),
+                         "--master_addr", "127.0.0.1"},
+                        port);
+  };
+  Launch rank0(dir.path(), node(0), "launch", "rank0-");
+  Launch rank1(dir.path(), node(1), "launch", "rank1-");
+  ::unsetenv("STRETCH_STORE_TOKEN");
+  EXPECT_EQ(rank0.wait(), 0) << rank0.err();
+  EXPECT_EQ(rank1.wait(), 0) << rank1.err();
+  const auto noSsh = jobSummary(dir.path());
+  ASSERT_FALSE(noSsh.is_null()) << rank0.err();
+  EXPECT_EQ(noSsh["world_size"], 4);
+  EXPECT_EQ(noSsh["weights_sha256"], native["weights_sha256"]);
 }
 
 TEST(MultiNodeLocal, SigtermToTheLauncherStopsEveryAgentAndWorker) {
@@ -290,14 +252,14 @@ TEST(MultiNodeLocal, BadMultiNodeOptionsAreUsageErrors) {
   stretch::test::TempDir dir("stretch-mn-bad");
   const fs::path hostfile = writeHostfile(dir.path(), {"n0", "n1"});
   {
-    Launch launch(dir.path(), {"--hostfile", hostfile.string(), "--master_port", "29700",
-                               "--rdzv_port", "29700", "/bin/true"});
+    Launch launch(dir.path(), {"--hostfile", hostfile.string(), "--launcher", "local",
+                               "--master_port", "29700", "--rdzv_port", "29700", "/bin/true"});
     EXPECT_EQ(launch.wait(30s), 2);
     EXPECT_NE(launch.err().find("--rdzv_port"), std::string::npos) << launch.err();
   }
   {
     Launch launch(dir.path(),
-                  {"--hostfile", hostfile.string(), "--launcher", "slurm", "/bin/true"});
+                  {"--hostfile", hostfile.string(), "--launcher", "mvapich", "/bin/true"});
     EXPECT_EQ(launch.wait(30s), 2);
     EXPECT_NE(launch.err().find("--launcher"), std::string::npos) << launch.err();
   }
@@ -307,109 +269,6 @@ TEST(MultiNodeLocal, BadMultiNodeOptionsAreUsageErrors) {
     EXPECT_NE(agent.err().find("--rdzv"), std::string::npos) << agent.err();
   }
 }
-
-// Two hosts as network namespaces on a bridge, each with its own address: the remote-exec step
-// is `ip netns exec`. Needs root (CAP_NET_ADMIN); skipped otherwise.
-class NetnsHosts {
- public:
-  NetnsHosts() {
-    const int id = static_cast<int>(::getpid() % 200) + 20;
-    bridge_ = "stbr" + std::to_string(id);
-    subnet_ = "10.231." + std::to_string(id);
-    if (::geteuid() != 0) {
-      why_ = "needs root for `ip netns` and veth links";
-      return;
-    }
-    std::vector<std::string> cmds = {"ip link add " + bridge_ + " type bridge",
-                                     "ip addr add " + subnet_ + ".1/24 dev " + bridge_,
-                                     "ip link set " + bridge_ + " up"};
-    for (int i = 1; i <= 2; ++i) {
-      const std::string ns = "stx" + std::to_string(id) + "h" + std::to_string(i);
-      const std::string a = "stv" + std::to_string(id) + "a" + std::to_string(i);
-      const std::string b = "stv" + std::to_string(id) + "b" + std::to_string(i);
-      hosts_.push_back(ns);
-      links_.push_back(a);
-      cmds.push_back("ip netns add " + ns);
-      cmds.push_back("ip link add " + a + " type veth peer name " + b);
-      cmds.push_back("ip link set " + a + " master " + bridge_ + " up");
-      cmds.push_back("ip link set " + b + " netns " + ns);
-      cmds.push_back("ip -n " + ns + " addr add " + subnet_ + "." + std::to_string(i + 1) +
-                     "/24 dev " + b);
-      cmds.push_back("ip -n " + ns + " link set " + b + " up");
-      cmds.push_back("ip -n " + ns + " link set lo up");
-    }
-    for (const auto& c : cmds) {
-      if (std::system((c + " 2>/dev/null").c_str()) != 0) {
-        why_ = "`" + c + "` failed (no CAP_NET_ADMIN in this container?)";
-        return;
-      }
-    }
-  }
-  // Starts sshd in every namespace (port 22 of the host's own address) with keys made in `dir`;
-  // the launcher's ssh then needs sshArgs(). Returns a reason when it cannot.
-  std::string startSshd(const fs::path& dir) {
-    if (!fs::exists("/usr/sbin/sshd") || std::system("command -v ssh >/dev/null 2>&1") != 0)
-      return "needs openssh-server and openssh-client";
-    fs::create_directories("/run/sshd");
-    key_ = dir / "client";
-    const std::string keygen = "ssh-keygen -q -t ed25519 -N '' -f ";
-    if (std::system((keygen + (dir / "hostkey").string()).c_str()) != 0 ||
-        std::system((keygen + key_.string()).c_str()) != 0)
-      return "ssh-keygen failed";
-    fs::copy_file(dir / "client.pub", dir / "authorized_keys");
-    for (std::size_t i = 0; i < hosts_.size(); ++i) {
-      const fs::path conf = dir / ("sshd_" + std::to_string(i) + ".conf");
-      std::ofstream(conf) << "ListenAddress " << hostAddress(static_cast<int>(i)) << "\nPort 22\n"
-                          << "HostKey " << (dir / "hostkey").string() << "\n"
-                          << "AuthorizedKeysFile " << (dir / "authorized_keys").string() << "\n"
-                          << "PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\n"
-                          << "PidFile " << (dir / ("sshd_" + std::to_string(i) + ".pid")).string()
-                          << "\n";
-      const std::string cmd = "ip netns exec " + hosts_[i] + " /usr/sbin/sshd -f " + conf.string() +
-                              " -E " + (dir / ("sshd_" + std::to_string(i) + ".log")).string();
-      if (std::system(cmd.c_str()) != 0)
-        return "`" + cmd + "` failed";
-    }
-    // sshd writes its pid file once it listens; remember the pids (the directory goes first).
-    for (std::size_t i = 0; i < hosts_.size(); ++i) {
-      const fs::path pidFile = dir / ("sshd_" + std::to_string(i) + ".pid");
-      pid_t pid = -1;
-      for (int tries = 0; tries < 200 && pid <= 0; ++tries) {
-        std::ifstream in(pidFile);
-        if (!(in >> pid))
-          std::this_thread::sleep_for(10ms);
-      }
-      if (pid > 0)
-        sshdPids_.push_back(pid);
-    }
-    return {};
-  }
-  // ssh options that log in to the namespaces with the test's key and no host-key prompts.
-  std::string sshArgs() const {
-    return "-i " + key_.string() +
-           " -o UserKnownHostsFile=/dev/null -o StrictHostKeyChecking=no -o LogLevel=ERROR";
-  }
-
-  ~NetnsHosts() {
-    for (const pid_t pid : sshdPids_)
-      ::kill(pid, SIGTERM);
-    for (const auto& h : hosts_)
-      std::system(("ip netns del " + h + " 2>/dev/null").c_str());
-    for (const auto& l : links_)
-      std::system(("ip link del " + l + " 2>/dev/null").c_str());
-    std::system(("ip link del " + bridge_ + " 2>/dev/null").c_str());
-  }
-  const std::string& skipReason() const { return why_; }
-  const std::vector<std::string>& hosts() const { return hosts_; }
-  std::string launcherAddress() const { return subnet_ + ".1"; }
-  std::string hostAddress(int i) const { return subnet_ + "." + std::to_string(i + 2); }
-
- private:
-  std::string bridge_, subnet_, why_;
-  std::vector<std::string> hosts_, links_;
-  fs::path key_;
-  std::vector<pid_t> sshdPids_;
-};
 
 TEST(MultiNodeNetns, TwoNamespaceHostsTrainAcrossTheBridgeAndSurviveLosingOne) {
   NetnsHosts net;

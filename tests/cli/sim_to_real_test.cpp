@@ -101,6 +101,8 @@ TEST(SimToReal, TheRealJobAndTheSimulatorTakeTheSameDecisions) {
   const fs::path events = dir.path() / "real.jsonl";
   Launch launch(dir.path(), {"--hostfile",
                              (dir.path() / "hostfile").string(),
+                             "--launcher",
+                             "local",
                              "--master_port",
                              std::to_string(port),
                              "--config",

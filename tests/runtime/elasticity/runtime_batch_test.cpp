@@ -141,3 +141,61 @@ TEST(ElasticEnvironment, ReadsBothVariableNamesAndRejectsDisagreement) {
 
 }  // namespace
 }  // namespace stretch::elasticity
+
+namespace stretch::elasticity {
+namespace {
+
+// The launcher's batch contract (STRETCH_TRAIN_BATCH_SIZE, ...): read all three or none, and the
+// worker's own solution must be that batch.
+TEST(LauncherBatchContract, TheWorkersBatchMustBeTheOneTheLauncherChose) {
+  ElasticEnvironment env = schedulerSaw(kElasticSection);
+  env.launcherBatch = config::BatchTriple{9792, 17, 9};
+  EXPECT_EQ(resolveTrainingBatch(elasticConfig(), 64, env).triple,
+            (config::BatchTriple{9792, 17, 9}));
+  env.launcherBatch = config::BatchTriple{9792, 17, 9};
+  try {
+    resolveTrainingBatch(elasticConfig(), 32, env);  // another world size, another batch
+    FAIL() << "a batch other than the launcher's was accepted";
+  } catch (const ElasticityConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("STRETCH_TRAIN_BATCH_SIZE"), std::string::npos)
+        << e.what();
+  }
+  // Non-elastic configs are held to the contract too.
+  const auto cfg =
+      config::parseConfig(R"({"train_batch_size": 32, "gradient_accumulation_steps": 2})").config;
+  ElasticEnvironment plain;
+  plain.launcherBatch = config::BatchTriple{32, 4, 2};
+  EXPECT_EQ(resolveTrainingBatch(cfg, 4, plain).triple, (config::BatchTriple{32, 4, 2}));
+  plain.launcherBatch = config::BatchTriple{32, 8, 1};
+  EXPECT_THROW(resolveTrainingBatch(cfg, 4, plain), ElasticityConfigError);
+}
+
+TEST(LauncherBatchContract, FromProcessReadsAllThreeOrNone) {
+  const auto clear = [] {
+    ::unsetenv("STRETCH_TRAIN_BATCH_SIZE");
+    ::unsetenv("STRETCH_MICRO_BATCH_SIZE");
+    ::unsetenv("STRETCH_GRADIENT_ACCUMULATION_STEPS");
+  };
+  clear();
+  EXPECT_FALSE(ElasticEnvironment::fromProcess().launcherBatch);
+  ::setenv("STRETCH_TRAIN_BATCH_SIZE", "48", 1);
+  ::setenv("STRETCH_MICRO_BATCH_SIZE", "8", 1);
+  ::setenv("STRETCH_GRADIENT_ACCUMULATION_STEPS", "3", 1);
+  EXPECT_EQ(ElasticEnvironment::fromProcess().launcherBatch, (config::BatchTriple{48, 8, 3}));
+  ::setenv("STRETCH_MICRO_BATCH_SIZE", "eight", 1);
+  EXPECT_THROW(ElasticEnvironment::fromProcess(), ConfigError);
+  ::setenv("STRETCH_MICRO_BATCH_SIZE", "0", 1);
+  EXPECT_THROW(ElasticEnvironment::fromProcess(), ConfigError);
+  ::unsetenv("STRETCH_MICRO_BATCH_SIZE");
+  try {
+    ElasticEnvironment::fromProcess();
+    FAIL() << "two of the three variables were accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("STRETCH_MICRO_BATCH_SIZE"), std::string::npos)
+        << e.what();
+  }
+  clear();
+}
+
+}  // namespace
+}  // namespace stretch::elasticity

@@ -74,6 +74,42 @@ TEST(JobProtocol, MalformedRecordsAreNamedErrors) {
   }
 }
 
+// The job description reaches every node agent whole: the worker command with its rules
+// (Python prefix, --local_rank position, core binding) and the DeepSpeed config.
+TEST(JobProtocol, TheJobDescriptionRoundTripsThroughTheStore) {
+  comm::HashStore store;
+  JobSettings job;
+  job.masterPort = 29611;
+  job.maxRestarts = 7;
+  job.elasticJson = R"({"enabled": true})";
+  job.batchFromConfig = true;
+  job.configJson = R"({"train_batch_size": 8})";
+  job.command.argv = {"python3", "-u", "train.py", "--lr", "0.1"};
+  job.command.programAt = 2;
+  job.command.localRankAt = 3;
+  job.command.bindCores = true;
+  job.command.coreList = "0-3";
+  publishJob(store, job, {{"n0", {0, 1}}, {"n1", {2}}});
+  const JobSettings read = readJob(store);
+  EXPECT_EQ(read.command, job.command);
+  EXPECT_EQ(read.masterPort, 29611);
+  EXPECT_EQ(read.maxRestarts, 7);
+  EXPECT_EQ(read.elasticJson, job.elasticJson);
+  EXPECT_TRUE(read.batchFromConfig);
+  EXPECT_EQ(read.configJson, job.configJson);
+  EXPECT_TRUE(read.token.empty());  // never in the store
+  EXPECT_EQ(readLaunchHost(store, 1).id, "n1");
+
+  comm::HashStore bare;
+  JobSettings plain;
+  plain.command.argv = {"/bin/true"};
+  plain.command.bindCores = true;  // every core of the host
+  publishJob(bare, plain, {{"n0", {0}}});
+  const JobSettings plainRead = readJob(bare);
+  EXPECT_EQ(plainRead.command, plain.command);
+  EXPECT_FALSE(plainRead.configJson);
+}
+
 TEST(JobProtocol, RecordListsAppendAndReadFromAnIndex) {
   comm::HashStore store;
   EXPECT_TRUE(readRecords(store, "exits", 0).empty());
@@ -104,7 +140,7 @@ struct Job {
       NodeAgentOptions n;
       n.connect = [this] { return std::static_pointer_cast<comm::Store>(store); };
       n.node = {id, 2, "127.0.0.1", {0, 1}};
-      n.command = {"/bin/sh", "-c", script};
+      n.command.argv = {"/bin/sh", "-c", script};
       n.environment = [](const StartWorkers& s, const NodeAssignment& node, std::int64_t local,
                          const std::string&) {
         return std::map<std::string, std::string>{{"RANK", std::to_string(node.firstRank + local)},

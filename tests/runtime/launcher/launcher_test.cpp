@@ -501,8 +501,8 @@ TEST(WorkerEnv, AGenerationBecomesEachWorkersVariables) {
   job.maxRestarts = 10;
   job.token = "t0k";
   job.batchFromConfig = true;
-  const auto env =
-      jobWorkerEnvironment(job, start, start.nodes[1], 1, "10.0.0.1", std::vector<int>{6, 7, 8});
+  const auto env = jobWorkerEnvironment(job, start, start.nodes[1], 1, "10.0.0.1",
+                                        std::vector<int>{6, 7, 8}, nullptr);
   EXPECT_EQ(env.at("RANK"), "4");
   EXPECT_EQ(env.at("LOCAL_RANK"), "1");
   EXPECT_EQ(env.at("WORLD_SIZE"), "5");
@@ -520,7 +520,8 @@ TEST(WorkerEnv, AGenerationBecomesEachWorkersVariables) {
   EXPECT_EQ(env.at("STRETCH_GRADIENT_ACCUMULATION_STEPS"), "3");
 
   job.batchFromConfig = false;  // no --config: no batch to promise
-  const auto bare = jobWorkerEnvironment(job, start, start.nodes[0], 0, "10.0.0.1", std::nullopt);
+  const auto bare =
+      jobWorkerEnvironment(job, start, start.nodes[0], 0, "10.0.0.1", std::nullopt, nullptr);
   EXPECT_EQ(bare.count("STRETCH_TRAIN_BATCH_SIZE"), 0u);
   EXPECT_EQ(bare.count("STRETCH_MICRO_BATCH_SIZE"), 0u);
   EXPECT_EQ(bare.count("CUDA_VISIBLE_DEVICES"), 0u);
@@ -580,10 +581,9 @@ TEST(RunnerKindTest, Names) {
   EXPECT_EQ(parseRunnerKind("netns"), RunnerKind::Netns);
   EXPECT_EQ(parseRunnerKind("mpirun"), RunnerKind::OpenMpi);
   EXPECT_EQ(toString(RunnerKind::OpenMpi), "openmpi");
-  EXPECT_EQ(errorOf([] { parseRunnerKind("slurm"); }),
-            "--launcher = slurm: expected one of local, ssh, pdsh, openmpi (or mpirun), netns "
-            "(DeepSpeed's "
-            "mvapich, slurm, mpich and impi launchers are not supported)");
+  EXPECT_EQ(errorOf([] { parseRunnerKind("mvapich"); }),
+            "--launcher = mvapich: expected one of local, ssh, pdsh, openmpi (or mpirun), netns, "
+            "slurm (DeepSpeed's mvapich, mpich and impi launchers are not supported)");
 }
 
 RemoteLaunchSpec exampleLaunch(RunnerKind runner) {
@@ -786,6 +786,102 @@ TEST(Runners, MalformedSpecsAreBugs) {
   spec = exampleLaunch(RunnerKind::Local);
   spec.agentArgv = {"-x"};
   EXPECT_THROW(buildNodeLaunches(spec), InternalError);
+}
+
+// ---- Slurm runner ---------------------------------------------------------------------------
+
+TEST(SlurmRunner, NameAndProgram) {
+  EXPECT_EQ(parseRunnerKind("slurm"), RunnerKind::Slurm);
+  EXPECT_EQ(parseRunnerKind("SLURM"), RunnerKind::Slurm);
+  EXPECT_EQ(toString(RunnerKind::Slurm), "slurm");
+}
+
+TEST(SlurmRunner, OneSrunStartsOneAgentPerNodeWithTheRankFromSlurmProcid) {
+  RemoteLaunchSpec spec = exampleLaunch(RunnerKind::Slurm);
+  spec.hosts = {"gpu7", "gpu2", "gpu10"};  // node-rank order, not Slurm's
+  spec.exports["STRETCH_STORE_TOKEN"] = "s3cret";
+  const auto launches = buildNodeLaunches(spec);
+  ASSERT_EQ(launches.size(), 1u);
+  const std::vector<std::string> expected = {
+      "srun",
+      "--nodes=3",
+      "--ntasks=3",
+      "--ntasks-per-node=1",
+      "--nodelist=gpu7,gpu2,gpu10",
+      "--distribution=arbitrary",
+      "--kill-on-bad-exit=0",
+      "--input=none",
+      "--chdir=/job dir",
+      "--export=ALL",
+      "sh",
+      "-c",
+      "exec /opt/stretch/bin/stretch agent --node_rank \"$SLURM_PROCID\" -- train.py "
+      "'--lr=0.1' 100%"};
+  EXPECT_EQ(launches[0].argv, expected);
+  // The exports (the token among them) travel in srun's environment, never in its argv.
+  EXPECT_EQ(launches[0].env, spec.exports);
+  for (const auto& arg : launches[0].argv)
+    EXPECT_EQ(arg.find("s3cret"), std::string::npos) << arg;
+  EXPECT_EQ(launches[0].nodeRanks, (std::vector<std::size_t>{0, 1, 2}));
+}
+
+TEST(SlurmRunner, LauncherArgsComeLastAndNoPlaceholderRunsTheAgentDirectly) {
+  RemoteLaunchSpec spec = exampleLaunch(RunnerKind::Slurm);
+  spec.agentArgv = {"stretch", "agent", "a b"};
+  spec.workDir.clear();
+  spec.exports.clear();
+  spec.launcherArgs = {"--partition=gpu", "--comment", "x y"};
+  const std::vector<std::string> expected = {"srun",
+                                             "--nodes=2",
+                                             "--ntasks=2",
+                                             "--ntasks-per-node=1",
+                                             "--nodelist=w0,w1",
+                                             "--distribution=arbitrary",
+                                             "--kill-on-bad-exit=0",
+                                             "--input=none",
+                                             "--export=ALL",
+                                             "--partition=gpu",
+                                             "--comment",
+                                             "x y",
+                                             "stretch",
+                                             "agent",
+                                             "a b"};
+  EXPECT_EQ(buildNodeLaunches(spec)[0].argv, expected);
+}
+
+TEST(SlurmRunner, BadHostsAreRejectedLikeTheOtherRunners) {
+  RemoteLaunchSpec spec = exampleLaunch(RunnerKind::Slurm);
+  spec.hosts = {"w0", "--nodelist=evil"};
+  EXPECT_THAT(errorOf([&] { buildNodeLaunches(spec); }),
+              HasSubstr("host = --nodelist=evil: expected letters"));
+}
+
+using Names = std::vector<std::string>;
+
+TEST(SlurmHostlist, ExpandsSlurmsCompressedSyntax) {
+  EXPECT_EQ(expandSlurmHostlist("gpu5"), Names{"gpu5"});
+  EXPECT_EQ(expandSlurmHostlist("node[01-03,07],gpu5"),
+            (Names{"node01", "node02", "node03", "node07", "gpu5"}));
+  EXPECT_EQ(expandSlurmHostlist("n[8-10]"), (Names{"n8", "n9", "n10"}));
+  EXPECT_EQ(expandSlurmHostlist("n[08-10]"), (Names{"n08", "n09", "n10"}));
+  EXPECT_EQ(expandSlurmHostlist("n[098-101]"), (Names{"n098", "n099", "n100", "n101"}));
+  EXPECT_EQ(expandSlurmHostlist("rack[1-2]-n[1-2]"),
+            (Names{"rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"}));
+  EXPECT_EQ(expandSlurmHostlist("[1-2]x"), (Names{"1x", "2x"}));
+  EXPECT_EQ(expandSlurmHostlist("a,b[3],c-d.e_f"), (Names{"a", "b3", "c-d.e_f"}));
+  // Order kept, duplicates dropped.
+  EXPECT_EQ(expandSlurmHostlist("b,a[1-2],a1,b"), (Names{"b", "a1", "a2"}));
+  EXPECT_EQ(expandSlurmHostlist("n[0-99999]").size(), 100000u);
+}
+
+TEST(SlurmHostlist, MalformedListsAreErrorsNamingTheVariable) {
+  for (const std::string bad :
+       {"", ",", "a,", ",a", "a,,b", "n[", "n]", "n[1-2", "n[1-2]]", "n[[1]]", "n[]", "n[a]",
+        "n[1-]", "n[-1]", "n[3-1]", "n[1,]", "n[1-2-3]", "n[0-1000000]", "a[0-999]b[0-9999]"}) {
+    EXPECT_THAT(errorOf([&] { expandSlurmHostlist(bad); }),
+                HasSubstr("SLURM_JOB_NODELIST = " + bad + ": expected a Slurm host list"))
+        << bad;
+  }
 }
 
 }  // namespace
