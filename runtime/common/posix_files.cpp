@@ -28,28 +28,6 @@ std::string quoted(std::string_view path) {
   throw IoError(what + ": " + std::strerror(error));
 }
 
-// Closes on destruction; close() reports close(2)'s result (NFS reports write errors there).
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-  }
-  int get() const { return fd_; }
-  int close() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
 class Dir {
  public:
   explicit Dir(DIR* dir) : dir_(dir) {}
@@ -299,6 +277,18 @@ void writeFileAtomically(const std::string& path, std::string_view bytes) {
     fail("cannot rename " + quoted(tmp) + " to " + quoted(path), error);
   }
   syncDirectory(dir);
+}
+
+Fd::~Fd() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+  }
+}
+
+int Fd::close() {
+  const int rc = ::close(fd_);
+  fd_ = -1;
+  return rc;
 }
 
 }  // namespace stretch

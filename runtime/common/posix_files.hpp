@@ -67,4 +67,19 @@ void syncDirectory(const std::string& dir);
 // removed), e.g. when `path` names a directory or ends in '/'.
 void writeFileAtomically(const std::string& path, std::string_view bytes);
 
+// A file descriptor closed on destruction; close() closes now and reports close(2)'s result
+// (NFS reports write errors there). A negative descriptor is held as "none".
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd();
+  int get() const { return fd_; }
+  int close();
+
+ private:
+  int fd_;
+};
+
 }  // namespace stretch

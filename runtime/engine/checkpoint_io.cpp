@@ -89,28 +89,6 @@ bool isSha256Hex(std::string_view s) {
 
 // ---- POSIX helpers ----
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-  }
-  int get() const { return fd_; }
-  // Closes now and reports close()'s error (NFS reports write errors there).
-  int close() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
 // Reads `fd` to its end in 64 KiB chunks, handing each to onChunk(data, size); a read error is
 // a CheckpointError naming `path`.
 template <class OnChunk>

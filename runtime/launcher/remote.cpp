@@ -100,6 +100,30 @@ std::vector<std::string> agentArgvFor(const RemoteLaunchSpec& spec, const std::s
   return out;
 }
 
+// srun and mpirun: one command starts every node's agent; the tool's own rank variable is the
+// node rank, so an agent argv with the placeholder runs as `sh -c 'exec AGENT ... "$VAR" ...'`
+// (the tool already set the working directory and forwards the exports).
+NodeLaunch oneLaunchForAllNodes(const RemoteLaunchSpec& spec, std::vector<std::string> argv,
+                                const std::string& rankWord) {
+  const bool needsRank = std::find(spec.agentArgv.begin(), spec.agentArgv.end(),
+                                   kNodeRankPlaceholder) != spec.agentArgv.end();
+  if (needsRank) {
+    RemoteLaunchSpec inner = spec;
+    inner.workDir.clear();
+    inner.exports.clear();
+    argv.push_back("sh");
+    argv.push_back("-c");
+    argv.push_back(remoteCommand(inner, rankWord, /*pdshEscape=*/false, /*useExec=*/true));
+  } else {
+    argv.insert(argv.end(), spec.agentArgv.begin(), spec.agentArgv.end());
+  }
+  std::vector<std::size_t> ranks(spec.hosts.size());
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    ranks[i] = i;
+  }
+  return NodeLaunch{std::move(argv), spec.exports, std::move(ranks)};
+}
+
 }  // namespace
 
 std::string_view toString(RunnerKind kind) noexcept {
@@ -261,24 +285,7 @@ std::vector<NodeLaunch> buildNodeLaunches(const RemoteLaunchSpec& spec) {
       }
       argv.push_back("--export=ALL");  // the exports travel in srun's own environment
       argv.insert(argv.end(), spec.launcherArgs.begin(), spec.launcherArgs.end());
-      const bool needsRank = std::find(spec.agentArgv.begin(), spec.agentArgv.end(),
-                                       kNodeRankPlaceholder) != spec.agentArgv.end();
-      if (needsRank) {
-        RemoteLaunchSpec inner = spec;
-        inner.workDir.clear();  // --chdir
-        inner.exports.clear();  // --export=ALL
-        argv.push_back("sh");
-        argv.push_back("-c");
-        argv.push_back(remoteCommand(inner, "\"$SLURM_PROCID\"", /*pdshEscape=*/false,
-                                     /*useExec=*/true));
-      } else {
-        argv.insert(argv.end(), spec.agentArgv.begin(), spec.agentArgv.end());
-      }
-      std::vector<std::size_t> ranks(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        ranks[i] = i;
-      }
-      out.push_back(NodeLaunch{std::move(argv), spec.exports, std::move(ranks)});
+      out.push_back(oneLaunchForAllNodes(spec, std::move(argv), "\"$SLURM_PROCID\""));
       break;
     }
     case RunnerKind::OpenMpi: {
@@ -298,24 +305,7 @@ std::vector<NodeLaunch> buildNodeLaunches(const RemoteLaunchSpec& spec) {
         argv.push_back(name);
       }
       argv.insert(argv.end(), spec.launcherArgs.begin(), spec.launcherArgs.end());
-      const bool needsRank = std::find(spec.agentArgv.begin(), spec.agentArgv.end(),
-                                       kNodeRankPlaceholder) != spec.agentArgv.end();
-      if (needsRank) {
-        RemoteLaunchSpec inner = spec;
-        inner.workDir.clear();  // --wdir
-        inner.exports.clear();  // -x
-        argv.push_back("sh");
-        argv.push_back("-c");
-        argv.push_back(remoteCommand(inner, "\"$OMPI_COMM_WORLD_RANK\"", /*pdshEscape=*/false,
-                                     /*useExec=*/true));
-      } else {
-        argv.insert(argv.end(), spec.agentArgv.begin(), spec.agentArgv.end());
-      }
-      std::vector<std::size_t> ranks(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        ranks[i] = i;
-      }
-      out.push_back(NodeLaunch{std::move(argv), spec.exports, std::move(ranks)});
+      out.push_back(oneLaunchForAllNodes(spec, std::move(argv), "\"$OMPI_COMM_WORLD_RANK\""));
       break;
     }
   }

@@ -274,6 +274,26 @@ inline std::string digitsConfig() {
 // The example job's own command line (what follows the launcher's options): `steps` steps with
 // digitsConfig(), a checkpoint in dir/ckpt every `saveEvery` steps, resuming from the latest one,
 // and a JSON summary.
+// The launcher options a multi-node run of the example job uses: the job's store on
+// masterPort + 1, the example's elastic config, 1 s ticks, a 3 s heartbeat timeout, logs, event
+// log and checkpoints under `dir`.
+inline std::vector<std::string> multiNodeOptions(const fs::path& dir, int masterPort) {
+  return {"--master_port",
+          std::to_string(masterPort),
+          "--config",
+          digitsConfig(),
+          "--monitor_interval",
+          "1",
+          "--heartbeat_timeout",
+          "3",
+          "--log_dir",
+          (dir / "logs").string(),
+          "--event_log",
+          (dir / "events.jsonl").string(),
+          "--checkpoint_dir",
+          (dir / "ckpt").string()};
+}
+
 inline std::vector<std::string> digitsTrainer(const fs::path& dir, int steps, int saveEvery) {
   return {STRETCH_TRAIN_DIGITS,
           "--config",

@@ -26,45 +26,19 @@ using namespace stretch::test::launch;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-const std::string kConfig =
-    std::string(STRETCH_SOURCE) + "/fixtures/jobs/digits/ds_config_elastic.json";
-
 // `stretch launch` options for a multi-node run of the example job, then the job itself.
 // The job's store listens on masterPort + 1.
 std::vector<std::string> multiNodeJob(const fs::path& dir, const fs::path& hostfile, int steps,
                                       std::vector<std::string> extra, int masterPort = freePort()) {
-  std::vector<std::string> args = {"--hostfile",
-                                   hostfile.string(),
-                                   "--master_port",
-                                   std::to_string(masterPort),
-                                   "--config",
-                                   kConfig,
-                                   "--monitor_interval",
-                                   "1",
-                                   "--heartbeat_timeout",
-                                   "3",
-                                   "--log_dir",
-                                   (dir / "logs").string(),
-                                   "--event_log",
-                                   (dir / "events.jsonl").string(),
-                                   "--checkpoint_dir",
-                                   (dir / "ckpt").string()};
+  std::vector<std::string> args = {"--hostfile", hostfile.string()};
+  const auto options = multiNodeOptions(dir, masterPort);
+  args.insert(args.end(), options.begin(), options.end());
   args.insert(args.end(), extra.begin(), extra.end());
   if (std::find(extra.begin(), extra.end(), "--launcher") == extra.end()) {
     args.push_back("--launcher");  // several hosts default to pdsh, as in DeepSpeed
     args.push_back("local");
   }
-  const std::vector<std::string> job = {STRETCH_TRAIN_DIGITS,
-                                        "--config",
-                                        kConfig,
-                                        "--steps",
-                                        std::to_string(steps),
-                                        "--checkpoint-dir",
-                                        (dir / "ckpt").string(),
-                                        "--save-every",
-                                        "100",
-                                        "--resume",
-                                        "--json"};
+  const auto job = digitsTrainer(dir, steps, 100);
   args.insert(args.end(), job.begin(), job.end());
   return args;
 }

@@ -208,32 +208,12 @@ class SlurmCluster {
 // `salloc -N 2 stretch launch --launcher slurm ... <the example job>`.
 std::vector<std::string> sallocJob(const SlurmCluster& cluster, const fs::path& dir, int steps,
                                    std::vector<std::string> extra) {
-  std::vector<std::string> argv = {"salloc",
-                                   "-N",
-                                   "2",
-                                   "--time=10",
-                                   STRETCH_CLI,
-                                   "launch",
-                                   "--launcher",
-                                   "slurm",
-                                   "--num_gpus",
-                                   "2",
-                                   "--rdzv_addr",
-                                   cluster.launcherAddress(),
-                                   "--master_port",
-                                   std::to_string(freePort()),
-                                   "--config",
-                                   digitsConfig(),
-                                   "--monitor_interval",
-                                   "1",
-                                   "--heartbeat_timeout",
-                                   "3",
-                                   "--log_dir",
-                                   (dir / "logs").string(),
-                                   "--event_log",
-                                   (dir / "events.jsonl").string(),
-                                   "--checkpoint_dir",
-                                   (dir / "ckpt").string()};
+  std::vector<std::string> argv = {
+      "salloc",     "-N",    "2",          "--time=10", STRETCH_CLI,   "launch",
+      "--launcher", "slurm", "--num_gpus", "2",         "--rdzv_addr", cluster.launcherAddress(),
+  };
+  const auto options = multiNodeOptions(dir, freePort());
+  argv.insert(argv.end(), options.begin(), options.end());
   argv.insert(argv.end(), extra.begin(), extra.end());
   const auto job = digitsTrainer(dir, steps, 100);
   argv.insert(argv.end(), job.begin(), job.end());

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/common/error.hpp"
+#include "tests/runtime/common/io_error_support.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch {
@@ -16,17 +17,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The message of the IoError `body` throws ("" and a test failure when it throws nothing).
-template <typename F>
-std::string ioError(F&& body) {
-  try {
-    body();
-  } catch (const IoError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no IoError";
-  return "";
-}
+using test::ioError;
 
 TEST(ReadFile, ReturnsTheBytesUnchanged) {
   test::TempDir dir("file-io");

@@ -16,6 +16,7 @@
 
 #include "runtime/common/error.hpp"
 #include "runtime/common/file_io.hpp"
+#include "tests/runtime/common/io_error_support.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch {
@@ -23,16 +24,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-template <typename F>
-std::string ioError(F&& body) {
-  try {
-    body();
-  } catch (const IoError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no IoError";
-  return "";
-}
+using test::ioError;
 
 // A scratch directory as a string path.
 struct Scratch {
