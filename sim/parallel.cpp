@@ -19,8 +19,8 @@ int parallelFor(std::int64_t count, int threads, const std::function<void(std::i
   used = static_cast<int>(std::min<std::int64_t>(used, count));
 
   std::atomic<std::int64_t> next{0};
-  std::atomic<std::int64_t> finished{0};
-  std::mutex mutex;  // serialises done() and guards the first error
+  std::int64_t finished = 0;  // guarded by mutex
+  std::mutex mutex;           // serialises done() and guards the first error
   std::exception_ptr firstError;
   std::int64_t firstErrorItem = count;
   auto fail = [&](std::int64_t item) {
@@ -43,11 +43,12 @@ int parallelFor(std::int64_t count, int threads, const std::function<void(std::i
         fail(item);
         continue;
       }
-      const std::int64_t n = finished.fetch_add(1) + 1;
       if (done) {
         try {
+          // Counted under the lock, so done() sees 1, 2, 3, ... in order (a count taken before
+          // the lock let a later thread report n + 1 before n).
           std::lock_guard lock(mutex);
-          done(n, count);
+          done(++finished, count);
         } catch (...) {
           fail(item);
         }

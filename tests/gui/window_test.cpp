@@ -129,8 +129,11 @@ class WindowTest : public QObject {
     // 1e8 batch sizes: the exact solver needs most of a second, the keystroke does not wait.
     double windowMs = 0.0;
     const double slowest = typeSlowly(maxBatch, QStringLiteral("100000000"), &windowMs);
-    qInfo("slowest keystroke while typing a 1e8 exact cap: %.2f ms", slowest);
-    QVERIFY2(slowest <= 50.0, qPrintable(QString::number(slowest)));
+    qInfo(
+        "slowest keystroke while typing a 1e8 exact cap: %.2f ms (printed, not asserted: a "
+        "wall-time bound fails on a loaded machine; that the solve is still running when the "
+        "typing returns is what shows it never ran on this thread)",
+        slowest);
     QVERIFY(window_->elasticitySolving());
     QVERIFY(window_->elasticityStatus().contains(QStringLiteral("Solving")));
     QTRY_VERIFY_WITH_TIMEOUT(!window_->elasticitySolving(), 30000);
