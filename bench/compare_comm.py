@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 
+from bounded_run import Failed, Stalled, run_bounded
 from torch_peer import python_with_torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,20 +37,19 @@ LATENCY_TARGET = 1.1
 def run_json(cmd, what, timeout):
     print(f"compare_comm: running {what}: {' '.join(cmd)}", file=sys.stderr, flush=True)
     start = time.monotonic()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    # Raises Stalled (every process of the run killed) or Failed; main() reports which side.
+    (returncode, stdout, stderr), = run_bounded([cmd], what, timeout, ok_codes=range(256))
     took = time.monotonic() - start
     try:
-        rows = json.loads(proc.stdout)
+        rows = json.loads(stdout)
     except json.JSONDecodeError:
         rows = None
-    if proc.returncode not in (0, 1) or not isinstance(rows, list):
-        sys.stderr.write(proc.stderr[-4000:])
-        print(f"compare_comm: error: {what} failed (exit {proc.returncode})", file=sys.stderr)
-        sys.exit(2)
-    if proc.returncode == 1 and not any(r.get("wrong") for r in rows):
-        sys.stderr.write(proc.stderr[-4000:])
-        print(f"compare_comm: error: {what} failed (exit 1)", file=sys.stderr)
-        sys.exit(2)
+    if returncode not in (0, 1) or not isinstance(rows, list):
+        sys.stderr.write(stderr[-4000:])
+        raise Failed(f"{what} failed (exit {returncode})")
+    if returncode == 1 and not any(r.get("wrong") for r in rows):
+        sys.stderr.write(stderr[-4000:])
+        raise Failed(f"{what} failed (exit 1)")
     print(f"compare_comm: {what}: {len(rows)} rows in {took:.1f} s", file=sys.stderr, flush=True)
     return rows
 
@@ -113,7 +113,16 @@ def main():
         if round_ % 2 == 1:
             order.reverse()
         for what, cmd, best in order:
-            keep_fastest(best, run_json(cmd, f"{what} (round {round_ + 1})", args.timeout + 60))
+            try:
+                keep_fastest(best, run_json(cmd, f"{what} (round {round_ + 1})", args.timeout + 60))
+            except (Stalled, Failed) as e:
+                print(f"compare_comm: error: {e}", file=sys.stderr)
+                names = [w for w, _, _ in order]
+                done = names[:names.index(what)]
+                print(f"compare_comm: finished before it: {round_} full round(s) and, in round "
+                      f"{round_ + 1}, {', '.join(done) or 'nothing'}; rows so far: ours {len(ours)}, "
+                      f"torch {len(peer)}", file=sys.stderr)
+                return 3
     load_after = os.getloadavg()
 
     if set(ours) != set(peer):

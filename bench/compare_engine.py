@@ -20,8 +20,8 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
+from bounded_run import Failed, Stalled, run_bounded
 from torch_peer import python_with_torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -35,40 +35,34 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_ours(exe, mode, ranks, common, timeout):
+def run_ours(exe, mode, ranks, common, timeout, label):
     port = free_port()
-    procs = []
+    commands = []
     for r in range(ranks):
         env = dict(os.environ, OMP_NUM_THREADS="1")
         if mode == "engine" and ranks > 1:
             env.update(RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(ranks), MASTER_ADDR="127.0.0.1",
                        MASTER_PORT=str(port))
-        procs.append(subprocess.Popen([exe, "--mode", mode] + common, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
-    outs = []
-    deadline = time.monotonic() + timeout
-    for p in procs:
-        try:
-            out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            sys.exit(f"compare_engine: error: stretch-bench-engine timed out after {timeout} s")
-        if p.returncode != 0:
-            for q in procs:
-                q.kill()
-            sys.exit(f"compare_engine: error: stretch-bench-engine failed ({p.returncode}): {err.strip()[-500:]}")
-        outs.append(out)
-    return json.loads(outs[0])
+        commands.append(([exe, "--mode", mode] + common, env))
+    return json.loads(run_bounded(commands, label, timeout)[0][1])
 
 
-def run_peer(python, mode, ranks, common, timeout):
+def run_peer(python, mode, ranks, common, timeout, label):
     cmd = [python, PEER, "--mode", mode, "--ranks", str(ranks)] + common
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
-    if proc.returncode != 0:
-        sys.exit(f"compare_engine: error: {' '.join(cmd)} failed: {proc.stderr.strip()[-500:]}")
-    return json.loads(proc.stdout)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return json.loads(run_bounded([cmd], label, timeout, env=env)[0][1])
+
+
+def print_table(results, labels, title=None):
+    if title:
+        print(title)
+    print(f"{'run':<34} {'steps/s':>9} {'peak RSS MiB':>13}")
+    for name, label in labels.items():
+        r = results[name]
+        if r is None:
+            print(f"{label:<34} {'-':>9} {'-':>13}")
+        else:
+            print(f"{label:<34} {r['steps_per_s']:>9.2f} {r['peak_rss_mib']:>13.0f}")
 
 
 def best(a, b):
@@ -89,7 +83,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--python", help="interpreter with torch (default: this one, else /usr/bin/python3)")
-    ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--timeout", type=float, default=300,
+                    help="seconds allowed for each run (one side, one round; default: %(default)s)")
     ap.add_argument("--json", metavar="FILE", help="also write the results to FILE")
     args = ap.parse_args()
     exe = os.path.join(args.build, "bin", "stretch-bench-engine")
@@ -101,16 +96,28 @@ def main():
               "--steps", str(args.steps), "--warmup", str(args.warmup)]
     load_before = os.getloadavg()
     results = {"engine_dp": None, "ddp": None, "engine_1": None, "plain": None}
+    labels = {"engine_dp": f"Stretch engine, {args.ranks} Gloo ranks",
+              "ddp": f"PyTorch DDP, {args.ranks} gloo ranks",
+              "engine_1": "Stretch engine, 1 process",
+              "plain": "plain LibTorch loop, 1 process"}
     for k in range(max(1, args.repeat)):
-        runs = [("engine_dp", lambda: run_ours(exe, "engine", args.ranks, common, args.timeout)),
-                ("ddp", lambda: run_peer(python, "ddp", args.ranks, common, args.timeout)),
-                ("engine_1", lambda: run_ours(exe, "engine", 1, common, args.timeout)),
-                ("plain", lambda: run_ours(exe, "plain", 1, common, args.timeout))]
+        runs = [("engine_dp", lambda label: run_ours(exe, "engine", args.ranks, common, args.timeout, label)),
+                ("ddp", lambda label: run_peer(python, "ddp", args.ranks, common, args.timeout, label)),
+                ("engine_1", lambda label: run_ours(exe, "engine", 1, common, args.timeout, label)),
+                ("plain", lambda label: run_ours(exe, "plain", 1, common, args.timeout, label))]
         if k % 2 == 1:
             runs.reverse()
         for name, fn in runs:
-            print(f"compare_engine: round {k + 1}: {name}", file=sys.stderr, flush=True)
-            results[name] = best(results[name], fn())
+            label = f"round {k + 1}: {labels[name]}"
+            print(f"compare_engine: {label}", file=sys.stderr, flush=True)
+            try:
+                results[name] = best(results[name], fn(label))
+            except (Stalled, Failed) as e:
+                print(f"compare_engine: error: {e}", file=sys.stderr)
+                print_table(results, labels, f"# finished before round {k + 1}'s {labels[name]} "
+                                             f"{'stalled' if isinstance(e, Stalled) else 'failed'} "
+                                             "(best of the rounds done; missing runs are -)")
+                return 3
     load_after = os.getloadavg()
     torch_version = subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
                                    stdout=subprocess.PIPE, text=True).stdout.strip()
@@ -120,13 +127,7 @@ def main():
     print(f"# MLP {args.layers} x {args.hidden}, batch {args.batch}, Adam, fp32; {args.steps} timed steps; "
           f"best of {args.repeat}; torch {torch_version}; {os.cpu_count()} CPUs; load {load_before[0]:.2f} -> "
           f"{load_after[0]:.2f}")
-    print(f"{'run':<34} {'steps/s':>9} {'peak RSS MiB':>13}")
-    for name, label in [("engine_dp", f"Stretch engine, {args.ranks} Gloo ranks"),
-                        ("ddp", f"PyTorch DDP, {args.ranks} gloo ranks"),
-                        ("engine_1", "Stretch engine, 1 process"),
-                        ("plain", "plain LibTorch loop, 1 process")]:
-        r = results[name]
-        print(f"{label:<34} {r['steps_per_s']:>9.2f} {r['peak_rss_mib']:>13.0f}")
+    print_table(results, labels)
     ok_dp = dp_ratio >= 1.1
     ok_mem = mem_ratio <= 1.0
     ok_overhead = overhead <= 0.03
