@@ -1,5 +1,6 @@
 #include "runtime/launcher/launch.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -30,6 +31,8 @@
 #include "runtime/launcher/remote.hpp"
 #include "runtime/launcher/token.hpp"
 #include "runtime/launcher/worker_env.hpp"
+
+extern "C" char** environ;
 
 namespace stretch::launcher {
 
@@ -66,6 +69,42 @@ std::vector<ChildProcess*> processesOf(std::vector<LaunchedProcess>& launched) {
   std::vector<ChildProcess*> out;
   for (auto& l : launched)
     out.push_back(&l.process);
+  return out;
+}
+
+// This process's environment as a map.
+std::map<std::string, std::string> processEnvironment() {
+  std::map<std::string, std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos)
+      out[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return out;
+}
+
+// DeepSpeed's .deepspeed_env files (the name from DS_ENV_FILE), in the home directory and then
+// the working directory, as {path, text}; the ones that exist.
+std::vector<std::pair<std::string, std::string>> deepspeedEnvFiles() {
+  const char* name = std::getenv("DS_ENV_FILE");
+  const std::string file = name != nullptr && *name != '\0' ? name : ".deepspeed_env";
+  std::vector<std::string> paths;
+  if (!file.empty() && file.front() == '/') {
+    paths.push_back(file);
+  } else {
+    if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
+      paths.push_back(std::string(home) + "/" + file);
+    paths.push_back(std::filesystem::absolute(file).string());
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& path : paths) {
+    if (::access(path.c_str(), F_OK) != 0 ||
+        std::any_of(out.begin(), out.end(), [&](const auto& f) { return f.first == path; }))
+      continue;
+    out.emplace_back(path, readFile(path, "DeepSpeed environment file"));
+    spdlog::info("launch: exporting the variables of {} to every node agent", path);
+  }
   return out;
 }
 
@@ -120,6 +159,8 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
     spec.agentArgv.push_back("--log_dir");
     spec.agentArgv.push_back(std::filesystem::absolute(o.logDir).string());
   }
+  spec.exports = deepspeedExports(processEnvironment(), std::filesystem::current_path().string(),
+                                  deepspeedEnvFiles());
   // The token reaches ssh agents on stdin, pdsh agents (pdsh forwards no stdin) in a private
   // file in the home directory, the others (local, netns, mpirun -x) in their environment;
   // never on a command line.

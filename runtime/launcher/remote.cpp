@@ -419,4 +419,58 @@ std::vector<std::string> expandSlurmHostlist(std::string_view list) {
   return unique;
 }
 
+std::map<std::string, std::string> deepspeedExports(
+    const std::map<std::string, std::string>& environment, const std::string& workDir,
+    const std::vector<std::pair<std::string, std::string>>& envFiles) {
+  static constexpr std::string_view kPrefixes[] = {"NCCL", "PYTHON", "MLFLOW", "MV2", "UCX"};
+  std::map<std::string, std::string> out;
+  for (const auto& [name, value] : environment) {
+    for (const auto prefix : kPrefixes) {
+      if (name.rfind(prefix, 0) == 0) {
+        out[name] = value;
+        break;
+      }
+    }
+  }
+  const auto path = environment.find("PYTHONPATH");
+  out["PYTHONPATH"] =
+      path == environment.end() || path->second.empty() ? workDir : workDir + ":" + path->second;
+  const auto validName = [](std::string_view name) {
+    if (name.empty() || (name[0] >= '0' && name[0] <= '9'))
+      return false;
+    return std::all_of(name.begin(), name.end(), [](char c) {
+      return c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    });
+  };
+  const auto trim = [](std::string_view text) {
+    const auto first = text.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos)
+      return std::string_view();
+    return text.substr(first, text.find_last_not_of(" \t\r") - first + 1);
+  };
+  for (const auto& [file, text] : envFiles) {
+    std::size_t start = 0;
+    for (int line = 1; start <= text.size(); ++line) {
+      const std::size_t end = std::min(text.find('\n', start), text.size());
+      const std::string_view raw = std::string_view(text).substr(start, end - start);
+      start = end + 1;
+      const std::string_view content = trim(raw);
+      if (content.empty() || content.front() == '#')
+        continue;
+      const auto eq = content.find('=');
+      const std::string_view name =
+          eq == std::string_view::npos ? content : trim(content.substr(0, eq));
+      if (eq == std::string_view::npos || !validName(name)) {
+        throw LaunchError(ErrorDetail{fmt::format("{}:{}", file, line), std::string(raw),
+                                      "NAME=VALUE with a variable name of letters, digits and _"});
+      }
+      if (name == "STRETCH_STORE_TOKEN")
+        continue;
+      out[std::string(name)] = std::string(trim(content.substr(eq + 1)));
+    }
+  }
+  out.erase("STRETCH_STORE_TOKEN");
+  return out;
+}
+
 }  // namespace stretch::launcher

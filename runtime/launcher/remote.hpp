@@ -119,4 +119,18 @@ std::vector<NodeLaunch> buildNodeLaunches(const RemoteLaunchSpec& spec);
 // empty brackets, a range whose end is below its start, or more than 1,000,000 names.
 std::vector<std::string> expandSlurmHostlist(std::string_view list);
 
+// What DeepSpeed's runner exports to the node agents' environment (runner.py's EXPORT_ENVS and
+// .deepspeed_env), given the launcher's environment, its working directory and the env files
+// read (each as {name for messages, text}, in order; later ones win):
+//  - every variable whose name starts with NCCL, PYTHON, MLFLOW, MV2 or UCX (DeepSpeed's list
+//    plus the CUDA accelerator's NCCL);
+//  - PYTHONPATH with workDir in front (workDir alone when it was unset);
+//  - each `NAME=VALUE` line of the env files (split at the first '='; blank lines and '#'
+//    comments skipped, where DeepSpeed fails on them).
+// STRETCH_STORE_TOKEN is never exported this way. LaunchError naming "FILE:LINE" for a line that
+// is not NAME=VALUE with a valid variable name.
+std::map<std::string, std::string> deepspeedExports(
+    const std::map<std::string, std::string>& environment, const std::string& workDir,
+    const std::vector<std::pair<std::string, std::string>>& envFiles);
+
 }  // namespace stretch::launcher

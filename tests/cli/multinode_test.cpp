@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -193,6 +194,28 @@ TEST(MultiNodeLocal, DeepSpeedFlagsAndNoSshRunTheSameJobAsTheNativeFlags) {
   ASSERT_FALSE(noSsh.is_null()) << rank0.err();
   EXPECT_EQ(noSsh["world_size"], 4);
   EXPECT_EQ(noSsh["weights_sha256"], native["weights_sha256"]);
+}
+
+// DeepSpeed's .deepspeed_env (here named by DS_ENV_FILE) reaches every node's workers, and
+// PYTHONPATH starts with the launch directory, as DeepSpeed's runner exports them.
+TEST(MultiNodeLocal, DeepSpeedEnvFileReachesEveryNodesWorkers) {
+  stretch::test::TempDir dir("stretch-mn-dsenv");
+  const fs::path envFile = dir.path() / "ds_env";
+  std::ofstream(envFile) << "# forwarded to the nodes\nSTRETCH_TEST_FORWARDED = from the file\n";
+  ::setenv("DS_ENV_FILE", envFile.c_str(), 1);
+  Launch launch(dir.path(),
+                {"--hostfile", writeHostfile(dir.path(), {"n0", "n1"}).string(), "--launcher",
+                 "local", "--master_port", std::to_string(freePort()), "/bin/sh", "-c",
+                 "echo \"$STRETCH_TEST_FORWARDED|$PYTHONPATH\" > " +
+                     (dir.path() / "seen_").string() + "$RANK"});
+  ::unsetenv("DS_ENV_FILE");
+  ASSERT_EQ(launch.wait(60s), 0) << launch.err();
+  const std::string cwd = fs::current_path().string();
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string seen =
+        stretch::test::readFileIfAny(dir.path() / ("seen_" + std::to_string(rank)));
+    EXPECT_EQ(seen.rfind("from the file|" + cwd, 0), 0u) << rank << ": " << seen;
+  }
 }
 
 TEST(MultiNodeLocal, SigtermToTheLauncherStopsEveryAgentAndWorker) {
