@@ -85,6 +85,8 @@ void Engine::setUp(torch::nn::AnyModule model, const config::DsConfig& config,
       config, worldSize, elasticity::ElasticEnvironment::fromProcess());
   for (const auto& warning : training.warnings)
     spdlog::warn("{}", warning);
+  for (const auto& warning : settingsWithoutEffect(config))
+    spdlog::warn("{}", warning);
   batch_ = training.triple;
   if (training.dataParallelSize != group_->size()) {
     throw ConfigError(ErrorDetail{
@@ -545,6 +547,18 @@ void Engine::printProgress() {
         "time (ms) | forward: {:.2f} | backward: {:.2f} | allreduce: {:.2f} | step: {:.2f}",
         timers_.forward, timers_.backward, timers_.allreduce, timers_.step);
   }
+}
+
+std::vector<std::string> settingsWithoutEffect(const config::DsConfig& config) {
+  std::vector<std::string> out;
+  if (const auto& offload = config.zero.offloadOptimizer;
+      offload && offload->device != config::OffloadDevice::None) {
+    out.push_back(fmt::format(
+        "zero_optimization.offload_optimizer.device = {}: has no effect in the Stretch engine "
+        "(the optimizer state stays on the training device)",
+        offload->device == config::OffloadDevice::Cpu ? "cpu" : "nvme"));
+  }
+  return out;
 }
 
 }  // namespace stretch::engine

@@ -77,6 +77,11 @@ struct Initialized {
   std::shared_ptr<LrSchedule> lrScheduler;  // null without a scheduler
 };
 
+// The config settings the engine accepts but does not act on, one message each naming the key
+// and its value (initialize() logs them as warnings): today the optimizer offload
+// (zero_optimization.offload_optimizer with a device), whose state stays on the training device.
+std::vector<std::string> settingsWithoutEffect(const config::DsConfig& config);
+
 // Wraps `model` (moved to the device and dtype, its parameters re-homed into flat buffers and
 // broadcast from rank 0). Throws ConfigError for config problems (batch triple, optimizer,
 // scheduler, unsupported ZeRO stage), naming the key.

@@ -361,6 +361,19 @@ TEST(EngineBf16, TrainsInBfloat16WithFp32MasterWeights) {
   EXPECT_EQ(engine->optimizerStateBytes(), 12 * test::parameterCount(*model));
 }
 
+TEST(EngineConfig, OffloadingTheOptimizerIsReportedAsWithoutEffect) {
+  EXPECT_TRUE(settingsWithoutEffect(parse(R"({"train_batch_size": 4})")).empty());
+  EXPECT_TRUE(settingsWithoutEffect(parse(R"({"train_batch_size": 4, "zero_optimization":
+      {"stage": 1, "offload_optimizer": {"device": "none"}}})"))
+                  .empty());
+  const auto warnings = settingsWithoutEffect(parse(R"({"train_batch_size": 4, "zero_optimization":
+      {"stage": 2, "offload_optimizer": {"device": "cpu"}}})"));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("zero_optimization.offload_optimizer.device = cpu"), std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find("no effect"), std::string::npos) << warnings[0];
+}
+
 TEST(EngineConfig, ErrorsNameTheKey) {
   auto expectError = [](const std::string& json, const std::string& key) {
     torch::manual_seed(0);
