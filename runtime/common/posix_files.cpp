@@ -232,7 +232,7 @@ void syncDirectory(const std::string& dir) {
   }
 }
 
-void writeFileAtomically(const std::string& path, std::string_view bytes, unsigned mode) {
+void writeFileAtomically(const std::string& path, std::string_view bytes) {
   if (fileName(path).empty()) {
     throw IoError("cannot write " + quoted(path) + ": expected a file path");
   }
@@ -242,9 +242,7 @@ void writeFileAtomically(const std::string& path, std::string_view bytes, unsign
   const std::string tmp =
       path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(gTempCounter.fetch_add(1));
   {
-    ::unlink(tmp.c_str());  // a stale one from an earlier process with this pid
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                 static_cast<mode_t>(mode)));
+    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (fd.get() < 0) {
       fail("cannot create " + quoted(tmp), errno);
     }

@@ -64,11 +64,8 @@ void syncDirectory(const std::string& dir);
 // the process, so threads never collide), fsync'ed, renamed over `path`, and the directory
 // fsync'ed; missing parent directories are created first. After a crash `path` holds the old or
 // the new complete contents, never a torn file. IoError on any failure (the temporary file is
-// removed), e.g. when `path` names a directory or ends in '/'. The file is created with `mode`
-// (less the umask), never written through an existing file or link: the temporary file is new
-// (a stale one is unlinked first, and it is opened with O_EXCL | O_NOFOLLOW) and the rename
-// replaces whatever `path` was. 0600 gives a file only its owner can read from the first byte.
-void writeFileAtomically(const std::string& path, std::string_view bytes, unsigned mode = 0644);
+// removed), e.g. when `path` names a directory or ends in '/'.
+void writeFileAtomically(const std::string& path, std::string_view bytes);
 
 // A file descriptor closed on destruction; close() closes now and reports close(2)'s result
 // (NFS reports write errors there). A negative descriptor is held as "none".

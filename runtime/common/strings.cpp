@@ -137,27 +137,4 @@ std::string jsonQuote(std::string_view text) {
   return out;
 }
 
-std::string_view trimBlanks(std::string_view s) {
-  const std::size_t first = s.find_first_not_of(kBlanks);
-  if (first == std::string_view::npos) {
-    return {};
-  }
-  const std::size_t last = s.find_last_not_of(kBlanks);
-  return s.substr(first, last - first + 1);
-}
-
-std::vector<std::string_view> splitOn(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  std::size_t pos = 0;
-  while (true) {
-    const std::size_t next = s.find(sep, pos);
-    if (next == std::string_view::npos) {
-      out.push_back(s.substr(pos));
-      return out;
-    }
-    out.push_back(s.substr(pos, next - pos));
-    pos = next + 1;
-  }
-}
-
 }  // namespace stretch

@@ -6,7 +6,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace stretch {
 
@@ -26,15 +25,5 @@ std::optional<std::string> closestMatch(std::string_view word,
 // parser reads the result. For writers that may not use the JSON library (runtime/agent) or
 // write JSON text directly (Chrome traces).
 std::string jsonQuote(std::string_view text);
-
-// Blanks: space, tab, carriage return, vertical tab, form feed.
-inline constexpr std::string_view kBlanks = " \t\r\v\f";
-
-// s without leading and trailing blanks (a view into s).
-std::string_view trimBlanks(std::string_view s);
-
-// s cut at every `sep`: n separators give n + 1 pieces, empty ones included ("a,,b" -> "a", "",
-// "b"; "" -> one empty piece). Views into s.
-std::vector<std::string_view> splitOn(std::string_view s, char sep);
 
 }  // namespace stretch

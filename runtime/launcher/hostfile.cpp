@@ -20,17 +20,27 @@ namespace stretch::launcher {
 
 namespace {
 
+constexpr std::string_view kWhitespace = " \t\r\v\f";
 constexpr std::string_view kSpecSyntax = "NAME[:SLOT[,SLOT...]] specs separated by '@'";
+
+std::string_view trim(std::string_view s) {
+  const std::size_t first = s.find_first_not_of(kWhitespace);
+  if (first == std::string_view::npos) {
+    return {};
+  }
+  const std::size_t last = s.find_last_not_of(kWhitespace);
+  return s.substr(first, last - first + 1);
+}
 
 std::vector<std::string_view> splitWhitespace(std::string_view s) {
   std::vector<std::string_view> out;
   std::size_t pos = 0;
   while (true) {
-    const std::size_t begin = s.find_first_not_of(kBlanks, pos);
+    const std::size_t begin = s.find_first_not_of(kWhitespace, pos);
     if (begin == std::string_view::npos) {
       break;
     }
-    std::size_t end = s.find_first_of(kBlanks, begin);
+    std::size_t end = s.find_first_of(kWhitespace, begin);
     if (end == std::string_view::npos) {
       end = s.size();
     }
@@ -38,6 +48,20 @@ std::vector<std::string_view> splitWhitespace(std::string_view s) {
     pos = end;
   }
   return out;
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t next = s.find(sep, pos);
+    if (next == std::string_view::npos) {
+      out.push_back(s.substr(pos));
+      return out;
+    }
+    out.push_back(s.substr(pos, next - pos));
+    pos = next + 1;
+  }
 }
 
 // "text" with quotes, backslashes and control characters escaped, for messages.
@@ -107,11 +131,11 @@ std::map<std::size_t, std::set<int>> parseFilter(const ResourcePool& pool, std::
     index.emplace(pool[i].name, i);
   }
   std::map<std::size_t, std::set<int>> named;
-  for (const std::string_view spec : splitOn(value, '@')) {
+  for (const std::string_view spec : split(value, '@')) {
     if (spec.empty()) {
       fail(flag, value, fmt::format("{}, found an empty spec", kSpecSyntax));
     }
-    const std::vector<std::string_view> parts = splitOn(spec, ':');
+    const std::vector<std::string_view> parts = split(spec, ':');
     if (parts.size() > 2) {
       fail(flag, value,
            fmt::format("{}, found {} with more than one ':'", kSpecSyntax, quotedText(spec)));
@@ -141,7 +165,7 @@ std::map<std::size_t, std::set<int>> parseFilter(const ResourcePool& pool, std::
         slots.push_back(s);
       }
     } else {
-      for (const std::string_view item : splitOn(parts[1], ',')) {
+      for (const std::string_view item : split(parts[1], ',')) {
         const std::optional<int> slot = parseIndex(item);
         if (!slot && !isDigitsOnly(item)) {
           fail(flag, value,
@@ -254,13 +278,13 @@ ResourcePool parseHostfile(std::string_view text, const std::string& sourceName)
   ResourcePool pool;
   std::map<std::string, int, std::less<>> lineOf;
   int lineNo = 0;
-  for (std::string_view raw : splitOn(text, '\n')) {
+  for (std::string_view raw : split(text, '\n')) {
     ++lineNo;
     const std::string where = fmt::format("{}:{}", sourceName, lineNo);
     if (const std::size_t hash = raw.find('#'); hash != std::string_view::npos) {
       raw = raw.substr(0, hash);
     }
-    const std::string_view line = trimBlanks(raw);
+    const std::string_view line = trim(raw);
     if (line.empty()) {
       continue;
     }
@@ -441,7 +465,7 @@ std::string encodeWorldInfoBase64(const ActiveResources& resources) {
 ActiveResources decodeWorldInfo(std::string_view text) {
   const std::string shown =
       text.size() > 200 ? std::string(text.substr(0, 200)) + "..." : std::string(text);
-  const std::string_view trimmed = trimBlanks(text);
+  const std::string_view trimmed = trim(text);
   std::string json;
   if (!trimmed.empty() && trimmed.front() == '{') {
     json = std::string(trimmed);

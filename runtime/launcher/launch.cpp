@@ -19,7 +19,6 @@
 #include "runtime/comm/tcp_store.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/common/file_io.hpp"
-#include "runtime/common/posix_files.hpp"
 #include "runtime/config/ds_config.hpp"
 #include "runtime/launcher/host_address.hpp"
 #include "runtime/launcher/hostfile.hpp"
@@ -111,11 +110,10 @@ std::vector<std::pair<std::string, std::string>> deepspeedEnvFiles() {
 
 // Several nodes: this process serves the job's store and runs the controller; one `stretch
 // agent` per host runs that host's workers.
-AgentResult runMultiNode(const LaunchRequest& o, RunnerKind launchRunner,
-                         const ActiveResources& active, agent::AgentConfig config,
-                         JobSettings job) {
+AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
+                         agent::AgentConfig config, JobSettings job) {
   // --no_ssh: this is node rank 0; it starts its own agent and the others join by themselves.
-  const RunnerKind runner = o.noSsh ? RunnerKind::Local : launchRunner;
+  const RunnerKind runner = o.noSsh ? RunnerKind::Local : parseRunnerKind(o.launcher);
   std::vector<LaunchHost> hosts;
   for (const auto& [host, slots] : active.hosts)
     hosts.push_back({host, slots});
@@ -161,8 +159,8 @@ AgentResult runMultiNode(const LaunchRequest& o, RunnerKind launchRunner,
     spec.agentArgv.push_back("--log_dir");
     spec.agentArgv.push_back(std::filesystem::absolute(o.logDir).string());
   }
-  spec.workDir = std::filesystem::current_path().string();
-  spec.exports = deepspeedExports(processEnvironment(), spec.workDir, deepspeedEnvFiles());
+  spec.exports = deepspeedExports(processEnvironment(), std::filesystem::current_path().string(),
+                                  deepspeedEnvFiles());
   // The token reaches ssh agents on stdin, pdsh agents (pdsh forwards no stdin) in a private
   // file in the home directory, the others (local, netns, mpirun -x) in their environment;
   // never on a command line.
@@ -181,6 +179,7 @@ AgentResult runMultiNode(const LaunchRequest& o, RunnerKind launchRunner,
   } else {
     spec.exports["STRETCH_STORE_TOKEN"] = job.token;
   }
+  spec.workDir = std::filesystem::current_path().string();
   spec.sshPort = o.sshPort;
   {
     std::istringstream words(o.launcherArgs);  // DeepSpeed splits --launcher_args on blanks
@@ -190,7 +189,8 @@ AgentResult runMultiNode(const LaunchRequest& o, RunnerKind launchRunner,
   if (!o.logDir.empty()) {
     // For agents started by hand to grow an elastic job (`stretch agent --token_file`).
     const auto tokenPath = std::filesystem::absolute(o.logDir) / "job_token";
-    writeFileAtomically(tokenPath.string(), job.token + "\n", 0600);
+    std::filesystem::create_directories(tokenPath.parent_path());
+    writePrivateFile(tokenPath.string(), job.token + "\n");
     spdlog::info(
         "launch: add a node with `stretch agent --rdzv {}:{} --node_id NAME --nproc N "
         "--token_file {}`",
@@ -505,9 +505,8 @@ AgentResult runLaunch(const LaunchRequest& request) {
     o.hostfile = std::string(kDefaultHostfile);  // DeepSpeed's default (DLTS_HOSTFILE)
     spdlog::info("launch: using the hostfile {} (give --hostfile to choose another)", o.hostfile);
   }
-  // An unknown runner is an error before anything else; none given: decided by the host count.
-  const std::optional<RunnerKind> askedRunner =
-      o.launcher.empty() ? std::nullopt : std::optional(parseRunnerKind(o.launcher));
+  if (!o.launcher.empty())
+    parseRunnerKind(o.launcher);  // an unknown runner is an error before anything else
   const int defaultSlots = [&] {
     if (o.numGpus)
       return *o.numGpus;
@@ -515,7 +514,9 @@ AgentResult runLaunch(const LaunchRequest& request) {
     return accel->deviceType() == "cpu" ? 1 : std::max(1, accel->deviceCount());
   }();
   const std::string slurmNodes =
-      askedRunner == RunnerKind::Slurm ? slurmAllocationNodes() : std::string();
+      !o.launcher.empty() && parseRunnerKind(o.launcher) == RunnerKind::Slurm
+          ? slurmAllocationNodes()
+          : std::string();
   const ResourcePool pool = !o.hostfile.empty() ? loadHostfile(o.hostfile)
                             : !slurmNodes.empty()
                                 ? slurmResourcePool(slurmNodes, slurmSlots(o, defaultSlots))
@@ -523,19 +524,17 @@ AgentResult runLaunch(const LaunchRequest& request) {
   const ActiveResources active = applyFilters(pool, o.include, o.exclude, o.numNodes,
                                               o.hostfile.empty() ? std::nullopt : o.numGpus);
   const auto hostCount = static_cast<std::int64_t>(active.hosts.size());
-  // DeepSpeed's default runner is pdsh.
-  const RunnerKind runner =
-      askedRunner.value_or(hostCount > 1 ? RunnerKind::Pdsh : RunnerKind::Local);
   if (o.launcher.empty())
-    o.launcher = std::string(toString(runner));
+    o.launcher = hostCount > 1 ? "pdsh" : "local";  // DeepSpeed's default runner is pdsh
   const auto [minNodes, maxNodes] = elasticNodes(o, hostCount);
   const bool elastic = !o.elastic.empty() || o.elasticTraining;
   checkNodeRank(o, hostCount);
-  const bool multiNode = hostCount != 1 || runner != RunnerKind::Local || o.forceMulti || o.noSsh;
+  const bool multiNode = hostCount != 1 || o.launcher != "local" || o.forceMulti || o.noSsh;
 
   CommandRules rules = o.commandRules;
   rules.elastic = elastic;
   const WorkerCommand command = resolveWorkerCommand(o.command, rules);
+  const RunnerKind runner = parseRunnerKind(o.launcher);
   if (runner == RunnerKind::Local || runner == RunnerKind::Netns)
     checkProgramRuns(command, o.commandRules);  // the workers run on this machine's files
   if (multiNode && !o.noSsh)
@@ -551,12 +550,12 @@ AgentResult runLaunch(const LaunchRequest& request) {
   job.masterPort = o.masterPort;
   job.token = o.noSsh ? sharedToken() : randomToken();
   if (!o.config.empty()) {
-    job.configJson = readFile(o.config);  // read once: parsed here, copied per generation
-    const auto parsed = config::parseConfig(*job.configJson, o.config);
+    const auto parsed = config::loadConfig(o.config);
     for (const auto& w : parsed.warnings)
       spdlog::warn("{}", w);
     config.training = parsed.config;
     job.batchFromConfig = true;
+    job.configJson = readFile(o.config, "--config");
     if (parsed.config.elasticity.enabled) {
       // The workers' runtime checks it against its own (ensure_immutable_elastic_config).
       job.elasticJson = nlohmann::json::parse(config::toJson(parsed.config))["elasticity"].dump();
@@ -575,7 +574,7 @@ AgentResult runLaunch(const LaunchRequest& request) {
   if (o.noSsh && *o.nodeRank > 0)
     return joinAsNode(o, job);
   if (multiNode)
-    return runMultiNode(o, runner, active, config, job);
+    return runMultiNode(o, active, config, job);
 
   const auto& [host, slotIndices] = active.hosts.front();
   LocalAgentOptions options;

@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "runtime/common/check.hpp"
-#include "runtime/common/strings.hpp"
 #include "runtime/launcher/hostfile.hpp"
 #include "runtime/launcher/launch_error.hpp"
 
@@ -436,21 +435,38 @@ std::map<std::string, std::string> deepspeedExports(
   const auto path = environment.find("PYTHONPATH");
   out["PYTHONPATH"] =
       path == environment.end() || path->second.empty() ? workDir : workDir + ":" + path->second;
+  const auto validName = [](std::string_view name) {
+    if (name.empty() || (name[0] >= '0' && name[0] <= '9'))
+      return false;
+    return std::all_of(name.begin(), name.end(), [](char c) {
+      return c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    });
+  };
+  const auto trim = [](std::string_view text) {
+    const auto first = text.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos)
+      return std::string_view();
+    return text.substr(first, text.find_last_not_of(" \t\r") - first + 1);
+  };
   for (const auto& [file, text] : envFiles) {
-    int line = 0;
-    for (const std::string_view raw : splitOn(text, '\n')) {
-      ++line;
-      const std::string_view content = trimBlanks(raw);
+    std::size_t start = 0;
+    for (int line = 1; start <= text.size(); ++line) {
+      const std::size_t end = std::min(text.find('\n', start), text.size());
+      const std::string_view raw = std::string_view(text).substr(start, end - start);
+      start = end + 1;
+      const std::string_view content = trim(raw);
       if (content.empty() || content.front() == '#')
         continue;
       const auto eq = content.find('=');
       const std::string_view name =
-          eq == std::string_view::npos ? content : trimBlanks(content.substr(0, eq));
-      if (eq == std::string_view::npos || !isEnvName(name)) {
+          eq == std::string_view::npos ? content : trim(content.substr(0, eq));
+      if (eq == std::string_view::npos || !validName(name)) {
         throw LaunchError(ErrorDetail{fmt::format("{}:{}", file, line), std::string(raw),
                                       "NAME=VALUE with a variable name of letters, digits and _"});
       }
-      out[std::string(name)] = std::string(trimBlanks(content.substr(eq + 1)));
+      if (name == "STRETCH_STORE_TOKEN")
+        continue;
+      out[std::string(name)] = std::string(trim(content.substr(eq + 1)));
     }
   }
   out.erase("STRETCH_STORE_TOKEN");

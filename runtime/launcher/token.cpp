@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <random>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,7 +11,6 @@
 #include <fmt/format.h>
 
 #include "runtime/common/error.hpp"
-#include "runtime/common/posix_files.hpp"
 
 namespace stretch::launcher {
 
@@ -33,6 +33,27 @@ void makePrivateDirectory(const std::string& path) {
 
 }  // namespace
 
+void writePrivateFile(const std::string& path, const std::string& text) {
+  ::unlink(path.c_str());  // never write through an existing file or link
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    throw IoError(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      throw IoError(fmt::format("cannot write {}: {}", path, std::strerror(err)));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::close(fd) != 0)
+    throw IoError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+}
+
 TokenFile::TokenFile(const std::string& token) {
   const char* home = std::getenv("HOME");
   if (home == nullptr || *home == '\0') {
@@ -45,7 +66,7 @@ TokenFile::TokenFile(const std::string& token) {
   makePrivateDirectory(stretchDir);
   makePrivateDirectory(tokens);
   path_ = tokens + "/job-" + randomToken().substr(0, 16);
-  writeFileAtomically(path_, token + "\n", 0600);
+  writePrivateFile(path_, token + "\n");
 }
 
 TokenFile::~TokenFile() {

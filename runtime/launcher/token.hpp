@@ -11,9 +11,9 @@ namespace stretch::launcher {
 std::string randomToken();
 
 // A file holding the token for agents that cannot get it on stdin (pdsh forwards no stdin):
-// $HOME/.stretch/tokens/job-<random>, the directories mode 0700 and the file 0600 (written with
-// writeFileAtomically, never through an existing file or link), removed by the destructor. The
-// agents read it with --token_file, so their command line and environment never hold the token; the
+// $HOME/.stretch/tokens/job-<random>, the directories mode 0700 and the file 0600, created
+// exclusively (never through an existing file or link), removed by the destructor. The agents
+// read it with --token_file, so their command line and environment never hold the token; the
 // hosts must see the launcher's home directory (a shared home, as pdsh clusters usually have).
 class TokenFile {
  public:
@@ -27,6 +27,10 @@ class TokenFile {
  private:
   std::string path_;
 };
+
+// Writes `text` to a new file at `path` with mode 0600 (O_CREAT | O_EXCL | O_NOFOLLOW; an
+// existing file is replaced only after unlinking it). IoError naming the path on failure.
+void writePrivateFile(const std::string& path, const std::string& text);
 
 // `text` with every occurrence of `token` replaced by "<token>" (for messages and logs).
 std::string maskToken(std::string text, const std::string& token);

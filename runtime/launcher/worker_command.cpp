@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include "runtime/common/error.hpp"
-#include "runtime/common/strings.hpp"
 #include "runtime/launcher/launch_error.hpp"
 
 namespace stretch::launcher {
@@ -66,7 +65,10 @@ int parseCore(std::string_view word, std::string_view whole) {
 
 std::vector<int> parseCoreList(std::string_view text) {
   std::set<int> cores;
-  for (const std::string_view item : splitOn(text, ',')) {
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, comma - start);
     const std::size_t dash = item.find('-');
     if (dash == std::string_view::npos) {
       cores.insert(parseCore(item, text));
@@ -79,6 +81,7 @@ std::vector<int> parseCoreList(std::string_view text) {
       for (int c = lo; c <= hi; ++c)
         cores.insert(c);
     }
+    start = comma + 1;
   }
   return {cores.begin(), cores.end()};
 }
@@ -185,11 +188,17 @@ std::string findExecutable(const std::string& name) {
   if (name.find('/') != std::string::npos)
     return ::access(name.c_str(), X_OK) == 0 ? name : std::string();
   const char* path = std::getenv("PATH");
-  for (const std::string_view dir :
-       splitOn(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin", ':')) {
-    const std::string candidate = (dir.empty() ? std::string(".") : std::string(dir)) + "/" + name;
+  const std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    const std::size_t colon = std::min(dirs.find(':', start), dirs.size());
+    std::string dir = dirs.substr(start, colon - start);
+    if (dir.empty())
+      dir = ".";
+    const std::string candidate = dir + "/" + name;
     if (::access(candidate.c_str(), X_OK) == 0)
       return candidate;
+    start = colon + 1;
   }
   return {};
 }

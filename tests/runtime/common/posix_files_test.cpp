@@ -163,23 +163,6 @@ TEST(PosixFiles, WriteFileAtomicallyReplacesCreatesParentsAndLeavesNoTemporaries
   EXPECT_TRUE(removePath(cwdFile));
 }
 
-// A private file (mode 0600, as the store token's) never goes through a link planted at its path:
-// the link is replaced, its target left alone.
-TEST(PosixFiles, WriteFileAtomicallyReplacesALinkAndGivesTheMode) {
-  Scratch s;
-  const std::string target = s / "victim";
-  const std::string link = s / "token";
-  writeFileAtomically(target, "keep\n", 0600);
-  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
-  writeFileAtomically(link, "tok\n", 0600);
-  EXPECT_EQ(readFile(target), "keep\n");
-  EXPECT_EQ(readFile(link), "tok\n");
-  struct stat st {};
-  ASSERT_EQ(::lstat(link.c_str(), &st), 0);
-  EXPECT_TRUE(S_ISREG(st.st_mode));
-  EXPECT_EQ(st.st_mode & 0777, 0600u);
-}
-
 TEST(PosixFiles, WriteFileAtomicallyFailuresNameThePath) {
   Scratch s;
   ASSERT_FALSE(s.root.empty());

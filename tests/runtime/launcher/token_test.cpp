@@ -1,5 +1,5 @@
 // The store token's file for pdsh agents (token.hpp): private directories and file, the token
-// inside, gone with its owner (that it is never written through a link: posix_files_test).
+// inside, never written through an existing link, gone with its owner.
 
 #include "runtime/launcher/token.hpp"
 
@@ -46,6 +46,17 @@ TEST_F(TokenFileTest, IsPrivateHoldsTheTokenAndGoesAwayWithItsOwner) {
     EXPECT_EQ(modeOf(home_.path().string() + "/.stretch/tokens"), 0700u);
   }
   EXPECT_NE(::access(path.c_str(), F_OK), 0);
+}
+
+TEST_F(TokenFileTest, AnExistingLinkIsReplacedNotWrittenThrough) {
+  const std::string target = (home_.path() / "victim").string();
+  const std::string link = (home_.path() / "token").string();
+  stretch::launcher::writePrivateFile(target, "keep\n");
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  stretch::launcher::writePrivateFile(link, "tok\n");
+  EXPECT_EQ(stretch::readFile(target), "keep\n");
+  EXPECT_EQ(stretch::readFile(link), "tok\n");
+  EXPECT_EQ(modeOf(link), 0600u);
 }
 
 TEST_F(TokenFileTest, AGroupReadableTokenDirectoryIsMadePrivateAndNoHomeIsAnError) {
