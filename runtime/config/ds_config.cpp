@@ -35,7 +35,7 @@ constexpr double kNoLowerBound = -std::numeric_limits<double>::infinity();
 
 // ---- key lists --------------------------------------------------------------------------------
 
-constexpr std::array<std::string_view, 18> kTopKeys = {"train_batch_size",
+constexpr std::array<std::string_view, 19> kTopKeys = {"train_batch_size",
                                                        "train_micro_batch_size_per_gpu",
                                                        "gradient_accumulation_steps",
                                                        "optimizer",
@@ -52,11 +52,11 @@ constexpr std::array<std::string_view, 18> kTopKeys = {"train_batch_size",
                                                        "checkpoint",
                                                        "steps_per_print",
                                                        "wall_clock_breakdown",
-                                                       "comms_logger"};
+                                                       "comms_logger",
+                                                       "activation_checkpointing"};
 
 // Keys DeepSpeed reads that Stretch has no use for (yet): listed as ignored, not unknown.
-constexpr std::array<std::string_view, 40> kTopIgnored = {"amp",
-                                                          "activation_checkpointing",
+constexpr std::array<std::string_view, 39> kTopIgnored = {"amp",
                                                           "flops_profiler",
                                                           "tensorboard",
                                                           "wandb",
@@ -416,6 +416,30 @@ CheckpointConfig readCheckpoint(const ObjectReader& top) {
   return checkpoint;
 }
 
+constexpr std::array<std::string_view, 6> kActivationCheckpointingKeys = {
+    "partition_activations", "contiguous_memory_optimization",  "cpu_checkpointing",
+    "number_checkpoints",    "synchronize_checkpoint_boundary", "profile"};
+
+std::optional<ActivationCheckpointingConfig> readActivationCheckpointing(const ObjectReader& top) {
+  const auto reader = top.readObject("activation_checkpointing", ErrorKind::Config);
+  if (!reader) {
+    return std::nullopt;
+  }
+  reader->reportKeys(KeySet{kActivationCheckpointingKeys, kNone});
+  ActivationCheckpointingConfig c;
+  c.partitionActivations = reader->readBool("partition_activations").value_or(false);
+  c.contiguousMemoryOptimization =
+      reader->readBool("contiguous_memory_optimization").value_or(false);
+  c.cpuCheckpointing = reader->readBool("cpu_checkpointing").value_or(false);
+  c.numberCheckpoints = reader->readInt(
+      "number_checkpoints",
+      IntRule{1, kInt64Max, "a positive integer or null", false, /*nullIsAbsent=*/true});
+  c.synchronizeCheckpointBoundary =
+      reader->readBool("synchronize_checkpoint_boundary").value_or(false);
+  c.profile = reader->readBool("profile").value_or(false);
+  return c;
+}
+
 CommsLoggerConfig readCommsLogger(const ObjectReader& top) {
   CommsLoggerConfig logger;
   const auto reader = top.readObject("comms_logger", ErrorKind::Config);
@@ -512,6 +536,7 @@ DsConfig readConfig(const ObjectReader& top) {
   config.wallClockBreakdown =
       top.readBool("wall_clock_breakdown").value_or(config.wallClockBreakdown);
   config.commsLogger = readCommsLogger(top);
+  config.activationCheckpointing = readActivationCheckpointing(top);
   return config;
 }
 
@@ -694,6 +719,16 @@ std::string toJson(const DsConfig& config) {
                                 {"prof_all", logger.profAll},
                                 {"debug", logger.debug},
                                 {"prof_ops", logger.profOps}};
+  if (const auto& ac = config.activationCheckpointing) {
+    out["activation_checkpointing"] =
+        Ordered{{"partition_activations", ac->partitionActivations},
+                {"contiguous_memory_optimization", ac->contiguousMemoryOptimization},
+                {"cpu_checkpointing", ac->cpuCheckpointing},
+                {"number_checkpoints",
+                 ac->numberCheckpoints ? Ordered(*ac->numberCheckpoints) : Ordered(nullptr)},
+                {"synchronize_checkpoint_boundary", ac->synchronizeCheckpointBoundary},
+                {"profile", ac->profile}};
+  }
   // Strings in a DsConfig built by hand may hold invalid UTF-8; never let dump() throw.
   return out.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }

@@ -109,6 +109,19 @@ struct CommsLoggerConfig {
   bool operator==(const CommsLoggerConfig&) const = default;
 };
 
+// "activation_checkpointing" (deepspeed.checkpointing.configure's keys). As in DeepSpeed, the
+// section only configures checkpointing: a model that recomputes its activations reads it
+// (examples/gpt does); the engine warns about the options it does not implement.
+struct ActivationCheckpointingConfig {
+  bool partitionActivations = false;
+  bool contiguousMemoryOptimization = false;
+  bool cpuCheckpointing = false;
+  std::optional<std::int64_t> numberCheckpoints;
+  bool synchronizeCheckpointBoundary = false;
+  bool profile = false;
+  bool operator==(const ActivationCheckpointingConfig&) const = default;
+};
+
 enum class GradientAllreduceOp { Mean, Sum };
 
 struct DsConfig {
@@ -127,6 +140,7 @@ struct DsConfig {
   std::optional<std::int64_t> stepsPerPrint;  // unset: no progress line (DeepSpeed >= 0.15.2)
   bool wallClockBreakdown = false;
   CommsLoggerConfig commsLogger;
+  std::optional<ActivationCheckpointingConfig> activationCheckpointing;  // present: asked for
 
   bool operator==(const DsConfig&) const = default;
 };

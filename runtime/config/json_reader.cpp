@@ -464,9 +464,13 @@ std::vector<std::string> KeyReport::warnings() const {
   if (unknownCount_ > 0) {
     out.push_back("unknown keys (ignored): " + joinListed(unknown_, unknownCount_));
   }
-  if (ignoredCount_ > 0) {
-    out.push_back("ignored DeepSpeed keys (Stretch does not use them): " +
-                  joinListed(ignored_, ignoredCount_));
+  // One warning per ignored key, so that each names the key and says it has no effect.
+  for (const auto& path : ignored_) {
+    out.push_back(path + ": a DeepSpeed key Stretch does not implement; it has no effect");
+  }
+  if (ignoredCount_ > ignored_.size()) {
+    out.push_back(fmt::format("and {} more DeepSpeed keys Stretch does not implement",
+                              ignoredCount_ - ignored_.size()));
   }
   return out;
 }

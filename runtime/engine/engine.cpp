@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -105,10 +106,18 @@ void Engine::setUp(torch::nn::AnyModule model, const config::DsConfig& config,
   auto module = model_.ptr();
   module->to(device_, dtype_);
 
-  // Flat parameter and gradient buffers; parameters and grads become views into them.
+  // Flat parameter and gradient buffers; parameters and grads become views into them. A tensor
+  // registered under two names (tied weights) gets one slot, under its first name; parameters
+  // that need no gradient (frozen) stay where they are and are only broadcast.
+  std::unordered_set<const c10::TensorImpl*> seen;
+  std::vector<torch::Tensor> frozen;
   for (const auto& item : module->named_parameters(/*recurse=*/true)) {
-    if (!item.value().requires_grad())
+    if (!seen.insert(item.value().unsafeGetTensorImpl()).second)
       continue;
+    if (!item.value().requires_grad()) {
+      frozen.push_back(item.value());
+      continue;
+    }
     paramNames_.push_back(item.key());
     params_.push_back(item.value());
     numel_ += item.value().numel();
@@ -137,9 +146,20 @@ void Engine::setUp(torch::nn::AnyModule model, const config::DsConfig& config,
       offset += n;
     }
   }
-  // Every rank starts from rank 0's weights (DeepSpeed's _broadcast_model).
-  if (world > 1)
+  // Every rank starts from rank 0's weights (DeepSpeed's _broadcast_model), frozen ones too.
+  if (world > 1) {
     group_->broadcast(toBufferView(flatParams_), 0)->wait();
+    torch::NoGradGuard noGrad;
+    for (auto& p : frozen) {
+      if (p.is_contiguous()) {
+        group_->broadcast(toBufferView(p), 0)->wait();
+      } else {
+        auto staged = p.contiguous();
+        group_->broadcast(toBufferView(staged), 0)->wait();
+        p.copy_(staged);
+      }
+    }
+  }
 
   // fp32 master weights the optimizer steps.
   if (dtype_ == torch::kFloat32) {
@@ -551,12 +571,86 @@ void Engine::printProgress() {
 
 std::vector<std::string> settingsWithoutEffect(const config::DsConfig& config) {
   std::vector<std::string> out;
-  if (const auto& offload = config.zero.offloadOptimizer;
+  const auto add = [&out](std::string_view key, std::string_view value, std::string_view why) {
+    out.push_back(
+        fmt::format("{} = {}: has no effect in the Stretch engine ({})", key, value, why));
+  };
+  const auto& zero = config.zero;
+  if (const auto& offload = zero.offloadOptimizer;
       offload && offload->device != config::OffloadDevice::None) {
-    out.push_back(fmt::format(
-        "zero_optimization.offload_optimizer.device = {}: has no effect in the Stretch engine "
-        "(the optimizer state stays on the training device)",
-        offload->device == config::OffloadDevice::Cpu ? "cpu" : "nvme"));
+    add("zero_optimization.offload_optimizer.device",
+        offload->device == config::OffloadDevice::Cpu ? "cpu" : "nvme",
+        "the optimizer state stays on the training device");
+  }
+  if (!zero.contiguousGradients) {
+    add("zero_optimization.contiguous_gradients", "false",
+        "gradients always live in one flat buffer");
+  }
+  if (!zero.reduceScatter && zero.stage >= 1) {
+    add("zero_optimization.reduce_scatter", "false",
+        "ZeRO 1/2 always reduce-scatter; DeepSpeed's all-reduce fallback gives the same result");
+  }
+  if (!zero.allgatherPartitions && zero.stage >= 1) {
+    add("zero_optimization.allgather_partitions", "false",
+        "updated partitions are always all-gathered");
+  }
+  if (zero.allgatherBucketSize != config::ZeroConfig{}.allgatherBucketSize && zero.stage >= 1) {
+    add("zero_optimization.allgather_bucket_size", std::to_string(zero.allgatherBucketSize),
+        "the all-gather of updated partitions is one collective");
+  }
+  if (zero.roundRobinGradients)
+    add("zero_optimization.round_robin_gradients", "true", "partitions are contiguous ranges");
+  if (!zero.ignoreUnusedParameters && zero.stage >= 1) {
+    add("zero_optimization.ignore_unused_parameters", "false",
+        "parameters without a gradient count as zero gradients, never an error");
+  }
+  if (zero.overlapComm.value_or(false) && zero.stage == 1) {
+    add("zero_optimization.overlap_comm", "true",
+        "ZeRO 1 reduces at the accumulation boundary, after backward");
+  }
+  if (zero.elasticCheckpoint)
+    add("zero_optimization.elastic_checkpoint", "true", "any checkpoint loads at any world size");
+  if (!zero.loadFromFp32Weights) {
+    add("zero_optimization.load_from_fp32_weights", "false",
+        "the fp32 master weights in the optimizer states are always loaded");
+  }
+  if (config.checkpoint.loadUniversal) {
+    add("checkpoint.load_universal", "true",
+        "checkpoints are always loaded by element range, at any world size");
+  }
+  if (config.checkpoint.useNodeLocalStorage)
+    add("checkpoint.use_node_local_storage", "true", "every rank writes to the given directory");
+  if (config.checkpoint.parallelWritePipelineStage)
+    add("checkpoint.parallel_write.pipeline_stage", "true", "there is no pipeline parallelism");
+  if (config.bf16.immediateGradUpdate)
+    add("bf16.immediate_grad_update", "true", "gradients are applied at the boundary");
+  if (config.commsLogger.enabled) {
+    add("comms_logger.enabled", "true",
+        "the engine does not record its collectives; `stretch bench comm` measures them");
+  }
+  if (const auto& ac = config.activationCheckpointing) {
+    if (ac->partitionActivations) {
+      add("activation_checkpointing.partition_activations", "true",
+          "there is no model parallelism to partition over");
+    }
+    if (ac->contiguousMemoryOptimization) {
+      add("activation_checkpointing.contiguous_memory_optimization", "true",
+          "checkpointed inputs are kept as they are");
+    }
+    if (ac->cpuCheckpointing) {
+      add("activation_checkpointing.cpu_checkpointing", "true",
+          "checkpointed inputs stay on the training device");
+    }
+    if (ac->numberCheckpoints) {
+      add("activation_checkpointing.number_checkpoints", std::to_string(*ac->numberCheckpoints),
+          "the model decides which blocks to checkpoint");
+    }
+    if (ac->synchronizeCheckpointBoundary) {
+      add("activation_checkpointing.synchronize_checkpoint_boundary", "true",
+          "only meaningful for CUDA streams DeepSpeed synchronises");
+    }
+    if (ac->profile)
+      add("activation_checkpointing.profile", "true", "there is no checkpointing profiler");
   }
   return out;
 }

@@ -77,9 +77,11 @@ struct Initialized {
   std::shared_ptr<LrSchedule> lrScheduler;  // null without a scheduler
 };
 
-// The config settings the engine accepts but does not act on, one message each naming the key
-// and its value (initialize() logs them as warnings): today the optimizer offload
-// (zero_optimization.offload_optimizer with a device), whose state stays on the training device.
+// The config settings the engine accepts but does not act on, one message each naming the key,
+// its value and why it has no effect (initialize() logs them as warnings): the optimizer
+// offload, DeepSpeed's communication-layout switches (reduce_scatter, allgather_partitions,
+// round_robin_gradients, ...), checkpoint-storage switches, and activation_checkpointing's
+// options. Keys the config parser lists as not implemented warn there (docs/config.md).
 std::vector<std::string> settingsWithoutEffect(const config::DsConfig& config);
 
 // Wraps `model` (moved to the device and dtype, its parameters re-homed into flat buffers and

@@ -1,5 +1,6 @@
 #include "runtime/config/ds_config.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -141,21 +142,28 @@ TEST(DsConfigTest, UnknownKeysGiveOneWarningWithHints) {
   EXPECT_THAT(parsed.warnings[0], ::testing::Not(HasSubstr("completely_different (did")));
 }
 
-TEST(DsConfigTest, IgnoredDeepSpeedKeysGetTheirOwnWarning) {
+TEST(DsConfigTest, EveryIgnoredDeepSpeedKeyGetsItsOwnWarningSayingItHasNoEffect) {
   const ParsedConfig parsed = parseConfig(R"({
       "amp": {"enabled": false}, "wandb": {"enabled": true}, "dataloader_drop_last": true,
       "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 5e7,
                             "offload_param": {"device": "cpu"}, "zero_quantized_weights": true},
       "bf16": {"enabled": true, "bf16_master_weights_and_grads": true},
       "checkpoint": {"writer": {}}})");
-  ASSERT_EQ(parsed.warnings.size(), 1U);
-  EXPECT_THAT(parsed.warnings[0], AllOf(StartsWith("ignored DeepSpeed keys"), HasSubstr("amp"),
-                                        HasSubstr("wandb"), HasSubstr("dataloader_drop_last"),
-                                        HasSubstr("zero_optimization.stage3_prefetch_bucket_size"),
-                                        HasSubstr("zero_optimization.offload_param"),
-                                        HasSubstr("zero_optimization.zero_quantized_weights"),
-                                        HasSubstr("bf16.bf16_master_weights_and_grads"),
-                                        HasSubstr("checkpoint.writer")));
+  const std::vector<std::string> keys = {"amp",
+                                         "wandb",
+                                         "dataloader_drop_last",
+                                         "zero_optimization.stage3_prefetch_bucket_size",
+                                         "zero_optimization.offload_param",
+                                         "zero_optimization.zero_quantized_weights",
+                                         "bf16.bf16_master_weights_and_grads",
+                                         "checkpoint.writer"};
+  ASSERT_EQ(parsed.warnings.size(), keys.size()) << ::testing::PrintToString(parsed.warnings);
+  for (const auto& key : keys) {
+    const auto expected = key + ": a DeepSpeed key Stretch does not implement; it has no effect";
+    EXPECT_NE(std::find(parsed.warnings.begin(), parsed.warnings.end(), expected),
+              parsed.warnings.end())
+        << key;
+  }
 }
 
 TEST(DsConfigTest, UnknownAndIgnoredTogetherGiveTwoWarnings) {

@@ -19,3 +19,10 @@ stretch_add_test(engine_cuda_test
   DEPS stretch_engine
   LABELS gpu
   TIMEOUT 300)
+
+# Tied, frozen and unused parameters at 2 ranks for ZeRO 0/1/2 against a plain LibTorch loop.
+stretch_add_test(engine_params_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_params_test.cpp
+  DEPS stretch_engine
+  LABELS unit
+  TIMEOUT 300)

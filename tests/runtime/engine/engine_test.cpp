@@ -361,17 +361,56 @@ TEST(EngineBf16, TrainsInBfloat16WithFp32MasterWeights) {
   EXPECT_EQ(engine->optimizerStateBytes(), 12 * test::parameterCount(*model));
 }
 
-TEST(EngineConfig, OffloadingTheOptimizerIsReportedAsWithoutEffect) {
+TEST(EngineConfig, EverySettingWithoutEffectGetsOneWarningNamingItsKey) {
   EXPECT_TRUE(settingsWithoutEffect(parse(R"({"train_batch_size": 4})")).empty());
+  // Defaults written out, and values the engine does act on, warn about nothing.
   EXPECT_TRUE(settingsWithoutEffect(parse(R"({"train_batch_size": 4, "zero_optimization":
-      {"stage": 1, "offload_optimizer": {"device": "none"}}})"))
+      {"stage": 1, "offload_optimizer": {"device": "none"}, "reduce_scatter": true,
+       "contiguous_gradients": true, "overlap_comm": false}, "activation_checkpointing": {}})"))
                   .empty());
-  const auto warnings = settingsWithoutEffect(parse(R"({"train_batch_size": 4, "zero_optimization":
-      {"stage": 2, "offload_optimizer": {"device": "cpu"}}})"));
-  ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("zero_optimization.offload_optimizer.device = cpu"), std::string::npos)
-      << warnings[0];
-  EXPECT_NE(warnings[0].find("no effect"), std::string::npos) << warnings[0];
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"("zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}})",
+       "zero_optimization.offload_optimizer.device = cpu"},
+      {R"("zero_optimization": {"stage": 1, "contiguous_gradients": false})",
+       "zero_optimization.contiguous_gradients = false"},
+      {R"("zero_optimization": {"stage": 2, "reduce_scatter": false})",
+       "zero_optimization.reduce_scatter = false"},
+      {R"("zero_optimization": {"stage": 1, "allgather_partitions": false})",
+       "zero_optimization.allgather_partitions = false"},
+      {R"("zero_optimization": {"stage": 1, "allgather_bucket_size": 1000})",
+       "zero_optimization.allgather_bucket_size = 1000"},
+      {R"("zero_optimization": {"stage": 2, "round_robin_gradients": true})",
+       "zero_optimization.round_robin_gradients = true"},
+      {R"("zero_optimization": {"stage": 2, "ignore_unused_parameters": false})",
+       "zero_optimization.ignore_unused_parameters = false"},
+      {R"("zero_optimization": {"stage": 1, "overlap_comm": true})",
+       "zero_optimization.overlap_comm = true"},
+      {R"("zero_optimization": {"stage": 1, "elastic_checkpoint": true})",
+       "zero_optimization.elastic_checkpoint = true"},
+      {R"("zero_optimization": {"stage": 1, "load_from_fp32_weights": false})",
+       "zero_optimization.load_from_fp32_weights = false"},
+      {R"("checkpoint": {"load_universal": true})", "checkpoint.load_universal = true"},
+      {R"("checkpoint": {"use_node_local_storage": true})",
+       "checkpoint.use_node_local_storage = true"},
+      {R"("bf16": {"enabled": true, "immediate_grad_update": true})",
+       "bf16.immediate_grad_update = true"},
+      {R"("comms_logger": {"enabled": true})", "comms_logger.enabled = true"},
+      {R"("activation_checkpointing": {"partition_activations": true})",
+       "activation_checkpointing.partition_activations = true"},
+      {R"("activation_checkpointing": {"cpu_checkpointing": true})",
+       "activation_checkpointing.cpu_checkpointing = true"},
+      {R"("activation_checkpointing": {"contiguous_memory_optimization": true})",
+       "activation_checkpointing.contiguous_memory_optimization = true"},
+      {R"("activation_checkpointing": {"number_checkpoints": 4})",
+       "activation_checkpointing.number_checkpoints = 4"},
+  };
+  for (const auto& [section, key] : cases) {
+    const auto warnings =
+        settingsWithoutEffect(parse(R"({"train_batch_size": 4, )" + section + "}"));
+    ASSERT_EQ(warnings.size(), 1u) << section << ": " << ::testing::PrintToString(warnings);
+    EXPECT_EQ(warnings[0].rfind(key + ": has no effect in the Stretch engine (", 0), 0u)
+        << warnings[0];
+  }
 }
 
 TEST(EngineConfig, ErrorsNameTheKey) {

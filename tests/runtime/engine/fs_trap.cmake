@@ -97,8 +97,8 @@ add_executable(stretch-train-digits-fs-trap
   ${PROJECT_SOURCE_DIR}/examples/digits/digits_data.cpp
   $<TARGET_OBJECTS:stretch_fs_traps>)
 target_include_directories(stretch-train-digits-fs-trap PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(stretch-train-digits-fs-trap PRIVATE stretch_engine stretch_comm_builtin
-                      CLI11::CLI11 nlohmann_json::nlohmann_json ZLIB::ZLIB)
+target_link_libraries(stretch-train-digits-fs-trap PRIVATE stretch_example_support
+                      nlohmann_json::nlohmann_json ZLIB::ZLIB)
 target_compile_definitions(stretch-train-digits-fs-trap PRIVATE
   STRETCH_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 stretch_target_defaults(stretch-train-digits-fs-trap)

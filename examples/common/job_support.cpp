@@ -1,0 +1,224 @@
+#include "examples/common/job_support.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <sys/resource.h>
+#include <thread>
+#include <unistd.h>
+#include <unordered_set>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include "runtime/comm/builtin/builtin_backends.hpp"
+#include "runtime/comm/init_distributed.hpp"
+#include "runtime/common/error.hpp"
+#include "runtime/common/file_io.hpp"
+#include "runtime/common/posix_files.hpp"
+#include "runtime/engine/checkpoint_io.hpp"
+
+namespace stretch::examples {
+
+CLI::Option* addJobOptions(CLI::App& app, JobOptions& options) {
+  auto* config = app.add_option("--config", options.configPath, "DeepSpeed config (JSON)")
+                     ->capture_default_str();
+  app.add_option("--steps", options.steps, "optimizer steps to train")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--seed", options.seed, "model initialisation and data shuffling seed")
+      ->capture_default_str();
+  app.add_option("--checkpoint-dir", options.checkpointDir, "directory for checkpoints");
+  app.add_option("--save-at", options.saveAt,
+                 "save a checkpoint after this step (needs --checkpoint-dir)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--save-every", options.saveEvery,
+                 "save a checkpoint every N steps (needs --checkpoint-dir)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--resume", options.resume,
+               "load the latest checkpoint of --checkpoint-dir first, if there is one");
+  app.add_flag("--json", options.json, "print the summary as one JSON object");
+  return config;
+}
+
+std::string checkJobOptions(const JobOptions& options) {
+  if ((options.saveAt > 0 || options.saveEvery > 0 || options.resume) &&
+      options.checkpointDir.empty()) {
+    return "--save-at, --save-every and --resume need --checkpoint-dir";
+  }
+  return {};
+}
+
+config::DsConfig readJobConfig(const std::string& path) {
+  auto parsed = config::parseConfig(readFile(path), path);
+  for (const auto& w : parsed.warnings)
+    spdlog::warn("{}", w);
+  return std::move(parsed.config);
+}
+
+bool distributedEnvironment() {
+  return std::getenv("WORLD_SIZE") != nullptr || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+}
+
+std::shared_ptr<comm::ProcessGroup> joinIfDistributed() {
+  if (!distributedEnvironment())
+    return nullptr;
+  comm::registerBuiltinBackends();
+  return comm::initDistributed({});
+}
+
+void resumeIfAsked(engine::Engine& engine, const JobOptions& options) {
+  if (!options.resume)
+    return;
+  const auto loaded = engine.loadCheckpoint(options.checkpointDir);
+  if (engine.dpRank() != 0)
+    return;
+  if (loaded) {
+    spdlog::info("resumed from {} at step {} (written by {} rank(s))", loaded->path,
+                 engine.globalSteps(), loaded->savedDpWorldSize);
+  }
+}
+
+bool saveIfDue(engine::Engine& engine, const JobOptions& options, std::int64_t step) {
+  if (options.checkpointDir.empty())
+    return false;
+  if (step != options.saveAt &&
+      !(options.saveEvery > 0 && step % options.saveEvery == 0 && step < options.steps)) {
+    return false;
+  }
+  engine.saveCheckpoint(options.checkpointDir);
+  return true;
+}
+
+FaultScript FaultScript::fromEnvironment() {
+  FaultScript f;
+  const char* dir = std::getenv("STRETCH_FAULT_DIR");
+  if (dir == nullptr)
+    return f;
+  f.dir = dir;
+  if (const char* kill = std::getenv("STRETCH_FAULT_KILL_AT_STEP")) {
+    if (std::sscanf(kill, "%ld:%ld", &f.killStep, &f.killRank) != 2)
+      throw ConfigError(ErrorDetail{"STRETCH_FAULT_KILL_AT_STEP", kill, "STEP:RANK"});
+  }
+  if (const char* pauses = std::getenv("STRETCH_FAULT_PAUSE_AT_STEPS")) {
+    const std::string text = pauses;
+    for (std::size_t pos = 0; pos < text.size();) {
+      const auto comma = std::min(text.find(',', pos), text.size());
+      try {
+        f.pauseSteps.push_back(std::stoll(text.substr(pos, comma - pos)));
+      } catch (const std::exception&) {
+        throw ConfigError(
+            ErrorDetail{"STRETCH_FAULT_PAUSE_AT_STEPS", text, "comma-separated step numbers"});
+      }
+      pos = comma + 1;
+    }
+  }
+  return f;
+}
+
+void FaultScript::afterStep(std::int64_t step, std::int64_t rank) const {
+  if (dir.empty())
+    return;
+  if (step == killStep && rank == killRank) {
+    const std::string marker = joinPath(dir, fmt::format("kill_{}", step));
+    if (!pathExists(marker)) {
+      writeFileAtomically(marker, fmt::format("{}\n", rank));
+      spdlog::warn("fault script: rank {} kills itself after step {}", rank, step);
+      ::kill(::getpid(), SIGKILL);
+    }
+  }
+  if (std::find(pauseSteps.begin(), pauseSteps.end(), step) == pauseSteps.end())
+    return;
+  const std::string release = joinPath(dir, fmt::format("pause_{}.release", step));
+  if (pathExists(release))
+    return;
+  if (rank == 0)
+    writeFileAtomically(joinPath(dir, fmt::format("pause_{}.reached", step)), "\n");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!pathExists(release)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      spdlog::error("fault script: nobody released the pause at step {}", step);
+      std::exit(3);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+namespace {
+
+// The model's parameters, each tensor once (LibTorch lists a tensor registered under two names
+// twice; PyTorch's parameters() does not).
+std::vector<torch::Tensor> uniqueParameters(torch::nn::Module& model) {
+  std::vector<torch::Tensor> out;
+  std::unordered_set<const void*> seen;
+  for (const auto& p : model.parameters()) {
+    if (seen.insert(p.unsafeGetTensorImpl()).second)
+      out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string weightsDigest(torch::nn::Module& model) {
+  std::string bytes;
+  for (const auto& p : uniqueParameters(model)) {
+    const auto t = p.detach().contiguous().to(torch::kCPU);
+    bytes.append(static_cast<const char*>(t.data_ptr()),
+                 static_cast<std::size_t>(t.numel()) * t.element_size());
+  }
+  return engine::sha256Hex(bytes);
+}
+
+std::int64_t parameterCount(torch::nn::Module& model) {
+  std::int64_t n = 0;
+  for (const auto& p : uniqueParameters(model))
+    n += p.numel();
+  return n;
+}
+
+double median(std::vector<double> values) {
+  if (values.empty())
+    return 0.0;
+  const auto mid = values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2);
+  std::nth_element(values.begin(), mid, values.end());
+  return *mid;
+}
+
+std::int64_t peakRssBytes() {
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<std::int64_t>(usage.ru_maxrss) * 1024;
+}
+
+std::int64_t launcherGeneration() {
+  const char* g = std::getenv("STRETCH_GENERATION");
+  if (g == nullptr)
+    return 0;
+  try {
+    return std::stoll(g);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+int runJob(const std::string& program, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const ConfigError& e) {
+    std::cerr << program << ": error: " << e.what() << "\n";
+    return 2;
+  } catch (const IoError& e) {
+    std::cerr << program << ": error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << program << ": error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace stretch::examples

@@ -1,0 +1,99 @@
+#pragma once
+// What the example training jobs (stretch-train-digits, stretch-train-gpt) share: their common
+// command-line options, joining the process group, reading the DeepSpeed config, checkpoint
+// saving and resuming, the fault-script hooks of the sim-to-real tests, and the measurements
+// their summaries report (weights digest, parameter count, step-time median, peak RSS).
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <torch/nn/module.h>
+
+#include "runtime/comm/process_group.hpp"
+#include "runtime/config/ds_config.hpp"
+#include "runtime/engine/engine.hpp"
+
+namespace stretch::examples {
+
+// The options every example job takes (addJobOptions registers them).
+struct JobOptions {
+  std::string configPath;
+  std::int64_t steps = 0;
+  std::uint64_t seed = 0;
+  std::string checkpointDir;
+  std::int64_t saveAt = 0;
+  std::int64_t saveEvery = 0;
+  bool resume = false;
+  bool json = false;
+};
+
+// --config, --steps, --seed, --checkpoint-dir, --save-at, --save-every, --resume, --json.
+// `configOption` is returned so a job can add its own text (or a preset's default).
+CLI::Option* addJobOptions(CLI::App& app, JobOptions& options);
+
+// The message for options that do not go together (empty when they are fine): --save-at,
+// --save-every and --resume need --checkpoint-dir.
+std::string checkJobOptions(const JobOptions& options);
+
+// parseConfig(readFile(path)), its warnings logged. (Not loadConfig, whose std::filesystem::path
+// parameter would run out-of-line std::filesystem code: docs/gpu.md.)
+config::DsConfig readJobConfig(const std::string& path);
+
+// True when the launcher's or OpenMPI's variables say this process is one of several.
+bool distributedEnvironment();
+
+// Joins the process group over the built-in backends when distributedEnvironment(), else null
+// (the engine then trains alone).
+std::shared_ptr<comm::ProcessGroup> joinIfDistributed();
+
+// --resume: loads the latest checkpoint of options.checkpointDir, if any, and logs what it found
+// on rank 0 ("resumed from ..." or "nothing loaded ..."; the launch tests look for both).
+void resumeIfAsked(engine::Engine& engine, const JobOptions& options);
+
+// After optimizer step `step`: saves a checkpoint when --save-at or --save-every asks for one.
+// Returns true when it saved.
+bool saveIfDue(engine::Engine& engine, const JobOptions& options, std::int64_t step);
+
+// Fault script hooks for the sim-to-real test (tests/cli/sim_to_real_test.cpp), read from the
+// environment; each acts after a step (and its checkpoint) completes, once per job, remembered
+// by marker files in STRETCH_FAULT_DIR:
+//   STRETCH_FAULT_KILL_AT_STEP=S:R     rank R SIGKILLs itself after step S (marker kill_S);
+//   STRETCH_FAULT_PAUSE_AT_STEPS=S,T   after step S every rank waits until the test creates
+//                                      pause_S.release (rank 0 creates pause_S.reached first), so
+//                                      the test can take a node away or add one at that step.
+struct FaultScript {
+  std::string dir;
+  std::int64_t killStep = -1;
+  std::int64_t killRank = -1;
+  std::vector<std::int64_t> pauseSteps;
+
+  // ConfigError naming the variable when one is malformed.
+  static FaultScript fromEnvironment();
+  void afterStep(std::int64_t step, std::int64_t rank) const;
+};
+
+// SHA-256 of the parameters' bytes in module order: equal digests mean bitwise-equal weights.
+std::string weightsDigest(torch::nn::Module& model);
+
+// Parameters of the model, a tensor registered under two names counted once.
+std::int64_t parameterCount(torch::nn::Module& model);
+
+// The median of the values (0 when there are none).
+double median(std::vector<double> values);
+
+// This process's peak resident set size so far, in bytes (getrusage's ru_maxrss).
+std::int64_t peakRssBytes();
+
+// This worker's generation under `stretch launch` (STRETCH_GENERATION), 0 outside it.
+std::int64_t launcherGeneration();
+
+// Runs a job's body and maps what escapes it to the jobs' exit statuses, with the message on
+// stderr prefixed by `program`: 0 from body, 2 for ConfigError / IoError (bad input), 1 for any
+// other exception.
+int runJob(const std::string& program, const std::function<int()>& body);
+
+}  // namespace stretch::examples
