@@ -16,15 +16,11 @@ import argparse
 import json
 import os
 import resource
-import socket
 import sys
 import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from torch_peer import spawn_ranks  # noqa: E402 (bench/torch_peer.py)
 
 
 def build(torch, layers, hidden):
@@ -115,35 +111,11 @@ def main():
     if args.batch % args.ranks:
         print(f"ddp_mlp_bench: error: --batch {args.batch} is not divisible by {args.ranks} ranks", file=sys.stderr)
         return 2
-    import torch.multiprocessing as mp
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=run, args=(r, args, port, queue)) for r in range(args.ranks)]
-    for p in procs:
-        p.start()
-    # Poll: a rank that fails must not leave the others spinning in a collective until the
-    # deadline; the result is read while the ranks run so no child blocks flushing the queue.
-    deadline = time.monotonic() + args.timeout
-    result = None
-    while True:
-        try:
-            result = queue.get(timeout=0.2) if result is None else result
-        except Exception:
-            pass
-        codes = [p.exitcode for p in procs]
-        failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
-        if failed or time.monotonic() > deadline:
-            for p in procs:
-                if p.is_alive():
-                    p.kill()
-            what = f"rank(s) {failed} exited with {[codes[r] for r in failed]}" if failed else "timed out"
-            print(f"ddp_mlp_bench: error: {what}", file=sys.stderr)
-            return 1
-        if all(c == 0 for c in codes):
-            break
-    if result is None:
-        result = queue.get(timeout=10)
+    try:
+        result = spawn_ranks(run, args.ranks, args, args.timeout, "ddp_mlp_bench")
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        return 1
     print(json.dumps(result))
     return 0
 

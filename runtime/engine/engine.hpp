@@ -11,18 +11,22 @@
 //   }
 //
 // Memory layout: every trainable parameter becomes a view into one flat buffer of the model's
-// dtype, and its .grad a view into one flat gradient buffer, both padded to a multiple of the
-// data-parallel size, so that reductions and ZeRO partitions are slices of one tensor (no
-// flatten/unflatten copies). The fp32 master weights the optimizer steps are the flat buffer
-// itself (fp32 model, stage 0), the rank's slice of it (fp32, ZeRO 1/2), or a separate fp32
-// copy of the rank's slice (fp16/bf16 models).
+// dtype, and (ZeRO 0/1) its .grad a view into one flat gradient buffer, both padded to a
+// multiple of the data-parallel size, so that reductions and ZeRO partitions are slices of one
+// tensor (no flatten/unflatten copies). ZeRO 2 keeps no full gradient buffer: during every
+// backward, buckets of min(reduce_bucket_size, 2^22) elements of the flat order are all-reduced
+// as soon as their parameters' gradients are ready, the owner adds its part to its fp32
+// partition, and the gradients are released, so a rank holds only its partition between steps. The
+// fp32 master weights the optimizer steps are the flat buffer itself (fp32 model, stage 0), the
+// rank's slice of it (fp32, ZeRO 1/2), or a separate fp32 copy of the rank's slice (fp16/bf16
+// models).
 //
 // Semantics follow DeepSpeed v0.18.2 (../shared/reference/deepspeed_engine.md §1):
 //  - boundary when (micro_steps + 1) % gradient_accumulation_steps == 0; micro_steps counts
 //    step() calls; global_steps counts boundaries including skipped (overflow) ones;
 //  - backward scales the loss by 1/GAS (and by the loss scale for fp16) and returns loss/GAS;
 //  - gradients are reduced at the boundary (ZeRO 0: all_reduce in buckets; ZeRO 1: reduce_scatter
-//    at the boundary; ZeRO 2: reduce_scatter after every backward, accumulated in fp32 by the
+//    at the boundary; ZeRO 2: bucket by bucket during every backward, accumulated in fp32 by the
 //    owner), with predivide/postscale, prescale_gradients and "gradient_allreduce_op": "sum";
 //  - gradient clipping by the global L2 norm (coef = min(1, clip / (norm + 1e-6)));
 //  - fp16: dynamic or static loss scaling; an overflow (inf/NaN in any rank's grads) skips the
@@ -178,6 +182,9 @@ class Engine {
   std::vector<FileRecord> gatherRecords(const std::vector<FileRecord>& mine);
   void checkTagAgreement(const std::string& tag);
   void setUpOverlap();
+  void setUpZero2Buckets();
+  void reduceZero2Bucket(std::size_t bucket);
+  void finishZero2();
   void onGradReady(std::size_t param);
   void launchBucket(std::size_t bucket);
   void finishOverlap();
@@ -194,12 +201,13 @@ class Engine {
 
   std::vector<torch::Tensor> params_;  // trainable, in module order
   std::vector<std::string> paramNames_;
-  std::int64_t numel_ = 0;          // trainable elements
-  std::int64_t partitionSize_ = 0;  // elements per rank (padded)
-  torch::Tensor flatParams_;        // model dtype, partitionSize_ * world
-  torch::Tensor flatGrads_;         // model dtype, same size; params' .grad are views
-  torch::Tensor master_;            // fp32: the optimizer's tensor (see header comment)
-  torch::Tensor gradAccum32_;       // ZeRO 2: the owner's fp32 accumulated partition
+  std::vector<std::int64_t> paramOffsets_;  // each parameter's first element in the flat buffers
+  std::int64_t numel_ = 0;                  // trainable elements
+  std::int64_t partitionSize_ = 0;          // elements per rank (padded)
+  torch::Tensor flatParams_;                // model dtype, partitionSize_ * world
+  torch::Tensor flatGrads_;    // ZeRO 0/1: model dtype, same size; params' .grad are views
+  torch::Tensor master_;       // fp32: the optimizer's tensor (see header comment)
+  torch::Tensor gradAccum32_;  // ZeRO 2: the owner's fp32 accumulated partition
 
   std::shared_ptr<FlatOptimizer> optimizer_;
   std::shared_ptr<LrSchedule> scheduler_;
@@ -231,6 +239,13 @@ class Engine {
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::int64_t nextLaunch_ = -1;
   std::int64_t launchedDuringBackward_ = 0;
+  // ZeRO 2: the same buckets over the unpadded flat range, reduced during every backward as
+  // their gradients are ready (last first); a parameter's gradient is released once all its
+  // buckets are reduced, so between steps a rank holds only its fp32 partition (gradAccum32_).
+  static constexpr std::int64_t kZero2MaxBucketElements = std::int64_t{1} << 22;
+  std::int64_t zero2BucketElements_ = 0;  // min(reduce_bucket_size, kZero2MaxBucketElements)
+  std::vector<int> paramPending_;
+  double zero2ReduceSeconds_ = 0;
 };
 
 }  // namespace stretch::engine

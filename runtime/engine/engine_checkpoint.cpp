@@ -413,7 +413,8 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::string& dir,
   globalSamples_ = intField(model, "global_samples", modelFile);
   skippedSteps_ = intField(model, "skipped_steps", modelFile);
   microSteps_ = intField(model, "micro_steps", modelFile);
-  flatGrads_.zero_();
+  if (flatGrads_.defined())
+    flatGrads_.zero_();
   if (gradAccum32_.defined())
     gradAccum32_.zero_();
 

@@ -114,6 +114,36 @@ TEST(EngineZero, StagesOneAndTwoGiveTheSameWeightsAsStageZero) {
   EXPECT_NEAR(ratio2, 4.0 / 12.0, 0.03) << bytes2[0] << " vs " << bytes0[0];
 }
 
+TEST(EngineZero, StageTwoHoldsNoGradientsAfterBackwardAndStageOneDoes) {
+  torch::manual_seed(4);
+  const auto x = torch::randn({8, 6});
+  const auto y = torch::randn({8, 3});
+  for (int stage : {1, 2}) {
+    auto groups = makeGroups(2);
+    const auto models = test::seededModels(2);
+    const auto config = parse(fmt::format(
+        R"({{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,
+            "optimizer": {{"type": "Adam", "params": {{"lr": 0.01}}}},
+            "zero_optimization": {{"stage": {}, "reduce_bucket_size": 16}}}})",
+        stage));
+    comm::runRankThreads(2, [&](int r) {
+      Mlp model = models[static_cast<std::size_t>(r)];
+      InitOptions options;
+      options.processGroup = groups.groups[static_cast<std::size_t>(r)];
+      options.device = torch::Device(torch::kCPU);
+      auto engine = initialize(torch::nn::AnyModule(model), config, options).engine;
+      for (int m = 0; m < 2; ++m) {  // gradient accumulation 2: a micro step, then a boundary
+        engine->backward(torch::mse_loss(engine->forward(x.narrow(0, (2 * m + r) * 2, 2)),
+                                         y.narrow(0, (2 * m + r) * 2, 2)));
+        for (const auto& p : model->parameters())
+          EXPECT_EQ(p.grad().defined(), stage == 1) << "stage " << stage << ", rank " << r;
+        engine->step();
+      }
+      EXPECT_EQ(engine->globalSteps(), 1);
+    });
+  }
+}
+
 TEST(EngineZero, SmallBucketsGiveTheSameResultAsOneBucket) {
   torch::manual_seed(3);
   const auto x = torch::randn({2 * 2 * 2 * 3, 6});
