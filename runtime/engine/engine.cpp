@@ -280,22 +280,12 @@ torch::Tensor Engine::backward(const torch::Tensor& loss) {
   const bool overlap = overlapEnabled_ && isGradientAccumulationBoundary();
   const bool zero2 = zeroStage_ == 2;
   if (zero2) {
-    for (auto& b : buckets_)
-      b.pending = b.params;
     for (std::size_t i = 0; i < params_.size(); ++i)
       paramPending_[i] = static_cast<int>(paramBuckets_[i].size());
-    nextLaunch_ = static_cast<std::int64_t>(buckets_.size()) - 1;
     zero2ReduceSeconds_ = 0;
-    overlapActive_ = true;
   }
-  if (overlap) {
-    for (auto& b : buckets_) {
-      b.pending = b.params;
-      b.work.reset();
-    }
-    nextLaunch_ = static_cast<std::int64_t>(buckets_.size()) - 1;
-    overlapActive_ = true;
-  }
+  if (overlap || zero2)
+    armBuckets();
   try {
     forBackward.backward();
   } catch (...) {
@@ -497,42 +487,51 @@ class GradReadyHook final : public torch::autograd::FunctionPostHook {
 
 }  // namespace
 
-void Engine::setUpOverlap() {
-  const std::int64_t total = flatGrads_.numel();
-  for (std::int64_t begin = 0; begin < total; begin += bucketElements_)
-    buckets_.push_back({begin, std::min(bucketElements_, total - begin), 0, 0, nullptr});
-  std::int64_t offset = 0;
+void Engine::setUpBuckets(std::int64_t total, std::int64_t size) {
+  for (std::int64_t begin = 0; begin < total; begin += size)
+    buckets_.push_back({begin, std::min(size, total - begin), {}, 0, nullptr});
   paramBuckets_.resize(params_.size());
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const std::int64_t n = params_[i].numel();
+    const std::int64_t offset = paramOffsets_[i];
     if (n > 0) {
-      const auto first = static_cast<std::size_t>(offset / bucketElements_);
-      const auto last = static_cast<std::size_t>((offset + n - 1) / bucketElements_);
+      const auto first = static_cast<std::size_t>(offset / size);
+      const auto last = static_cast<std::size_t>((offset + n - 1) / size);
       for (std::size_t b = first; b <= last; ++b) {
         paramBuckets_[i].push_back(b);
-        ++buckets_[b].params;
+        buckets_[b].members.push_back(i);
       }
     }
-    offset += n;
     auto accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
     accumulator->add_post_hook(std::make_unique<GradReadyHook>([this, i] { onGradReady(i); }));
     accumulators_.push_back(std::move(accumulator));
   }
+}
+
+void Engine::armBuckets() {
+  for (auto& b : buckets_) {
+    b.pending = static_cast<int>(b.members.size());
+    b.work.reset();
+  }
+  nextLaunch_ = static_cast<std::int64_t>(buckets_.size()) - 1;
+  overlapActive_ = true;
+}
+
+void Engine::setUpOverlap() {
+  setUpBuckets(flatGrads_.numel(), bucketElements_);
   overlapEnabled_ = true;
 }
 
 void Engine::onGradReady(std::size_t param) {
   if (!overlapActive_)
     return;
+  for (const std::size_t b : paramBuckets_[param])
+    --buckets_[b].pending;
   if (zeroStage_ == 2) {
-    for (const std::size_t b : paramBuckets_[param])
-      --buckets_[b].pending;
     while (nextLaunch_ >= 0 && buckets_[static_cast<std::size_t>(nextLaunch_)].pending <= 0)
       reduceZero2Bucket(static_cast<std::size_t>(nextLaunch_--));
     return;
   }
-  for (const std::size_t b : paramBuckets_[param])
-    --buckets_[b].pending;
   // Launch in a fixed order, the same on every rank: last bucket first, each once it is ready.
   while (nextLaunch_ >= 0 && buckets_[static_cast<std::size_t>(nextLaunch_)].pending <= 0) {
     launchBucket(static_cast<std::size_t>(nextLaunch_--));
@@ -564,27 +563,8 @@ void Engine::finishOverlap() {
 void Engine::setUpZero2Buckets() {
   // Capped so that reducing during backward bounds the gradients alive at once: with
   // DeepSpeed's default (5e8 elements) one bucket would wait for every gradient.
-  zero2BucketElements_ = std::min(bucketElements_, kZero2MaxBucketElements);
-  const std::int64_t size = zero2BucketElements_;
-  for (std::int64_t begin = 0; begin < numel_; begin += size)
-    buckets_.push_back({begin, std::min(size, numel_ - begin), 0, 0, nullptr});
-  paramBuckets_.resize(params_.size());
+  setUpBuckets(numel_, std::min(bucketElements_, kZero2MaxBucketElements));
   paramPending_.assign(params_.size(), 0);
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    const std::int64_t n = params_[i].numel();
-    const std::int64_t offset = paramOffsets_[i];
-    if (n > 0) {
-      const auto first = static_cast<std::size_t>(offset / size);
-      const auto last = static_cast<std::size_t>((offset + n - 1) / size);
-      for (std::size_t b = first; b <= last; ++b) {
-        paramBuckets_[i].push_back(b);
-        ++buckets_[b].params;
-      }
-    }
-    auto accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
-    accumulator->add_post_hook(std::make_unique<GradReadyHook>([this, i] { onGradReady(i); }));
-    accumulators_.push_back(std::move(accumulator));
-  }
 }
 
 void Engine::reduceZero2Bucket(std::size_t index) {
@@ -593,13 +573,9 @@ void Engine::reduceZero2Bucket(std::size_t index) {
   const auto& b = buckets_[index];
   // The bucket's gradients, contiguous in flat order; a parameter without one adds zeros.
   torch::Tensor bucket = torch::empty({b.size}, master_.options().dtype(dtype_));
-  std::vector<std::size_t> members;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
+  for (const std::size_t i : b.members) {
     const std::int64_t begin = std::max(paramOffsets_[i], b.begin);
     const std::int64_t end = std::min(paramOffsets_[i] + params_[i].numel(), b.begin + b.size);
-    if (begin >= end)
-      continue;
-    members.push_back(i);
     torch::Tensor slot = bucket.narrow(0, begin - b.begin, end - begin);
     const torch::Tensor& grad = params_[i].grad();
     if (grad.defined())
@@ -621,7 +597,7 @@ void Engine::reduceZero2Bucket(std::size_t index) {
         .add_(bucket.narrow(0, begin - b.begin, end - begin).to(torch::kFloat32));
   }
   // A parameter whose every bucket is reduced gives its gradient back.
-  for (const std::size_t i : members) {
+  for (const std::size_t i : b.members) {
     if (--paramPending_[i] == 0)
       params_[i].mutable_grad().reset();
   }

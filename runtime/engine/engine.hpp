@@ -181,6 +181,11 @@ class Engine {
   void applySchedule(const std::vector<double>& lrs);
   std::vector<FileRecord> gatherRecords(const std::vector<FileRecord>& mine);
   void checkTagAgreement(const std::string& tag);
+  // Buckets of `size` elements over [0, total) of the flat order, each parameter's buckets, and
+  // a post hook on every parameter's gradient accumulator (overlap_comm and ZeRO 2 share them).
+  void setUpBuckets(std::int64_t total, std::int64_t size);
+  // Before a backward that reduces in hooks: every bucket pending, the last launched first.
+  void armBuckets();
   void setUpOverlap();
   void setUpZero2Buckets();
   void reduceZero2Bucket(std::size_t bucket);
@@ -227,8 +232,8 @@ class Engine {
   struct OverlapBucket {
     std::int64_t begin = 0;
     std::int64_t size = 0;
-    int params = 0;   // parameters overlapping the bucket
-    int pending = 0;  // of them, not yet accumulated in this backward
+    std::vector<std::size_t> members;  // parameters overlapping the bucket
+    int pending = 0;                   // of them, not yet accumulated in this backward
     std::shared_ptr<comm::Work> work;
   };
   bool overlapEnabled_ = false;
@@ -243,7 +248,6 @@ class Engine {
   // their gradients are ready (last first); a parameter's gradient is released once all its
   // buckets are reduced, so between steps a rank holds only its fp32 partition (gradAccum32_).
   static constexpr std::int64_t kZero2MaxBucketElements = std::int64_t{1} << 22;
-  std::int64_t zero2BucketElements_ = 0;  // min(reduce_bucket_size, kZero2MaxBucketElements)
   std::vector<int> paramPending_;
   double zero2ReduceSeconds_ = 0;
 };
