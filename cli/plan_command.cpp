@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/mpi_group.hpp"
 #include "cli/output.hpp"
 #include "cli/progress_bar.hpp"
 #include "planner/plan.hpp"
@@ -61,7 +62,13 @@ void writeFile(const std::string& path, const std::string& text, const std::stri
 int runPlan(const PlanCliOptions& o) {
   const auto format = planner::parseReportFormat(o.format);
   const bool json = format == planner::ReportFormat::Json;
+  // Under mpirun every rank plans, running its block of each batch of replicas; rank 0 alone
+  // writes and prints.
+  std::unique_ptr<sim::ReplicaGroup> group;
+  bool root = true;
   try {
+    group = joinMpiWorld("plan");
+    root = group == nullptr || group->rank() == 0;
     if (!format) {
       throw ConfigError(ErrorDetail{"--format", o.format, "table, json, csv, md or html"});
     }
@@ -88,18 +95,22 @@ int runPlan(const PlanCliOptions& o) {
     if (o.seed) {
       input.scenario.seed = *o.seed;
     }
-    if (!json) {
+    if (!json && root) {
       for (const std::string& w : input.warnings) {
         printWarning("plan", w);
       }
     }
 
-    ProgressBar bar(!o.quiet, std::chrono::milliseconds(250));
+    ProgressBar bar(root && !o.quiet, std::chrono::milliseconds(250));
     planner::PlanOptions options;
     options.threads = o.threads;
+    options.group = group.get();
     options.progress = [&](const planner::PlanProgress& p) { bar.update(p.fraction, p.stage); };
     const planner::Plan plan = planner::makePlan(input, options);
     bar.clear();
+    if (!root) {
+      return kExitOk;
+    }
 
     const std::string text = planner::renderPlan(plan, *format);
     if (!o.emitConfig.empty()) {
@@ -116,7 +127,9 @@ int runPlan(const PlanCliOptions& o) {
     }
     return kExitOk;
   } catch (const Error& e) {
-    printError("plan", e, json);
+    if (root) {
+      printError("plan", e, json);
+    }
     return kExitUsage;
   }
 }

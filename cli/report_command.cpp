@@ -122,6 +122,12 @@ Json communicationBackends() {
       notBuiltReason("STRETCH_WITH_REDIS", STRETCH_REDIS_OPTION, "install libhiredis-dev"));
   backends["redis"]["kind"] = "store (hiredis)";
 #endif
+#if defined(STRETCH_HAVE_MPI)
+  backends["mpi"] = integration(true, STRETCH_MPI_VERSION, "");
+#else
+  backends["mpi"] = integration(false, "", "not found at configure time (install libopenmpi-dev)");
+#endif
+  backends["mpi"]["kind"] = "Monte Carlo over ranks (mpirun -n K stretch sim|plan)";
   Json registered = Json::array();
   for (const comm::BackendInfo& info : comm::registeredBackends()) {
     registered.push_back({{"name", info.name},
@@ -231,7 +237,7 @@ void printHuman(const Json& r) {
 
   std::cout << "\nCommunication\n";
   const Json& comm = r["communication"];
-  for (const char* name : {"gloo", "nccl", "redis"}) {
+  for (const char* name : {"gloo", "nccl", "redis", "mpi"}) {
     const Json& b = comm[name];
     std::string value = b["built"].get<bool>() ? "built, version " + b["version"].get<std::string>()
                                                : "not built: " + b["reason"].get<std::string>();

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/mpi_group.hpp"
 #include "cli/output.hpp"
 #include "cli/progress_bar.hpp"
 #include "runtime/agent/event_log.hpp"
@@ -78,7 +79,9 @@ void printHuman(const sim::Scenario& s, const sim::MonteCarloResult& r, const Si
   std::cout << fmt::format("stretch sim: {} — {} GPUs ({} nodes x {}, cluster {}), {} mode, {}\n",
                            s.name, s.cluster.gpus(), s.cluster.nodes, s.cluster.gpusPerNode,
                            s.cluster.name, o.stepLevel ? "step-level" : "aggregate",
-                           many ? fmt::format("{} seeds (mean ± 95 % CI)", r.runs.size())
+                           many ? fmt::format("{} seeds (mean ± 95 % CI, Student's t with {} "
+                                              "degrees of freedom)",
+                                              r.runs.size(), r.runs.size() - 1)
                                 : fmt::format("seed {}", s.seed));
   std::string outcomes;
   for (const auto& [name, n] : r.outcomes()) {
@@ -91,6 +94,15 @@ void printHuman(const sim::Scenario& s, const sim::MonteCarloResult& r, const Si
   }
   show("simulated_hours", "simulated time", h);
   show("ettr", "ETTR", percent);
+  if (many) {
+    // The tails a mean hides: a long run is a high simulated time, a bad one a low ETTR.
+    const sim::MetricSummary t = sim::summarize(values.at("simulated_hours"));
+    const sim::MetricSummary e = sim::summarize(values.at("ettr"));
+    std::cout << fmt::format("  {:<18} p50 {}, p90 {}, p99 {}\n", "time percentiles", h(t.p50),
+                             h(t.p90), h(t.p99));
+    std::cout << fmt::format("  {:<18} p50 {}, p10 {}, p1 {}\n", "ETTR percentiles", percent(e.p50),
+                             percent(e.p10), percent(e.p1));
+  }
   show("useful_hours", "useful", h);
   show("lost_hours", "lost (rolled back)", h);
   show("checkpoint_hours", "checkpointing", h);
@@ -114,8 +126,9 @@ void printHuman(const sim::Scenario& s, const sim::MonteCarloResult& r, const Si
   }
   std::cout << "\n";
   const double simWall = sim::summarize(values.at("wall_seconds")).mean;
-  std::cout << fmt::format("  {:<18} {:.4f} s per run, {:.3f} s in all on {} thread(s)\n",
-                           "wall time", simWall, r.wallSeconds, r.threads);
+  std::cout << fmt::format("  {:<18} {:.4f} s per run, {:.3f} s in all on {} thread(s){}\n",
+                           "wall time", simWall, r.wallSeconds, r.threads,
+                           r.processes > 1 ? fmt::format(" x {} MPI ranks", r.processes) : "");
   if (!many) {
     for (const std::string& n : r.runs.front().notes) {
       std::cout << fmt::format("  note: {}\n", n);
@@ -166,35 +179,41 @@ int runSim(const SimOptions& o) {
                  "fixtures/scenarios/llama3_like.json), unless --calibrate\n";
     return kExitUsage;
   }
+  // Under mpirun every rank runs its block of the replicas; rank 0 alone writes and prints.
+  std::unique_ptr<sim::ReplicaGroup> group;
+  bool root = true;
   try {
+    group = joinMpiWorld("sim");
+    root = group == nullptr || group->rank() == 0;
     sim::ScenarioOptions so;
     so.presetDir = o.presets;
     sim::Scenario scenario = sim::loadScenario(o.scenario, so);
     if (o.seed) {
       scenario.seed = *o.seed;
     }
-    for (const std::string& w : scenario.warnings) {
+    for (const std::string& w : root ? scenario.warnings : std::vector<std::string>{}) {
       printWarning("sim", w);
     }
 
     std::unique_ptr<agent::EventLog> events;
-    if (!o.events.empty()) {
+    if (root && !o.events.empty()) {
       std::error_code ec;
       std::filesystem::remove(o.events, ec);  // a fresh log, not appended to an old one
       events = std::make_unique<agent::EventLog>(std::filesystem::path(o.events));
     }
     std::unique_ptr<sim::ChromeTraceWriter> trace;
-    if (!o.trace.empty()) {
+    if (root && !o.trace.empty()) {
       trace = std::make_unique<sim::ChromeTraceWriter>(o.trace, o.traceLimit);
     }
     std::unique_ptr<sim::CsvTimelineWriter> csv;
-    if (!o.csv.empty()) {
+    if (root && !o.csv.empty()) {
       csv = std::make_unique<sim::CsvTimelineWriter>(o.csv, o.traceLimit);
     }
     sim::TimelineTee tee(trace.get(), csv.get());
 
-    ProgressBar bar(!o.quiet, std::chrono::milliseconds(500));
+    ProgressBar bar(root && !o.quiet, std::chrono::milliseconds(500));
     sim::MonteCarloOptions mc;
+    mc.group = group.get();
     mc.seeds = o.seeds;
     mc.threads = o.threads;
     mc.mode = o.stepLevel ? sim::SimMode::StepLevel : sim::SimMode::Aggregate;
@@ -207,6 +226,9 @@ int runSim(const SimOptions& o) {
     mc.progress = [&](double fraction) { bar.update(fraction, "simulated"); };
     const sim::MonteCarloResult result = sim::runMonteCarlo(scenario, mc);
     bar.clear();
+    if (!root) {
+      return kExitOk;
+    }
     if (trace) {
       trace->finish();
       if (trace->dropped() > 0) {
@@ -237,7 +259,9 @@ int runSim(const SimOptions& o) {
     }
     return kExitOk;
   } catch (const Error& e) {
-    printError("sim", e, o.json);
+    if (root) {
+      printError("sim", e, o.json);
+    }
     return kExitUsage;
   }
 }
@@ -263,7 +287,8 @@ Command addSimCommand(CLI::App& app) {
                   "with --calibrate: write the fitted scenario (cluster, job, measurements)");
   sub->add_option("--seeds", o->seeds,
                   "independent replicas (Monte Carlo); replica i is seeded from the scenario's "
-                  "seed and i, so results do not depend on --threads")
+                  "seed and i, so results do not depend on --threads, nor on the ranks of "
+                  "`mpirun -n K stretch sim ...`, which split the replicas (rank 0 prints)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   sub->add_option("--threads", o->threads, "threads for the replicas (default: every core)")

@@ -92,7 +92,8 @@ void WorldSizeModel::setRows(const std::vector<elasticity::WorldSizeRow>& rows) 
 SummaryModel::SummaryModel(QObject* parent) : TableModel(parent) {
   setHeaders({tr("Metric"), tr("Mean"), tr("± 95 % CI"), tr("Min"), tr("Max")},
              {QString(), tr("Mean over the Monte Carlo replicas"),
-              tr("Half-width of the 95 % confidence interval of the mean (1.96 s / sqrt(n))"),
+              tr("Half-width of the 95 % confidence interval of the mean (Student's t: t(0.975, "
+                 "n-1) s / sqrt(n))"),
               QString(), QString()});
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -183,28 +185,33 @@ void fillWorkFigures(ScaleRow& row, std::optional<std::int64_t> samples,
   if (!samples || !(row.goodput.mean > 0.0)) {
     return;
   }
-  // Delta method: T = S / g, so the relative CI of T is that of g.
+  // Delta method: T = S / g, so the relative CI of T is that of g. T falls as g rises: T's
+  // extremes and upper percentiles come from g's lower ones.
   const double rel = row.goodput.ci95 / row.goodput.mean;
+  const auto work = static_cast<double>(*samples) / 3600.0;
+  auto hoursAt = [&](double g) {
+    return g > 0.0 ? work / g : std::numeric_limits<double>::infinity();
+  };
   sim::MetricSummary t;
-  t.mean = static_cast<double>(*samples) / row.goodput.mean / 3600.0;
+  t.mean = work / row.goodput.mean;
   t.ci95 = t.mean * rel;
-  t.min = row.goodput.max > 0.0 ? static_cast<double>(*samples) / row.goodput.max / 3600.0 : t.mean;
-  t.max = row.goodput.min > 0.0 ? static_cast<double>(*samples) / row.goodput.min / 3600.0 : t.mean;
+  t.min = hoursAt(row.goodput.max);
+  t.max = hoursAt(row.goodput.min);
+  t.p1 = hoursAt(row.goodput.p99);
+  t.p10 = hoursAt(row.goodput.p90);
+  t.p50 = hoursAt(row.goodput.p50);
+  t.p90 = hoursAt(row.goodput.p10);
+  t.p99 = hoursAt(row.goodput.p1);
   row.timeToTrainHours = t;
-  sim::MetricSummary h = t;
-  const auto rented = static_cast<double>(row.rentedGpus);
-  h.mean *= rented;
-  h.ci95 *= rented;
-  h.min *= rented;
-  h.max *= rented;
-  row.gpuHours = h;
+  auto scaled = [](sim::MetricSummary m, double factor) {
+    for (double* x : {&m.mean, &m.ci95, &m.min, &m.max, &m.p1, &m.p10, &m.p50, &m.p90, &m.p99}) {
+      *x *= factor;
+    }
+    return m;
+  };
+  row.gpuHours = scaled(t, static_cast<double>(row.rentedGpus));
   if (price) {
-    sim::MetricSummary c = h;
-    c.mean *= *price;
-    c.ci95 *= *price;
-    c.min *= *price;
-    c.max *= *price;
-    row.cost = c;
+    row.cost = scaled(*row.gpuHours, *price);
   }
 }
 
@@ -496,7 +503,7 @@ class IntervalSweep {
       }
     }
     ck_.simulatedOptimumMinutes = opt;
-    ck_.simulatedOptimumEttr = points_.at(opt).ettr;
+    ck_.simulatedOptimumInSampleEttr = points_.at(opt).ettr;
     ck_.dalySimulatedEttr = points_.at(dalyAt).ettr;
     ck_.youngSimulatedEttr = points_.at(youngAt).ettr;
     choose(opt, dalyAt, youngAt);
@@ -533,6 +540,13 @@ class IntervalSweep {
         break;  // clearly too slow: no need to confirm
       }
     }
+    if (p_.options.group != nullptr) {
+      // Every rank must choose the same count: rank 0's timing decides.
+      std::string mine(sizeof one, '\0');
+      std::memcpy(mine.data(), &one, sizeof one);
+      const std::vector<std::string> all = p_.options.group->allGather(mine);
+      std::memcpy(&one, all.front().data(), sizeof one);
+    }
     one = std::max(one, 1e-7);
     const double estimate = one * static_cast<double>(seeds) * kEvaluations / p_.threads;
     if (estimate > kSweepBudgetSeconds) {
@@ -555,6 +569,7 @@ class IntervalSweep {
     ro.firstReplica = first;
     ro.threads = p_.threads;
     ro.cancel = p_.options.cancel;
+    ro.group = p_.options.group;
     ro.traceJitterHours.assign(scenarios.size(), std::max(ck_.dalyMinutes, stepMin_) / 120.0);
     const double before = evaluationsDone_;
     const double size = static_cast<double>(scenarios.size());
@@ -667,6 +682,9 @@ class IntervalSweep {
     const auto holdout = runBatch(
         {scenarioAt(opt).scenario, scenarioAt(dalyAt).scenario, scenarioAt(youngAt).scenario},
         seeds_);
+    // The optimum's own ETTR is reported from the hold-out too: on the replicas it was chosen
+    // on it is the maximum of noisy means, biased upwards.
+    ck_.simulatedOptimumEttr = summarizeMetric(holdout[0], &ReplicaMetrics::ettr);
     ck_.gainOverDaly = summarizeDifference(holdout[0], holdout[1], &ReplicaMetrics::ettr);
     ck_.gainOverYoung = summarizeDifference(holdout[0], holdout[2], &ReplicaMetrics::ettr);
     const bool significant =
@@ -816,9 +834,8 @@ ScaleRow analyticRow(const Planning& p, const SizeOracle& oracle, std::int64_t w
     row.intervalMinutes = inf();  // never saves, never fails
     row.ettr.mean = 1.0;
   }
-  row.ettr.min = row.ettr.max = row.ettr.mean;
-  row.goodput.mean = row.samplesPerSecond * row.ettr.mean;
-  row.goodput.min = row.goodput.max = row.goodput.mean;
+  row.ettr = sim::exactSummary(row.ettr.mean);
+  row.goodput = sim::exactSummary(row.samplesPerSecond * row.ettr.mean);
   return row;
 }
 
@@ -871,6 +888,7 @@ void simulateScale(const Planning& p, ScaleSection& scale) {
   ro.seeds = settings.seeds;
   ro.threads = p.threads;
   ro.cancel = p.options.cancel;
+  ro.group = p.options.group;
   for (const std::size_t i : indices) {
     const double interval = scale.rows[i].intervalMinutes;
     ro.traceJitterHours.push_back(std::isinf(interval) ? 0.0 : interval / 120.0);

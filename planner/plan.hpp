@@ -121,7 +121,10 @@ struct CheckpointSection {
   std::int64_t reduction = 1;        // reduceForMonteCarlo's factor
   std::vector<IntervalPoint> curve;  // ascending interval
   double simulatedOptimumMinutes = 0.0;
+  // At the simulated optimum, on fresh replicas (the hold-out), and on the sweep's replicas it
+  // was chosen on (biased upwards: the best of many noisy means).
   sim::MetricSummary simulatedOptimumEttr;
+  sim::MetricSummary simulatedOptimumInSampleEttr;
   sim::MetricSummary dalySimulatedEttr;
   sim::MetricSummary youngSimulatedEttr;
   sim::MetricSummary gainOverDaly;  // paired ETTR difference, optimum - Daly
@@ -230,6 +233,10 @@ struct PlanOptions {
   int threads = 0;  // overrides settings.threads when > 0
   std::function<void(const PlanProgress&)> progress;
   const std::atomic<bool>* cancel = nullptr;
+  // Several processes (`mpirun -n K stretch plan`): every rank calls makePlan with its member of
+  // the group; the replicas of every batch are split over the ranks and every rank makes the
+  // same plan (rank 0's pilot timing decides an automatic replica count). Null: one process.
+  sim::ReplicaGroup* group = nullptr;
 };
 
 Plan makePlan(const PlanInput& input, const PlanOptions& options = {});

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <exception>
+
+#include <fmt/format.h>
 
 #include "sim/cluster.hpp"
 #include "sim/parallel.hpp"
@@ -57,7 +60,48 @@ std::vector<std::vector<ReplicaMetrics>> runReplicas(const std::vector<sim::Scen
     m.finished = r.outcome == sim::Outcome::Finished;
     results[static_cast<std::size_t>(index)][static_cast<std::size_t>(replica)] = m;
   };
-  sim::parallelFor(total, options.threads, work, options.onDone);
+  if (options.group == nullptr || options.group->size() <= 1) {
+    sim::parallelFor(total, options.threads, work, options.onDone);
+    return results;
+  }
+  // Every rank runs its block of items and sends the metrics; every rank then fills in the
+  // others' from the bytes (4 doubles and a flag per item, in item order).
+  constexpr std::size_t kItemBytes = 4 * sizeof(double) + 1;
+  auto at = [&](std::int64_t item) -> ReplicaMetrics& {
+    return results[static_cast<std::size_t>(item % count)][static_cast<std::size_t>(item / count)];
+  };
+  const std::vector<std::string> blocks =
+      sim::runSplit(*options.group, total, [&](std::int64_t first, std::int64_t n) {
+        sim::parallelFor(
+            n, options.threads, [&](std::int64_t k) { work(first + k); }, options.onDone);
+        std::string bytes;
+        bytes.reserve(static_cast<std::size_t>(n) * kItemBytes);
+        for (std::int64_t item = first; item < first + n; ++item) {
+          const ReplicaMetrics& m = at(item);
+          for (const double x : {m.ettr, m.simulatedHours, m.samples, m.failures}) {
+            bytes.append(reinterpret_cast<const char*>(&x), sizeof x);
+          }
+          bytes.push_back(m.finished ? '\1' : '\0');
+        }
+        return bytes;
+      });
+  for (int r = 0; r < options.group->size(); ++r) {
+    const sim::ItemBlock block = sim::itemBlock(total, r, options.group->size());
+    const std::string& b = blocks[static_cast<std::size_t>(r)];
+    if (b.size() != static_cast<std::size_t>(block.count) * kItemBytes) {
+      throw IoError(fmt::format("planner: rank {} sent {} bytes of replica metrics, not {}", r,
+                                b.size(), static_cast<std::size_t>(block.count) * kItemBytes));
+    }
+    const char* p = b.data();
+    for (std::int64_t item = block.first; item < block.first + block.count; ++item) {
+      ReplicaMetrics& m = at(item);
+      for (double* x : {&m.ettr, &m.simulatedHours, &m.samples, &m.failures}) {
+        std::memcpy(x, p, sizeof *x);
+        p += sizeof *x;
+      }
+      m.finished = *p++ != '\0';
+    }
+  }
   return results;
 }
 

@@ -21,6 +21,7 @@
 #include "runtime/common/error.hpp"
 #include "sim/job_sim.hpp"
 #include "sim/monte_carlo.hpp"
+#include "sim/replica_group.hpp"
 #include "sim/scenario.hpp"
 
 namespace stretch::planner {
@@ -55,8 +56,11 @@ struct ReplicaOptions {
   // the trace does tell (bursts, quiet periods) at scales above the interval. The draws depend on
   // the seed and the replica only, so the scenarios of one call stay paired.
   std::vector<double> traceJitterHours;
-  // (replicas done, replicas in all), after each replica.
+  // (replicas done, replicas in all), after each replica (this rank's, with a group).
   std::function<void(std::int64_t, std::int64_t)> onDone;
+  // Several processes (sim/replica_group.hpp): each runs its block of the (replica, scenario)
+  // items and every rank gets every result; collective. Null: all here.
+  sim::ReplicaGroup* group = nullptr;
 };
 
 // result[i][r]: scenario i, replica r. Throws PlanCancelled when the flag is set (checked between

@@ -47,6 +47,8 @@ packages=(
   # The desktop planner (stretch-planner): Qt 6 Widgets and Charts (Charts' CMake package needs
   # the OpenGL module's).
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev
+  # Monte Carlo over MPI ranks (mpirun -n K stretch sim|plan --seeds N); optional in CMake.
+  libopenmpi-dev
 )
 if [[ "$mode" == "test" ]]; then
   # libFuzzer smoke run (clang), and the live DeepSpeed reference check (python3 + numpy).

@@ -4,8 +4,11 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <exception>
+#include <stdexcept>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/common/error.hpp"
@@ -13,18 +16,73 @@
 
 namespace stretch::sim {
 
+double studentT975(double df) {
+  if (!(df >= 1.0)) {
+    throw std::invalid_argument("studentT975: degrees of freedom must be at least 1");
+  }
+  constexpr double kTwoSided = 0.05;  // P(|T| > t)
+  constexpr double kHalfPi = 1.57079632679489661923;
+  if (df == 1.0) {
+    return 1.0 / std::tan(kTwoSided * kHalfPi);  // Cauchy
+  }
+  if (df == 2.0) {
+    return std::sqrt(2.0 / (kTwoSided * (2.0 - kTwoSided)) - 2.0);
+  }
+  // Hill (1970), algorithm 396, for the two-sided probability kTwoSided.
+  const double a = 1.0 / (df - 0.5);
+  const double b = 48.0 / (a * a);
+  double c = ((20700.0 * a / b - 98.0) * a - 16.0) * a + 96.36;
+  const double d = ((94.5 / (b + c) - 3.0) / b + 1.0) * std::sqrt(a * kHalfPi) * df;
+  double y = std::pow(d * kTwoSided, 2.0 / df);
+  if (y > 0.05 + a) {
+    // The asymptotic expansion about the normal quantile z(0.025).
+    const double x = -1.959963984540054;
+    y = x * x;
+    if (df < 5.0) {
+      c += 0.3 * (df - 4.5) * (x + 0.6);
+    }
+    c = (((0.05 * d * x - 5.0) * x - 7.0) * x - 2.0) * x + b + c;
+    y = (((((0.4 * y + 6.3) * y + 36.0) * y + 94.5) / c - y - 3.0) / b + 1.0) * x;
+    y = std::expm1(a * y * y);
+  } else {
+    y = ((1.0 / (((df + 6.0) / (df * y) - 0.089 * d - 0.822) * (df + 2.0) * 3.0) +
+          0.5 / (df + 4.0)) *
+             y -
+         1.0) *
+            (df + 1.0) / (df + 2.0) +
+        1.0 / y;
+  }
+  return std::sqrt(df * y);
+}
+
+namespace {
+
+double percentileOfSorted(const std::vector<double>& values, double q) {
+  if (values.empty()) {
+    return 0.0;
+  }
+  q = std::clamp(q, 0.0, 1.0);
+  const double h = q * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(h));
+  const std::size_t hi = std::min(lo + 1, values.size() - 1);
+  return values[lo] + (h - static_cast<double>(lo)) * (values[hi] - values[lo]);
+}
+
+}  // namespace
+
+double percentile(std::vector<double> values, double q) {
+  std::sort(values.begin(), values.end());
+  return percentileOfSorted(values, q);
+}
+
 MetricSummary summarize(const std::vector<double>& values) {
   MetricSummary s;
   if (values.empty()) {
     return s;
   }
   double sum = 0.0;
-  s.min = values.front();
-  s.max = values.front();
   for (double v : values) {
     sum += v;
-    s.min = std::min(s.min, v);
-    s.max = std::max(s.max, v);
   }
   const auto n = static_cast<double>(values.size());
   s.mean = sum / n;
@@ -33,9 +91,22 @@ MetricSummary summarize(const std::vector<double>& values) {
     for (double v : values) {
       squares += (v - s.mean) * (v - s.mean);
     }
-    s.ci95 = 1.96 * std::sqrt(squares / (n - 1.0)) / std::sqrt(n);
+    s.ci95 = studentT975(n - 1.0) * std::sqrt(squares / (n - 1.0)) / std::sqrt(n);
   }
+  std::vector<double> sorted = values;
+  std::sort(sorted.begin(), sorted.end());
+  s.min = sorted.front();
+  s.max = sorted.back();
+  s.p1 = percentileOfSorted(sorted, 0.01);
+  s.p10 = percentileOfSorted(sorted, 0.10);
+  s.p50 = percentileOfSorted(sorted, 0.50);
+  s.p90 = percentileOfSorted(sorted, 0.90);
+  s.p99 = percentileOfSorted(sorted, 0.99);
   return s;
+}
+
+MetricSummary exactSummary(double value) {
+  return MetricSummary{value, 0.0, value, value, value, value, value, value, value};
 }
 
 std::map<std::string, std::vector<double>> MonteCarloResult::metricValues() const {
@@ -99,42 +170,84 @@ MonteCarloResult runMonteCarlo(const Scenario& scenario, const MonteCarloOptions
   auto cancelled = [&] {
     return options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed);
   };
-  auto replica = [&](std::int64_t i) {
-    if (cancelled()) {
-      throw SimulationCancelled();
+  // Runs replicas [first, first + count) into runs[0 .. count).
+  auto runBlock = [&](std::int64_t first, std::int64_t count, std::vector<RunResult>& runs) {
+    auto replica = [&](std::int64_t k) {
+      if (cancelled()) {
+        throw SimulationCancelled();
+      }
+      const std::int64_t i = first + k;
+      RunOptions run;
+      run.mode = options.mode;
+      run.replica = static_cast<std::uint64_t>(i);
+      std::function<void(double)> progress;
+      if (i == 0) {
+        run.eventLog = options.eventLog;
+        run.timeline = options.timeline;
+        if (options.seeds == 1) {
+          progress = options.progress;
+        }
+      }
+      if (options.cancel != nullptr || progress) {
+        run.progress = [&cancelled, progress](double fraction) {
+          if (cancelled()) {
+            throw SimulationCancelled();
+          }
+          if (progress) {
+            progress(fraction);
+          }
+        };
+      }
+      runs[static_cast<std::size_t>(k)] = simulate(scenario, run);
+    };
+    try {
+      // A replicaDone that throws (a cancel, a full disk) ends the batch like a failed replica
+      // instead of escaping a worker thread and terminating the program.
+      result.threads = parallelFor(count, options.threads, replica, options.replicaDone);
+    } catch (...) {
+      if (cancelled()) {
+        throw SimulationCancelled();
+      }
+      throw;
     }
-    RunOptions run;
-    run.mode = options.mode;
-    run.replica = static_cast<std::uint64_t>(i);
-    std::function<void(double)> progress;
-    if (i == 0) {
-      run.eventLog = options.eventLog;
-      run.timeline = options.timeline;
-      if (options.seeds == 1) {
-        progress = options.progress;
+  };
+  if (options.group == nullptr || options.group->size() <= 1) {
+    runBlock(0, options.seeds, result.runs);
+  } else {
+    result.processes = options.group->size();
+    const std::vector<std::string> blocks =
+        runSplit(*options.group, options.seeds, [&](std::int64_t first, std::int64_t count) {
+          std::vector<RunResult> runs(static_cast<std::size_t>(count));
+          runBlock(first, count, runs);
+          std::string bytes;
+          for (const RunResult& r : runs) {
+            const std::string one = encodeRun(r);
+            const auto size = static_cast<std::uint32_t>(one.size());
+            bytes.append(reinterpret_cast<const char*>(&size), sizeof size);
+            bytes += one;
+          }
+          return bytes;
+        });
+    std::size_t next = 0;
+    for (const std::string& b : blocks) {
+      for (std::size_t at = 0; at < b.size();) {
+        std::uint32_t size = 0;
+        if (b.size() - at < sizeof size) {
+          throw IoError("Monte Carlo: a rank sent a truncated block of runs");
+        }
+        std::memcpy(&size, b.data() + at, sizeof size);
+        at += sizeof size;
+        if (b.size() - at < size || next >= result.runs.size()) {
+          throw IoError("Monte Carlo: a rank sent a truncated block of runs");
+        }
+        result.runs[next++] = decodeRun(b.substr(at, size));
+        at += size;
       }
     }
-    if (options.cancel != nullptr || progress) {
-      run.progress = [&cancelled, progress](double fraction) {
-        if (cancelled()) {
-          throw SimulationCancelled();
-        }
-        if (progress) {
-          progress(fraction);
-        }
-      };
+    if (next != result.runs.size()) {
+      throw IoError(
+          fmt::format("Monte Carlo: the ranks sent {} runs, not {}", next, result.runs.size()));
     }
-    result.runs[static_cast<std::size_t>(i)] = simulate(scenario, run);
-  };
-  try {
-    // A replicaDone that throws (a cancel, a full disk) ends the batch like a failed replica
-    // instead of escaping a worker thread and terminating the program.
-    result.threads = parallelFor(options.seeds, options.threads, replica, options.replicaDone);
-  } catch (...) {
-    if (cancelled()) {
-      throw SimulationCancelled();
-    }
-    throw;
   }
   if (cancelled()) {
     throw SimulationCancelled();
@@ -142,6 +255,75 @@ MonteCarloResult runMonteCarlo(const Scenario& scenario, const MonteCarloOptions
   result.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+std::string encodeRun(const RunResult& r) {
+  nlohmann::json sizes = nlohmann::json::array();
+  for (const auto& [size, ns] : r.worldSizeNs) {
+    sizes.push_back({size, ns});
+  }
+  const nlohmann::json j = {{"outcome", static_cast<int>(r.outcome)},
+                            {"message", r.message},
+                            {"simulated", r.simulatedNs},
+                            {"wall", r.wallSeconds},
+                            {"agent_wall", r.agentWallSeconds},
+                            {"events", r.events},
+                            {"agent_events", r.agentEvents},
+                            {"useful", r.usefulNs},
+                            {"lost", r.lostNs},
+                            {"checkpoint", r.checkpointNs},
+                            {"startup", r.startupNs},
+                            {"idle", r.idleNs},
+                            {"steps", r.steps},
+                            {"samples", r.samples},
+                            {"failures", r.failures},
+                            {"ignored", r.ignoredFailures},
+                            {"preemptions", r.preemptions},
+                            {"restarts", r.restarts},
+                            {"stops", r.stops},
+                            {"generations", r.generations},
+                            {"checkpoints", r.checkpoints},
+                            {"script", r.scriptFired},
+                            {"sizes", sizes},
+                            {"notes", r.notes}};
+  const std::vector<std::uint8_t> packed = nlohmann::json::to_msgpack(j);
+  return {packed.begin(), packed.end()};
+}
+
+RunResult decodeRun(const std::string& bytes) {
+  try {
+    const nlohmann::json j = nlohmann::json::from_msgpack(bytes);
+    RunResult r;
+    r.outcome = static_cast<Outcome>(j.at("outcome").get<int>());
+    r.message = j.at("message").get<std::string>();
+    r.simulatedNs = j.at("simulated").get<SimTime>();
+    r.wallSeconds = j.at("wall").get<double>();
+    r.agentWallSeconds = j.at("agent_wall").get<double>();
+    r.events = j.at("events").get<std::uint64_t>();
+    r.agentEvents = j.at("agent_events").get<std::uint64_t>();
+    r.usefulNs = j.at("useful").get<SimTime>();
+    r.lostNs = j.at("lost").get<SimTime>();
+    r.checkpointNs = j.at("checkpoint").get<SimTime>();
+    r.startupNs = j.at("startup").get<SimTime>();
+    r.idleNs = j.at("idle").get<SimTime>();
+    r.steps = j.at("steps").get<std::int64_t>();
+    r.samples = j.at("samples").get<std::int64_t>();
+    r.failures = j.at("failures").get<std::int64_t>();
+    r.ignoredFailures = j.at("ignored").get<std::int64_t>();
+    r.preemptions = j.at("preemptions").get<std::int64_t>();
+    r.restarts = j.at("restarts").get<std::int64_t>();
+    r.stops = j.at("stops").get<std::int64_t>();
+    r.generations = j.at("generations").get<std::uint64_t>();
+    r.checkpoints = j.at("checkpoints").get<std::int64_t>();
+    r.scriptFired = j.at("script").get<std::int64_t>();
+    for (const auto& pair : j.at("sizes")) {
+      r.worldSizeNs[pair.at(0).get<std::int64_t>()] = pair.at(1).get<SimTime>();
+    }
+    r.notes = j.at("notes").get<std::vector<std::string>>();
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(fmt::format("Monte Carlo: a rank sent a run that does not decode: {}", e.what()));
+  }
 }
 
 nlohmann::json runToJson(const RunResult& r) {
@@ -191,11 +373,17 @@ nlohmann::json summaryToJson(const MonteCarloResult& result) {
   }
   auto stat = [](const std::vector<double>& values) {
     const MetricSummary s = summarize(values);
-    return nlohmann::json{{"mean", s.mean}, {"ci95", s.ci95}, {"min", s.min}, {"max", s.max}};
+    return nlohmann::json{{"mean", s.mean}, {"ci95", s.ci95}, {"min", s.min},
+                          {"max", s.max},   {"p1", s.p1},     {"p10", s.p10},
+                          {"p50", s.p50},   {"p90", s.p90},   {"p99", s.p99}};
   };
   nlohmann::json j;
   j["seeds"] = result.runs.size();
+  j["ci95_method"] = kCi95Method;
   j["threads"] = result.threads;
+  if (result.processes > 1) {
+    j["processes"] = result.processes;
+  }
   j["batch_wall_seconds"] = result.wallSeconds;
   nlohmann::json outcomes = nlohmann::json::object();
   for (const auto& [name, count] : result.outcomes()) {

@@ -18,6 +18,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "sim/job_sim.hpp"
+#include "sim/replica_group.hpp"
 #include "sim/scenario.hpp"
 
 namespace stretch::sim {
@@ -35,6 +36,10 @@ struct MonteCarloOptions {
   // When set and it becomes true (from any thread), no further replica starts, running ones
   // stop at their next progress check, and runMonteCarlo throws SimulationCancelled.
   const std::atomic<bool>* cancel = nullptr;
+  // Several processes (sim/replica_group.hpp): this process runs its block of the replicas
+  // (replica 0, hence the event log and timeline, is rank 0's) and every rank returns every
+  // replica's result, in replica order. replicaDone counts this rank's block. Null: all here.
+  ReplicaGroup* group = nullptr;
 };
 
 // runMonteCarlo was cancelled through MonteCarloOptions::cancel.
@@ -43,21 +48,44 @@ class SimulationCancelled : public std::runtime_error {
   SimulationCancelled() : std::runtime_error("simulation cancelled") {}
 };
 
-// Mean and half-width of the 95 % confidence interval (1.96 s / sqrt(n), s the sample standard
-// deviation; 0 for one replica), and the extremes.
+// A metric over the replicas: the mean and the half-width of its 95 % confidence interval,
+// t(0.975, n-1) s / sqrt(n) with Student's t quantile for the replica count and s the sample
+// standard deviation (0 for one replica); the extremes; and the 1st, 10th, 50th, 90th and 99th
+// percentiles (linear interpolation between order statistics, Hyndman and Fan's type 7, numpy's
+// default): both tails, since a bad time to train is a high one and a bad ETTR a low one.
 struct MetricSummary {
   double mean = 0.0;
   double ci95 = 0.0;
   double min = 0.0;
   double max = 0.0;
+  double p1 = 0.0;
+  double p10 = 0.0;
+  double p50 = 0.0;
+  double p90 = 0.0;
+  double p99 = 0.0;
 };
 
+// How ci95 is computed, for outputs to say so.
+inline constexpr const char* kCi95Method =
+    "95 % confidence interval of the mean: t(0.975, n-1) s / sqrt(n), Student's t for n replicas";
+
+// The 0.975 quantile of Student's t with `df` (>= 1) degrees of freedom: the factor of a
+// two-sided 95 % interval (12.706 at 1, 2.093 at 19, 1.962 at 999, 1.960 in the limit). Hill's
+// algorithm 396 (CACM 13(10), 1970), exact at 1 and 2 degrees of freedom, within 1e-6 beyond.
+double studentT975(double df);
+
+// The q-quantile (0 <= q <= 1) of `values`, type 7; 0 when empty.
+double percentile(std::vector<double> values, double q);
+
 MetricSummary summarize(const std::vector<double>& values);
+// A figure known exactly (an analytic one): every field `value`, an interval of 0.
+MetricSummary exactSummary(double value);
 
 struct MonteCarloResult {
   std::vector<RunResult> runs;  // by replica
   double wallSeconds = 0.0;     // the whole batch
-  int threads = 1;
+  int threads = 1;              // on this process
+  int processes = 1;            // ranks of the ReplicaGroup, 1 without one
 
   // The metrics of every run, by name: simulated_hours, wall_seconds, events, ettr, samples,
   // steps, failures, preemptions, restarts, stops, generations, checkpoints, useful_hours,
@@ -72,6 +100,11 @@ struct MonteCarloResult {
 // Runs `options.seeds` replicas. Rethrows the first (lowest replica) exception after every
 // thread has stopped.
 MonteCarloResult runMonteCarlo(const Scenario& scenario, const MonteCarloOptions& options);
+
+// One run, exactly (integers as integers, doubles bit for bit), as bytes for another process;
+// and back. Throws IoError for bytes that are not such a run.
+std::string encodeRun(const RunResult& run);
+RunResult decodeRun(const std::string& bytes);
 
 // The metrics of one run as JSON: {"simulated_hours": ..., "world_size_hours": {"8": ...}, ...}.
 nlohmann::json runToJson(const RunResult& run);

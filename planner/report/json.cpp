@@ -20,10 +20,9 @@ json number(double x) {
 }
 
 json summaryJson(const sim::MetricSummary& m) {
-  return json{{"mean", number(m.mean)},
-              {"ci95", number(m.ci95)},
-              {"min", number(m.min)},
-              {"max", number(m.max)}};
+  return json{{"mean", number(m.mean)}, {"ci95", number(m.ci95)}, {"min", number(m.min)},
+              {"max", number(m.max)},   {"p1", number(m.p1)},     {"p10", number(m.p10)},
+              {"p50", number(m.p50)},   {"p90", number(m.p90)},   {"p99", number(m.p99)}};
 }
 
 json optionalSummary(const std::optional<sim::MetricSummary>& m) {
@@ -142,6 +141,7 @@ json checkpointJson(const Plan& p) {
   if (c.simulated) {
     ck["simulated_optimum_minutes"] = c.simulatedOptimumMinutes;
     ck["simulated_optimum_ettr"] = summaryJson(c.simulatedOptimumEttr);
+    ck["simulated_optimum_in_sample_ettr"] = summaryJson(c.simulatedOptimumInSampleEttr);
     ck["daly_simulated_ettr"] = summaryJson(c.dalySimulatedEttr);
     ck["young_simulated_ettr"] = summaryJson(c.youngSimulatedEttr);
     ck["gain_over_daly"] = summaryJson(c.gainOverDaly);

@@ -141,9 +141,9 @@ Table intervalTable(const Plan& p) {
                       simAt(std::max(*c.configuredMinutes, stepMin))});
   }
   if (c.simulated) {
-    t.rows.push_back({"simulated optimum", fmt::format("Monte Carlo, {} replicas", c.seeds),
-                      minutesText(c.simulatedOptimumMinutes, 1), "-",
-                      ettrText(c.simulatedOptimumEttr, true)});
+    t.rows.push_back(
+        {"simulated optimum", fmt::format("Monte Carlo; ETTR on {} fresh replicas", c.seeds),
+         minutesText(c.simulatedOptimumMinutes, 1), "-", ettrText(c.simulatedOptimumEttr, true)});
   }
   return t;
 }

@@ -52,7 +52,7 @@ const std::vector<Module>& modules() {
       {"cli",
        {"runtime/launcher", "runtime/comm/builtin", "runtime/comm/redis", "runtime/engine", "tools",
         "planner"},
-       {"cli11", "json"}},
+       {"cli11", "json", "mpi"}},
       // Benchmarks may use any product module and the benchmark and JSON libraries; only the
       // engine's benchmark may use LibTorch (and its CUDA allocator).
       {"bench",
@@ -111,6 +111,7 @@ std::string roomOf(const std::string& header) {
       {std::regex(R"(^(gtest|gmock|rapidcheck|benchmark)/|^rapidcheck\.h$)"), "testing"},
       {std::regex(R"(^fmt/)"), "fmt"},
       {std::regex(R"(^spdlog/)"), "spdlog"},
+      {std::regex(R"(^mpi\.h$)"), "mpi"},
   };
   for (const auto& [pattern, room] : kRooms) {
     if (std::regex_search(header, pattern))

@@ -182,7 +182,7 @@ TEST_F(StretchCli, ReportJsonHasEveryKey) {
     EXPECT_TRUE(cuda.at("unavailable_reason").is_string());
   }
 
-  for (const char* backend : {"gloo", "nccl", "redis"}) {
+  for (const char* backend : {"gloo", "nccl", "redis", "mpi"}) {
     const auto& b = j.at("communication").at(backend);
     if (b.at("built").get<bool>()) {
       EXPECT_FALSE(b.at("version").get<std::string>().empty()) << backend;

@@ -57,6 +57,27 @@ TEST(PlanCli, JsonAndOverrides) {
   EXPECT_EQ(j.at("checkpoint").at("seeds"), 16);
 }
 
+// `mpirun -n 3 stretch plan --seeds N`: every batch of replicas is split over the ranks and rank 0
+// prints the plan one process prints (timings aside). Skipped without mpirun or an MPI build.
+TEST(PlanCli, MpirunGivesTheSamePlan) {
+  const std::string mpirun = test::mpirunPrefix(STRETCH_CLI, 3, 180);
+  if (mpirun.empty()) {
+    GTEST_SKIP() << "mpirun or an MPI build of stretch is missing";
+  }
+  const std::string args = " plan --format json --seeds 24 --threads 1 -q 2>/dev/null";
+  const Result one = run(std::string(STRETCH_CLI) + args);
+  ASSERT_EQ(one.exitCode, 0) << one.out;
+  const Result ranks = run(mpirun + STRETCH_CLI + args);
+  ASSERT_EQ(ranks.exitCode, 0) << ranks.out;
+  auto figures = [](const std::string& out) {
+    nlohmann::json j = nlohmann::json::parse(out);  // one object: rank 0 alone printed
+    j.erase("wall_seconds");
+    j.erase("threads");
+    return j.dump();
+  };
+  EXPECT_EQ(figures(ranks.out), figures(one.out));
+}
+
 TEST(PlanCli, FilesAndFormats) {
   test::TempDir dir("stretch-plan-cli");
   const auto report = dir.path() / "plan.html";

@@ -4,6 +4,7 @@
 
 #include "planner/plan.hpp"
 
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "runtime/config/ds_config.hpp"
 #include "runtime/elasticity/world_size_rules.hpp"
 #include "tests/support/test_support.hpp"
+#include "tests/support/thread_group.hpp"
 
 namespace stretch::planner {
 namespace {
@@ -233,6 +235,27 @@ TEST(PlannerPlan, SameResultOnAnyNumberOfThreadsAndConcurrently) {
   t2.join();
   EXPECT_EQ(a, reference);
   EXPECT_EQ(b, reference);
+}
+
+// `mpirun -n 3 stretch plan`, as three threads: every rank makes the plan one process makes,
+// with an automatic sweep replica count too (rank 0's pilot decides for all).
+TEST(PlannerPlan, SameResultOverRanks) {
+  for (const std::int64_t seeds : {16, 0}) {
+    PlanInput in = example();
+    in.settings.seeds = seeds;
+    PlanOptions one;
+    one.threads = 1;
+    const std::string reference = jsonWithoutTimings(makePlan(in, one));
+    std::array<std::string, 3> plans;
+    test::runRanks(3, [&](sim::ReplicaGroup& group) {
+      PlanOptions o = one;
+      o.group = &group;
+      plans[static_cast<std::size_t>(group.rank())] = jsonWithoutTimings(makePlan(in, o));
+    });
+    for (std::size_t r = 0; r < plans.size(); ++r) {
+      EXPECT_EQ(plans[r], reference) << "rank " << r << ", seeds " << seeds;
+    }
+  }
 }
 
 TEST(PlannerPlan, NoValidSizeInTheExpectedRange) {

@@ -118,13 +118,48 @@ TEST(ParallelFor, EveryItemOnceAndTheLowestFailureWins) {
   EXPECT_EQ(parallelFor(0, 4, [](std::int64_t) { FAIL(); }), 0);
 }
 
-TEST(Summarize, MeanAndNormalConfidenceInterval) {
-  const MetricSummary s = summarize({1.0, 2.0, 3.0, 4.0});
+TEST(Summarize, MeanAndStudentTConfidenceInterval) {
+  const MetricSummary s = summarize({4.0, 1.0, 3.0, 2.0});
   EXPECT_DOUBLE_EQ(s.mean, 2.5);
   EXPECT_DOUBLE_EQ(s.min, 1.0);
   EXPECT_DOUBLE_EQ(s.max, 4.0);
-  EXPECT_NEAR(s.ci95, 1.96 * std::sqrt(5.0 / 3.0) / 2.0, 1e-12);
+  // Four replicas: t(0.975, 3) = 3.182, not the normal 1.96 (which would be 38 % too narrow).
+  EXPECT_NEAR(s.ci95, 3.182446 * std::sqrt(5.0 / 3.0) / 2.0, 1e-5);
   EXPECT_EQ(summarize({7.0}).ci95, 0.0);
+  // Type 7 percentiles: h = q (n - 1) between the sorted values 1, 2, 3, 4.
+  EXPECT_DOUBLE_EQ(s.p50, 2.5);
+  EXPECT_DOUBLE_EQ(s.p90, 3.7);
+  EXPECT_DOUBLE_EQ(s.p99, 3.97);
+  EXPECT_DOUBLE_EQ(summarize({7.0}).p99, 7.0);
+}
+
+TEST(Summarize, StudentTQuantilesMatchTheTables) {
+  // t(0.975, df) from the standard tables (to 8 significant digits).
+  const std::vector<std::pair<double, double>> table = {
+      {1, 12.706205},  {2, 4.3026527},  {3, 3.1824463},  {4, 2.7764451},
+      {5, 2.5705818},  {10, 2.2281389}, {19, 2.0930241}, {20, 2.0859634},
+      {30, 2.0422725}, {60, 2.0002978}, {120, 1.9799304}};
+  for (const auto& [df, t] : table) {
+    EXPECT_NEAR(studentT975(df), t, 2e-5 * t) << df << " degrees of freedom";
+  }
+  // Towards the normal quantile, monotonically.
+  double last = studentT975(1);
+  for (double df = 2; df <= 100000; df *= 1.7) {
+    const double t = studentT975(df);
+    EXPECT_LT(t, last) << df;
+    EXPECT_GT(t, 1.959963984) << df;
+    last = t;
+  }
+  EXPECT_NEAR(studentT975(1e6), 1.959964, 1e-5);
+  EXPECT_THROW(studentT975(0.0), std::invalid_argument);
+}
+
+TEST(Summarize, PercentileOfUnsortedValues) {
+  EXPECT_DOUBLE_EQ(percentile({5.0, 1.0, 3.0}, 0.5), 3.0);
+  EXPECT_DOUBLE_EQ(percentile({5.0, 1.0, 3.0}, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(percentile({5.0, 1.0, 3.0}, 1.0), 5.0);
+  EXPECT_DOUBLE_EQ(percentile({5.0, 1.0, 3.0}, 0.75), 4.0);
+  EXPECT_DOUBLE_EQ(percentile({}, 0.5), 0.0);
 }
 
 TEST(MonteCarlo, JsonSummary) {
@@ -144,6 +179,8 @@ TEST(MonteCarlo, JsonSummary) {
   EXPECT_EQ(many["seeds"], 3);
   EXPECT_TRUE(many["ettr"].contains("mean"));
   EXPECT_TRUE(many["ettr"].contains("ci95"));
+  EXPECT_TRUE(many["simulated_hours"].contains("p99"));
+  EXPECT_EQ(many["ci95_method"], kCi95Method);
   EXPECT_EQ(many["ettr"]["ci95"], 0.0);  // no randomness in this scenario
   EXPECT_EQ(many["outcomes"]["horizon"], 3);
 }

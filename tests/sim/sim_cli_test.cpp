@@ -124,3 +124,60 @@ TEST(SimCli, UnknownKeysWarnBadValuesFailWithStatus2) {
 }
 
 }  // namespace
+
+namespace {
+
+// `mpirun -n 3 stretch sim --seeds N`: the replicas are split over three processes and rank 0
+// alone prints and writes, the same figures and the same event log as one process. Skipped
+// where mpirun or an MPI build is missing (`stretch report` says which).
+TEST(SimCli, MpirunSplitsTheReplicasAndRankZeroPrintsWhatOneProcessPrints) {
+  const std::string mpirun = stretch::test::mpirunPrefix(STRETCH_CLI, 3, 120);
+  if (mpirun.empty()) {
+    GTEST_SKIP() << "mpirun or an MPI build of stretch is missing";
+  }
+  stretch::test::TempDir dir;
+  auto shell = [&](const std::string& cmd) {
+    CliRun r;
+    FILE* p = popen((cmd + " 2>" + (dir.path() / "stderr.txt").string()).c_str(), "r");
+    std::array<char, 4096> buf{};
+    std::size_t n = 0;
+    while (p != nullptr && (n = fread(buf.data(), 1, buf.size(), p)) > 0) {
+      r.out.append(buf.data(), n);
+    }
+    const int raw = p != nullptr ? pclose(p) : -1;
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.err = stretch::test::readFileIfAny(dir.path() / "stderr.txt");
+    return r;
+  };
+  const auto oneLog = dir.path() / "one.jsonl";
+  const auto ranksLog = dir.path() / "ranks.jsonl";
+  const std::string args =
+      " sim " + fixture("daly_exponential") + " --seeds 25 --threads 1 --json -q --events ";
+  const CliRun one = shell(std::string(STRETCH_CLI) + args + oneLog.string());
+  ASSERT_EQ(one.status, 0) << one.err;
+  const CliRun ranks = shell(mpirun + STRETCH_CLI + args + ranksLog.string());
+  ASSERT_EQ(ranks.status, 0) << ranks.err << ranks.out;
+  auto figures = [](const std::string& out) {
+    nlohmann::json j = nlohmann::json::parse(out);  // one object: rank 0 alone printed
+    for (const char* key :
+         {"wall_seconds", "agent_wall_seconds", "batch_wall_seconds", "threads", "processes"}) {
+      j.erase(key);
+    }
+    return j;
+  };
+  EXPECT_EQ(nlohmann::json::parse(ranks.out)["processes"], 3);
+  EXPECT_EQ(figures(ranks.out).dump(), figures(one.out).dump());
+  EXPECT_GT(figures(one.out)["ettr"]["ci95"].get<double>(), 0.0);
+  EXPECT_EQ(stretch::test::readFile(ranksLog), stretch::test::readFile(oneLog));
+  // An error on every rank is printed once, by rank 0, with the usual exit status.
+  const CliRun bad = shell(mpirun + STRETCH_CLI + " sim /no/such/scenario.json --seeds 6");
+  EXPECT_EQ(bad.status, 2) << bad.err;
+  std::size_t count = 0;
+  for (std::size_t at = bad.err.find("stretch sim: error"); at != std::string::npos;
+       at = bad.err.find("stretch sim: error", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 1u) << bad.err;
+}
+
+}  // namespace

@@ -1,5 +1,6 @@
 #include "tests/support/test_support.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -10,6 +11,30 @@
 #include "runtime/common/posix_files.hpp"
 
 namespace stretch::test {
+
+std::string mpirunPrefix(const std::string& cli, int ranks, int timeoutSeconds) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) {
+    return "";
+  }
+  std::string report;
+  if (FILE* p = popen((cli + " report --json 2>/dev/null").c_str(), "r"); p != nullptr) {
+    char buf[4096];
+    std::size_t n = 0;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) {
+      report.append(buf, n);
+    }
+    pclose(p);
+  }
+  // `"mpi":{"built":true` in the report's communication section, without a JSON parser here.
+  const auto at = report.find("\"mpi\":");
+  if (at == std::string::npos || report.find("\"built\":true", at) != at + 7) {
+    return "";
+  }
+  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,tcp "
+         "OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo timeout " +
+         std::to_string(timeoutSeconds) + " mpirun --oversubscribe -n " + std::to_string(ranks) +
+         " ";
+}
 
 std::filesystem::path sourceDir() {
   if (const char* env = std::getenv("STRETCH_SOURCE_DIR"); env != nullptr && *env != '\0') {

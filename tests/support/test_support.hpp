@@ -34,6 +34,11 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// The start of a command line that runs a program under `mpirun -n ranks` on this machine
+// (oversubscribed, loopback, allowed as root, bounded by `timeout`), or "" when mpirun is not
+// installed or `cli report --json` says the stretch build has no MPI.
+std::string mpirunPrefix(const std::string& cli, int ranks, int timeoutSeconds);
+
 // True while `pid` runs or sleeps; false once it is gone or a zombie (state Z: dead, waiting
 // for whoever reaps orphans here).
 bool processAlive(pid_t pid);
