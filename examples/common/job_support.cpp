@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -51,6 +52,12 @@ std::string checkJobOptions(const JobOptions& options) {
     return "--save-at, --save-every and --resume need --checkpoint-dir";
   }
   return {};
+}
+
+void routeLogs(const JobOptions& options) {
+  if (options.json) {
+    spdlog::set_default_logger(spdlog::stderr_color_mt("stretch-job"));
+  }
 }
 
 config::DsConfig readJobConfig(const std::string& path) {

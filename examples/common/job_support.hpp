@@ -39,6 +39,10 @@ CLI::Option* addJobOptions(CLI::App& app, JobOptions& options);
 // --save-every and --resume need --checkpoint-dir.
 std::string checkJobOptions(const JobOptions& options);
 
+// With --json, log lines go to stderr so that stdout is the one JSON object (`| jq` works);
+// without it they stay on stdout with the progress. Call once, before the first log line.
+void routeLogs(const JobOptions& options);
+
 // parseConfig(readFile(path)), its warnings logged. (Not loadConfig, whose std::filesystem::path
 // parameter would run out-of-line std::filesystem code: docs/gpu.md.)
 config::DsConfig readJobConfig(const std::string& path);

@@ -68,6 +68,7 @@ int runDigits(int argc, char** argv) {
     std::cerr << "stretch-train-digits: error: " << problem << "\n";
     return 2;
   }
+  stretch::examples::routeLogs(job);
 
   const auto config = stretch::examples::readJobConfig(job.configPath);
   auto group = stretch::examples::joinIfDistributed();

@@ -195,6 +195,7 @@ int runGpt(int argc, char** argv) {
     std::cerr << "stretch-train-gpt: error: " << problem << "\n";
     return 2;
   }
+  stretch::examples::routeLogs(job);
 
   const Preset& chosen = findPreset(preset);
   const auto given = [&app](const char* name) { return app.count(name) > 0; };

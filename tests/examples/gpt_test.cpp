@@ -23,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Runs stretch-train-gpt on `ranks` processes with `args` (plus --json) and returns rank 0's
-// summary.
+// summary. With --json, stdout carries that summary alone (logs go to stderr): `| jq` works.
 nlohmann::json train(int ranks, std::vector<std::string> args) {
   stretch::tools::RankLaunch launch;
   launch.executable = STRETCH_TRAIN_GPT;
@@ -33,11 +33,15 @@ nlohmann::json train(int ranks, std::vector<std::string> args) {
   launch.env["OMP_NUM_THREADS"] = "1";  // ctest runs two tests at once on two cores
   launch.deadline = std::chrono::steady_clock::now() + std::chrono::minutes(6);
   std::string summary;
+  std::vector<std::string> otherLines;
   launch.onStdoutLine = [&](int rank, const std::string& line) {
     if (rank == 0 && !line.empty() && line.front() == '{')
       summary = line;
+    else if (!line.empty())
+      otherLines.push_back(line);
   };
   stretch::tools::runRanks(launch);
+  EXPECT_TRUE(otherLines.empty()) << "stdout besides the JSON summary: " << otherLines.front();
   return nlohmann::json::parse(summary);
 }
 
