@@ -103,6 +103,20 @@ TEST(Launch, AWorkerKilledAtARandomMomentIsRestartedAndTheResultIsBitwiseTheSame
       starts += e["event"] == "start_workers" ? 1 : 0;
     // The kill may land after the worker finished its part; otherwise exactly one restart.
     EXPECT_LE(starts, 2) << "trial " << trial;
+    if (starts > 2) {
+      // Why the agent kept restarting: the first events, and the first failed attempt's logs.
+      for (std::size_t i = 0; i < events.size() && i < 12; ++i) {
+        std::printf("  event %zu: %s\n", i, events[i].dump().c_str());
+      }
+      for (int attempt = 2; attempt <= 3; ++attempt) {
+        for (int rank = 0; rank < 2; ++rank) {
+          const fs::path log = dir.path() / "logs" / ("attempt_" + std::to_string(attempt)) /
+                               ("rank_" + std::to_string(rank) + ".log");
+          std::printf("  %s:\n%s\n", log.string().c_str(),
+                      stretch::test::readFileIfAny(log).substr(0, 3000).c_str());
+        }
+      }
+    }
     if (starts == 2) {
       std::size_t last = 0;
       for (std::size_t i = 0; i < events.size(); ++i) {
