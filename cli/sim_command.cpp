@@ -71,6 +71,7 @@ void printHuman(const sim::Scenario& s, const sim::MonteCarloResult& r, const Si
     } else {
       std::cout << fmt::format("  {:<18} {}\n", label, format(m.mean));
     }
+    return m;
   };
   auto count = [](double x) { return fmt::format("{:.1f}", x); };
   auto integer = [](double x) { return fmt::format("{:.0f}", x); };
@@ -92,12 +93,10 @@ void printHuman(const sim::Scenario& s, const sim::MonteCarloResult& r, const Si
   if (!many && !r.runs.front().message.empty()) {
     std::cout << fmt::format("  {:<18} {}\n", "message", r.runs.front().message);
   }
-  show("simulated_hours", "simulated time", h);
-  show("ettr", "ETTR", percent);
+  const sim::MetricSummary t = show("simulated_hours", "simulated time", h);
+  const sim::MetricSummary e = show("ettr", "ETTR", percent);
   if (many) {
     // The tails a mean hides: a long run is a high simulated time, a bad one a low ETTR.
-    const sim::MetricSummary t = sim::summarize(values.at("simulated_hours"));
-    const sim::MetricSummary e = sim::summarize(values.at("ettr"));
     std::cout << fmt::format("  {:<18} p50 {}, p90 {}, p99 {}\n", "time percentiles", h(t.p50),
                              h(t.p90), h(t.p99));
     std::cout << fmt::format("  {:<18} p50 {}, p10 {}, p1 {}\n", "ETTR percentiles", percent(e.p50),
@@ -191,8 +190,10 @@ int runSim(const SimOptions& o) {
     if (o.seed) {
       scenario.seed = *o.seed;
     }
-    for (const std::string& w : root ? scenario.warnings : std::vector<std::string>{}) {
-      printWarning("sim", w);
+    if (root) {
+      for (const std::string& w : scenario.warnings) {
+        printWarning("sim", w);
+      }
     }
 
     std::unique_ptr<agent::EventLog> events;

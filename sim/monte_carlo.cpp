@@ -106,7 +106,15 @@ MetricSummary summarize(const std::vector<double>& values) {
 }
 
 MetricSummary exactSummary(double value) {
-  return MetricSummary{value, 0.0, value, value, value, value, value, value, value};
+  return MetricSummary{.mean = value,
+                       .ci95 = 0.0,
+                       .min = value,
+                       .max = value,
+                       .p1 = value,
+                       .p10 = value,
+                       .p50 = value,
+                       .p90 = value,
+                       .p99 = value};
 }
 
 std::map<std::string, std::vector<double>> MonteCarloResult::metricValues() const {
@@ -326,6 +334,14 @@ RunResult decodeRun(const std::string& bytes) {
   }
 }
 
+nlohmann::json metricSummaryToJson(const MetricSummary& s) {
+  // JSON has no infinity or NaN: null, as the planner's reports write them.
+  auto number = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); };
+  return nlohmann::json{{"mean", number(s.mean)}, {"ci95", number(s.ci95)}, {"min", number(s.min)},
+                        {"max", number(s.max)},   {"p1", number(s.p1)},     {"p10", number(s.p10)},
+                        {"p50", number(s.p50)},   {"p90", number(s.p90)},   {"p99", number(s.p99)}};
+}
+
 nlohmann::json runToJson(const RunResult& r) {
   nlohmann::json j;
   j["outcome"] = std::string(toString(r.outcome));
@@ -372,10 +388,7 @@ nlohmann::json summaryToJson(const MonteCarloResult& result) {
     return j;
   }
   auto stat = [](const std::vector<double>& values) {
-    const MetricSummary s = summarize(values);
-    return nlohmann::json{{"mean", s.mean}, {"ci95", s.ci95}, {"min", s.min},
-                          {"max", s.max},   {"p1", s.p1},     {"p10", s.p10},
-                          {"p50", s.p50},   {"p90", s.p90},   {"p99", s.p99}};
+    return metricSummaryToJson(summarize(values));
   };
   nlohmann::json j;
   j["seeds"] = result.runs.size();

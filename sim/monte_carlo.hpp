@@ -111,5 +111,8 @@ nlohmann::json runToJson(const RunResult& run);
 // The summary: with one replica the run's figures; with more, every metric as
 // {"mean", "ci95", "min", "max"} plus "seeds" and "outcomes".
 nlohmann::json summaryToJson(const MonteCarloResult& result);
+// One metric's summary: {"mean", "ci95", "min", "max", "p1", "p10", "p50", "p90", "p99"}
+// (non-finite figures are written as null).
+nlohmann::json metricSummaryToJson(const MetricSummary& summary);
 
 }  // namespace stretch::sim

@@ -19,14 +19,8 @@ json number(double x) {
   return std::isfinite(x) ? json(x) : json(nullptr);
 }
 
-json summaryJson(const sim::MetricSummary& m) {
-  return json{{"mean", number(m.mean)}, {"ci95", number(m.ci95)}, {"min", number(m.min)},
-              {"max", number(m.max)},   {"p1", number(m.p1)},     {"p10", number(m.p10)},
-              {"p50", number(m.p50)},   {"p90", number(m.p90)},   {"p99", number(m.p99)}};
-}
-
 json optionalSummary(const std::optional<sim::MetricSummary>& m) {
-  return m ? summaryJson(*m) : json(nullptr);
+  return m ? sim::metricSummaryToJson(*m) : json(nullptr);
 }
 
 json coverageJson(const Coverage& c) {
@@ -134,18 +128,19 @@ json checkpointJson(const Plan& p) {
     curve.push_back(json{{"minutes", pt.minutes},
                          {"effective_minutes", pt.effectiveMinutes},
                          {"analytic_ettr", pt.analyticEttr},
-                         {"ettr", summaryJson(pt.ettr)},
+                         {"ettr", sim::metricSummaryToJson(pt.ettr)},
                          {"label", pt.label}});
   }
   ck["curve"] = curve;
   if (c.simulated) {
     ck["simulated_optimum_minutes"] = c.simulatedOptimumMinutes;
-    ck["simulated_optimum_ettr"] = summaryJson(c.simulatedOptimumEttr);
-    ck["simulated_optimum_in_sample_ettr"] = summaryJson(c.simulatedOptimumInSampleEttr);
-    ck["daly_simulated_ettr"] = summaryJson(c.dalySimulatedEttr);
-    ck["young_simulated_ettr"] = summaryJson(c.youngSimulatedEttr);
-    ck["gain_over_daly"] = summaryJson(c.gainOverDaly);
-    ck["gain_over_young"] = summaryJson(c.gainOverYoung);
+    ck["simulated_optimum_ettr"] = sim::metricSummaryToJson(c.simulatedOptimumEttr);
+    ck["simulated_optimum_in_sample_ettr"] =
+        sim::metricSummaryToJson(c.simulatedOptimumInSampleEttr);
+    ck["daly_simulated_ettr"] = sim::metricSummaryToJson(c.dalySimulatedEttr);
+    ck["young_simulated_ettr"] = sim::metricSummaryToJson(c.youngSimulatedEttr);
+    ck["gain_over_daly"] = sim::metricSummaryToJson(c.gainOverDaly);
+    ck["gain_over_young"] = sim::metricSummaryToJson(c.gainOverYoung);
   }
   ck["recommended_minutes"] = number(c.recommendedMinutes);
   ck["recommended_steps"] = c.recommendedSteps;
@@ -172,8 +167,8 @@ json scaleJson(const Plan& p) {
                         {"samples_per_second", r.samplesPerSecond},
                         {"job_mtbf_hours", number(r.jobMtbfHours)},
                         {"interval_minutes", number(r.intervalMinutes)},
-                        {"ettr", summaryJson(r.ettr)},
-                        {"goodput", summaryJson(r.goodput)},
+                        {"ettr", sim::metricSummaryToJson(r.ettr)},
+                        {"goodput", sim::metricSummaryToJson(r.goodput)},
                         {"time_to_train_hours", optionalSummary(r.timeToTrainHours)},
                         {"gpu_hours", optionalSummary(r.gpuHours)},
                         {"cost", optionalSummary(r.cost)},
