@@ -138,10 +138,10 @@ void AgentStateMachine::onWorkerExited(const WorkerExited& e, std::vector<Action
                                        phase_ == Phase::Running ? "running" : "not running")});
     return;
   }
-  const auto& assigned = current_->nodes;
   const auto found = memberIndex(e.nodeId);
-  const auto node = found ? assigned.begin() + static_cast<std::ptrdiff_t>(*found) : assigned.end();
-  if (node == assigned.end() || e.localRank < 0 || e.localRank >= node->localWorldSize) {
+  const std::optional<NodeAssignment> node =
+      found ? std::optional(current_->nodes[*found]) : std::nullopt;
+  if (!node || e.localRank < 0 || e.localRank >= node->localWorldSize) {
     out.push_back(LogEvent{"unknown_worker",
                            fmt::format("exit of node {} local rank {} ignored: no such worker in "
                                        "generation {}",
@@ -293,8 +293,8 @@ void AgentStateMachine::maybeScaleUp(std::vector<Action>& out) {
   if (!full && now_ < *firstWaiting + config_.lastCall) {
     return;
   }
-  std::optional<WorldPlan> plan =
-      planWorld(poolCandidates(/*withWaiting=*/true), rules_, config_.selection);
+  std::optional<MemberPlan> plan =
+      planMembers(poolCandidates(/*withWaiting=*/true), rules_, config_.selection);
   const std::vector<std::string> admitted = admitWaiting();
   if (plan && plan->worldSize > current_->worldSize) {
     const std::string reason =
@@ -330,9 +330,9 @@ void AgentStateMachine::failGeneration(const std::string& cause, int exitCode,
   admitWaiting();
   const std::string reason =
       fmt::format("restart {} of {} after {}", restartCount_, config_.maxRestarts, cause);
-  std::optional<WorldPlan> plan;
+  std::optional<MemberPlan> plan;
   if (poolSize() >= config_.minNodes) {
-    plan = planWorld(poolCandidates(false), rules_, config_.selection);
+    plan = planMembers(poolCandidates(false), rules_, config_.selection);
   }
   if (plan) {
     start(std::move(*plan), reason, out);
@@ -352,46 +352,55 @@ std::vector<std::string> AgentStateMachine::admitWaiting() {
   return admitted;
 }
 
-std::vector<CandidateNode> AgentStateMachine::poolCandidates(bool withWaiting) const {
-  // With waiting nodes: the first `room` of them (join order) join the candidates.
-  std::uint64_t lastAdmitted = 0;
-  bool anyAdmitted = false;
+NodeSequence AgentStateMachine::poolCandidates(bool withWaiting) const {
+  NodeSequence out = pool();
   if (withWaiting) {
+    // The first `room` waiting nodes (join order) join the candidates.
     auto room = std::max<std::int64_t>(0, config_.maxNodes - poolSize());
     for (auto it = waiting_.begin(); it != waiting_.end() && room > 0; ++it, --room) {
-      lastAdmitted = *it;
-      anyAdmitted = true;
-    }
-  }
-  std::vector<CandidateNode> out;
-  out.reserve(static_cast<std::size_t>(poolSize()) + (anyAdmitted ? waiting_.size() : 0));
-  for (const auto& [order, it] : byOrder_) {
-    if (it->second.pooled || (anyAdmitted && order <= lastAdmitted)) {
-      out.push_back(CandidateNode{it->first, it->second.slots, order});
+      const auto node = byOrder(*it);
+      out = out.inserted(NodeEntry{node->first, node->second.slots, node->second.slots, *it});
     }
   }
   return out;
 }
 
+const NodeSequence& AgentStateMachine::pool() const {
+  if (!poolTail_.empty()) {
+    pool_ = pool_.concatenated(NodeSequence::fromSorted(std::move(poolTail_)));
+    poolTail_.clear();
+  }
+  return pool_;
+}
+
+void AgentStateMachine::addToPool(const std::string& id, const Node& node) {
+  NodeEntry entry{id, node.slots, node.slots, node.order};
+  const bool last = poolTail_.empty()
+                        ? pool_.empty() || pool_.entry(pool_.size() - 1).key < node.order
+                        : poolTail_.back().key < node.order;
+  if (last) {
+    poolTail_.push_back(std::move(entry));
+  } else {
+    pool_ = pool().inserted(std::move(entry));
+  }
+  ++pooled_;
+}
+
 void AgentStateMachine::addNode(const std::string& id, const Node& node) {
-  STRETCH_CHECK(byOrder_.empty() || byOrder_.back().first < node.order,
-                "node {} joins with order {} out of sequence", id, node.order);
-  byOrder_.emplace_back(node.order, nodes_.emplace(id, node).first);
+  const auto it = nodes_.emplace(id, node).first;
+  STRETCH_CHECK(byOrder_.emplace(node.order, it).second, "node {} joins with order {} twice", id,
+                node.order);
   if (node.pooled) {
-    ++pooled_;
+    addToPool(id, node);
   } else {
     waiting_.insert(node.order);
   }
 }
 
 void AgentStateMachine::eraseNode(std::map<std::string, Node>::iterator it) {
-  const auto ref =
-      std::lower_bound(byOrder_.begin(), byOrder_.end(), it->second.order,
-                       [](const NodeRef& r, std::uint64_t order) { return r.first < order; });
-  STRETCH_CHECK(ref != byOrder_.end() && ref->first == it->second.order, "node {} not indexed",
-                it->first);
-  byOrder_.erase(ref);
+  STRETCH_CHECK(byOrder_.erase(it->second.order) == 1, "node {} not indexed", it->first);
   if (it->second.pooled) {
+    pool_ = pool().erased(it->second.order);
     --pooled_;
   } else {
     waiting_.erase(it->second.order);
@@ -401,9 +410,8 @@ void AgentStateMachine::eraseNode(std::map<std::string, Node>::iterator it) {
 
 std::map<std::string, AgentStateMachine::Node>::iterator AgentStateMachine::byOrder(
     std::uint64_t order) const {
-  const auto ref = std::lower_bound(byOrder_.begin(), byOrder_.end(), order,
-                                    [](const NodeRef& r, std::uint64_t o) { return r.first < o; });
-  STRETCH_CHECK(ref != byOrder_.end() && ref->first == order, "no node with join order {}", order);
+  const auto ref = byOrder_.find(order);
+  STRETCH_CHECK(ref != byOrder_.end(), "no node with join order {}", order);
   return ref->second;
 }
 
@@ -412,11 +420,12 @@ void AgentStateMachine::setPooled(const std::string& id) {
   if (!node.pooled) {
     node.pooled = true;
     waiting_.erase(node.order);
-    ++pooled_;
+    addToPool(id, node);
   }
 }
 
-void AgentStateMachine::start(WorldPlan plan, const std::string& reason, std::vector<Action>& out) {
+void AgentStateMachine::start(MemberPlan plan, const std::string& reason,
+                              std::vector<Action>& out) {
   const std::optional<config::BatchTriple> batch = rules_.batchFor(plan.worldSize);
   STRETCH_CHECK(batch.has_value(), "planned world size {} is not valid", plan.worldSize);
   ++generation_;
@@ -428,22 +437,8 @@ void AgentStateMachine::start(WorldPlan plan, const std::string& reason, std::ve
   s.restartCount = restartCount_;
   s.resumeFromLatest = true;
   s.reason = reason;
-  std::int64_t rank = 0;
-  s.nodes.reserve(plan.used.size());
-  for (NodeShare& share : plan.used) {
-    s.nodes.push_back(NodeAssignment{std::move(share.nodeId),
-                                     static_cast<std::int64_t>(s.nodes.size()), rank, share.used,
-                                     share.slots});
-    rank += share.used;
-  }
+  s.nodes = std::move(plan.used);
   s.spareNodes = std::move(plan.spare);
-  memberOrders_.clear();
-  memberOrders_.reserve(plan.used.size());
-  for (const NodeShare& share : plan.used) {
-    memberOrders_.push_back(share.key);
-  }
-  STRETCH_CHECK(std::is_sorted(memberOrders_.begin(), memberOrders_.end()),
-                "generation {}: nodes not in join order", generation_);
   phase_ = Phase::Running;
   current_ = s;
   succeeded_.clear();
@@ -488,12 +483,9 @@ void AgentStateMachine::rendezvousStep(std::vector<Action>& out) {
   if (readySince_ && readyPoolIntact_ && !startNow) {
     return;  // still in the last call, with (at least) the world announced by the last Wait
   }
-  std::vector<CandidateNode> candidates = poolCandidates(false);
-  std::int64_t slots = 0;
-  for (const CandidateNode& c : candidates) {
-    slots += c.slots;
-  }
-  std::optional<WorldPlan> plan = planWorld(std::move(candidates), rules_, config_.selection);
+  const NodeSequence candidates = poolCandidates(false);
+  const std::int64_t slots = candidates.slotSum();
+  std::optional<MemberPlan> plan = planMembers(candidates, rules_, config_.selection);
   if (!plan) {
     readySince_.reset();
     readyPoolIntact_ = false;
@@ -552,11 +544,12 @@ std::optional<std::size_t> AgentStateMachine::memberIndex(const std::string& nod
   if (node == nodes_.end()) {
     return std::nullopt;
   }
-  const auto at = std::lower_bound(memberOrders_.begin(), memberOrders_.end(), node->second.order);
-  if (at == memberOrders_.end() || *at != node->second.order) {
-    return std::nullopt;
-  }
-  return static_cast<std::size_t>(at - memberOrders_.begin());
+  return current_->nodes.indexOfKey(node->second.order);
+}
+
+std::optional<std::uint64_t> AgentStateMachine::nodeKey(const std::string& nodeId) const {
+  const auto node = nodes_.find(nodeId);
+  return node == nodes_.end() ? std::nullopt : std::optional(node->second.order);
 }
 
 bool AgentStateMachine::isMember(const std::string& nodeId) const {
@@ -569,7 +562,7 @@ std::int64_t AgentStateMachine::poolSize() const {
 
 std::string AgentStateMachine::poolText() const {
   std::vector<std::string> parts;
-  for (const CandidateNode& c : poolCandidates(false)) {
+  for (const NodeAssignment& c : pool()) {
     parts.push_back(fmt::format("{}:{}", c.nodeId, c.slots));
   }
   return parts.empty() ? std::string("none") : fmt::format("{}", fmt::join(parts, ", "));
@@ -593,10 +586,8 @@ std::string AgentStateMachine::describe() const {
   for (const NodeView& v : nodes()) {
     std::string text = fmt::format("{}:{} {}", v.nodeId, v.slots, toString(v.status));
     if (v.status == NodeStatus::Member) {
-      const auto& assigned = current_->nodes;
-      const auto it = std::find_if(assigned.begin(), assigned.end(),
-                                   [&](const NodeAssignment& a) { return a.nodeId == v.nodeId; });
-      text += fmt::format(" rank {} ({} worker(s))", it->nodeRank, it->localWorldSize);
+      const NodeAssignment a = current_->nodes[*memberIndex(v.nodeId)];
+      text += fmt::format(" rank {} ({} worker(s))", a.nodeRank, a.localWorldSize);
     }
     parts.push_back(std::move(text));
   }

@@ -122,23 +122,14 @@ using Event = std::variant<WorkerExited, NodeJoined, NodeLeft, HeartbeatLost, He
 
 // ---- Actions (outputs), carried out in order by the caller ---------------------------------
 
-// One node's part of a generation: global ranks firstRank .. firstRank + localWorldSize - 1,
-// local ranks 0 .. localWorldSize - 1 (the node's first localWorldSize slots).
-struct NodeAssignment {
-  std::string nodeId;
-  std::int64_t nodeRank = 0;  // GROUP_RANK: position among the nodes of this generation
-  std::int64_t firstRank = 0;
-  std::int64_t localWorldSize = 0;
-  std::int64_t slots = 0;  // the node's slots (>= localWorldSize)
-  bool operator==(const NodeAssignment&) const = default;
-};
-
 struct StartWorkers {
   std::uint64_t generation = 0;  // 1 for the first start
   std::int64_t worldSize = 0;    // GPUs = worker processes
   std::int64_t dataParallelSize = 0;
-  std::vector<NodeAssignment> nodes;  // by node rank
-  std::vector<std::string> spareNodes;
+  // By node rank; nodes[i] is the NodeAssignment of node rank i. Shared with the previous
+  // generation's where they agree: copying a StartWorkers costs no work per node.
+  NodeSequence nodes;
+  NodeSequence spareNodes;        // pool nodes that run nothing (spareNodes.ids())
   config::BatchTriple batch;      // train_batch_size = micro * gas * dataParallelSize
   std::int64_t restartCount = 0;  // TORCHELASTIC_RESTART_COUNT: counted restarts so far
   bool resumeFromLatest = true;   // workers load the latest checkpoint when there is one
@@ -224,6 +215,9 @@ class AgentStateMachine {
   const std::optional<StartWorkers>& current() const noexcept { return current_; }
   // Every known node, in join order.
   std::vector<NodeView> nodes() const;
+  // The key the node's entries carry in StartWorkers' sequences (its join order), so a caller
+  // can find it with NodeSequence::indexOfKey in O(log n); nullopt for an unknown node.
+  std::optional<std::uint64_t> nodeKey(const std::string& nodeId) const;
   // Workers of the running generation that exited 0 so far.
   std::int64_t succeededWorkers() const noexcept {
     return static_cast<std::int64_t>(succeeded_.size());
@@ -258,8 +252,8 @@ class AgentStateMachine {
   // Moves waiting nodes into the pool (join order) while it has room; returns their ids.
   std::vector<std::string> admitWaiting();
   // Pool nodes in join order; withWaiting adds the waiting nodes the pool has room for.
-  std::vector<CandidateNode> poolCandidates(bool withWaiting) const;
-  void start(WorldPlan plan, const std::string& reason, std::vector<Action>& out);
+  NodeSequence poolCandidates(bool withWaiting) const;
+  void start(MemberPlan plan, const std::string& reason, std::vector<Action>& out);
   void enterRendezvous(std::vector<Action>& out);
   void rendezvousStep(std::vector<Action>& out);
   void emitWait(const std::string& reason, std::vector<Action>& out);
@@ -268,11 +262,15 @@ class AgentStateMachine {
   std::int64_t poolSize() const;
   std::string poolText() const;
 
-  // Bookkeeping of nodes_ kept in step, so that no event costs more than O(log nodes) unless it
-  // (re)starts a world (O(nodes)): a 16,384-node job is simulated for months in about a second.
+  // Bookkeeping of nodes_ kept in step, so that no event costs more than O(log nodes), restarts
+  // included, unless the layout needs subset sums (whole nodes of mixed sizes): a 16,384-node job
+  // is simulated for a month in well under a second.
   void addNode(const std::string& id, const Node& node);
   void eraseNode(std::map<std::string, Node>::iterator it);
   void setPooled(const std::string& id);
+  void addToPool(const std::string& id, const Node& node);
+  // The pool as a sequence (entries: id, slots, used = slots, key = join order).
+  const NodeSequence& pool() const;
 
   AgentConfig config_;
   WorldSizeRules rules_;
@@ -282,17 +280,16 @@ class AgentStateMachine {
   std::int64_t restartCount_ = 0;
   std::uint64_t nextOrder_ = 0;
   std::map<std::string, Node> nodes_;
-  // Every node in join order (map iterators stay valid until their node is erased). A vector
-  // sorted by order: joins append (orders only grow), departures erase, and the O(nodes) walks
-  // of a (re)start read contiguous memory.
-  using NodeRef = std::pair<std::uint64_t, std::map<std::string, Node>::iterator>;
-  std::vector<NodeRef> byOrder_;
+  // Every node by join order (map iterators stay valid until their node is erased).
+  std::map<std::uint64_t, std::map<std::string, Node>::iterator> byOrder_;
   std::map<std::string, Node>::iterator byOrder(std::uint64_t order) const;
   std::set<std::uint64_t> waiting_;  // join orders of the nodes not in the pool
   std::int64_t pooled_ = 0;          // nodes in the pool
-  // Join orders of the running generation's nodes, by node rank: ascending, since candidates
-  // are planned in join order. isMember and a worker's node are binary searches in it.
-  std::vector<std::uint64_t> memberOrders_;
+  // The pool, persistent: a restart splits it into members and spares in O(log n). Nodes that
+  // join in order (the start of a job: thousands at once) collect in poolTail_ and enter pool_
+  // in one O(m) build when the pool is next read.
+  mutable NodeSequence pool_;
+  mutable std::vector<NodeEntry> poolTail_;
   // current_->nodes index of the node, or nullopt when it runs no worker of the generation.
   std::optional<std::size_t> memberIndex(const std::string& nodeId) const;
   std::optional<StartWorkers> current_;

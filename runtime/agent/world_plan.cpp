@@ -106,4 +106,70 @@ std::optional<WorldPlan> planWorld(std::vector<CandidateNode> candidates,
   return plan;
 }
 
+std::optional<MemberPlan> planMembers(const NodeSequence& candidates, const WorldSizeRules& rules,
+                                      NodeSelection selection) {
+  STRETCH_CHECK_EQ(candidates.usedSum(), candidates.slotSum(),
+                   "planMembers: every candidate's `used` must be its slots");
+  const std::int64_t total = candidates.slotSum();
+  std::int64_t cap = total;
+  if (rules.elastic()) {
+    cap = std::min(cap, rules.validGpuCounts().empty() ? 0 : rules.validGpuCounts().back());
+  }
+  const auto n = static_cast<std::int64_t>(candidates.size());
+  const bool equal = n > 0 && candidates.minSlots() == candidates.maxSlots();
+  if (selection == NodeSelection::WholeNodes && !equal) {
+    if (n == 0) {
+      return std::nullopt;
+    }
+    // Mixed node sizes: the subset sums over the list.
+    std::vector<CandidateNode> list;
+    list.reserve(candidates.size());
+    for (auto it = candidates.begin(); it != candidates.end(); ++it) {
+      list.push_back({it.entry().nodeId, it.entry().slots, it.entry().key});
+    }
+    std::optional<WorldPlan> plan = planWorld(std::move(list), rules, selection);
+    if (!plan) {
+      return std::nullopt;
+    }
+    std::vector<NodeEntry> used;
+    std::vector<NodeEntry> spare;
+    used.reserve(plan->used.size());
+    std::size_t next = 0;
+    for (auto it = candidates.begin(); it != candidates.end(); ++it) {
+      const NodeEntry& e = it.entry();
+      if (next < plan->used.size() && plan->used[next].key == e.key) {
+        used.push_back(NodeEntry{e.nodeId, e.slots, plan->used[next].used, e.key});
+        ++next;
+      } else {
+        spare.push_back(e);
+      }
+    }
+    return MemberPlan{plan->worldSize, NodeSequence::fromSorted(std::move(used)),
+                      NodeSequence::fromSorted(std::move(spare))};
+  }
+  std::int64_t worldSize = 0;
+  std::size_t count = 0;
+  if (selection == NodeSelection::PartialNodes) {
+    worldSize = rules.largestValidMultipleAtMost(1, cap);
+    count = candidates.prefixWithSlots(worldSize);
+  } else {
+    const std::int64_t s = candidates.minSlots();
+    worldSize = rules.largestValidMultipleAtMost(s, std::min(n * s, cap));
+    count = static_cast<std::size_t>(worldSize / s);
+  }
+  if (worldSize < 1) {
+    return std::nullopt;
+  }
+  auto [used, spare] = candidates.split(count);
+  // Whole nodes run a worker on every slot; the last node of a partial layout may not.
+  const std::int64_t extra = used.slotSum() - worldSize;
+  if (extra > 0) {
+    NodeEntry last = used.entry(used.size() - 1);
+    last.used = last.slots - extra;
+    used = used.replaced(used.size() - 1, std::move(last));
+  }
+  STRETCH_CHECK_EQ(used.usedSum(), worldSize, "member plan");
+  return MemberPlan{worldSize, std::move(used), std::move(spare)};
+}
+
 }  // namespace stretch::agent

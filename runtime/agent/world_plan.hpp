@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/agent/node_sequence.hpp"
 #include "runtime/elasticity/world_size_rules.hpp"
 
 namespace stretch::agent {
@@ -59,5 +60,19 @@ struct WorldPlan {
 // move into the plan.
 std::optional<WorldPlan> planWorld(std::vector<CandidateNode> candidates,
                                    const WorldSizeRules& rules, NodeSelection selection);
+
+// planWorld on a NodeSequence (the agent's pool): the same world on the same nodes.
+struct MemberPlan {
+  std::int64_t worldSize = 0;
+  NodeSequence used;   // `used` = workers per node; node rank = position
+  NodeSequence spare;  // the candidates that run nothing (their entries as given)
+  bool operator==(const MemberPlan&) const = default;
+};
+// Each candidate's `used` must be its slots (as in the agent's pool; the sums are checked). O(log
+// n) for PartialNodes and for WholeNodes when every candidate has the same slot count (a restart of
+// a large job: no work per node); whole nodes of mixed sizes go through planWorld's subset sums
+// (O(candidates x total slots)).
+std::optional<MemberPlan> planMembers(const NodeSequence& candidates, const WorldSizeRules& rules,
+                                      NodeSelection selection);
 
 }  // namespace stretch::agent

@@ -141,6 +141,41 @@ std::int64_t WorldSizeRules::largestValidAtMost(std::int64_t gpus) const {
   return 0;
 }
 
+std::int64_t WorldSizeRules::largestValidMultipleAtMost(std::int64_t step,
+                                                        std::int64_t gpus) const {
+  if (step < 1 || gpus < step) {
+    return 0;
+  }
+  std::map<std::int64_t, std::int64_t>& known = multiples_[step];
+  if (const auto it = known.lower_bound(gpus); it != known.end() && it->second <= gpus) {
+    return it->second;
+  }
+  std::int64_t answer = 0;
+  if (elastic_) {
+    for (auto it = std::upper_bound(validGpus_.begin(), validGpus_.end(), gpus);
+         it != validGpus_.begin();) {
+      --it;
+      if (*it % step == 0) {
+        answer = *it;
+        break;
+      }
+    }
+  } else {
+    std::int64_t top = gpus;
+    if (keys_.trainBatchSize) {
+      top = std::min(top, std::max<std::int64_t>(0, *keys_.trainBatchSize) * modelParallel_);
+    }
+    for (std::int64_t g = top / step * step; g >= step; g -= step) {
+      if (isValid(g)) {
+        answer = g;
+        break;
+      }
+    }
+  }
+  known[gpus] = answer;
+  return answer;
+}
+
 std::string WorldSizeRules::describeValid() const {
   if (elastic_) {
     return fmt::format("{} GPUs (elastic batch {})", shortList(validGpus_), *finalBatch_);

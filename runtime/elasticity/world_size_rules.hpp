@@ -62,6 +62,10 @@ class WorldSizeRules {
   std::optional<config::BatchTriple> batchFor(std::int64_t gpus) const;
   // The largest valid size <= gpus; 0 when there is none.
   std::int64_t largestValidAtMost(std::int64_t gpus) const;
+  // The largest valid size <= gpus that is a multiple of `step` (whole nodes of `step` GPUs);
+  // 0 when there is none. Remembers each answer for the whole range it holds on, so the agent's
+  // repeated questions after failures cost O(log) instead of a walk down the sizes.
+  std::int64_t largestValidMultipleAtMost(std::int64_t step, std::int64_t gpus) const;
   // The valid sizes for messages: "[2, 4, 8, 16] GPUs" (long lists shortened), or the rule when
   // elasticity is disabled.
   std::string describeValid() const;
@@ -74,6 +78,9 @@ class WorldSizeRules {
   std::map<std::int64_t, config::BatchTriple> elasticBatches_;  // by GPU count
   config::BatchKeys keys_;
   mutable std::map<std::int64_t, std::optional<config::BatchTriple>> resolved_;  // non-elastic
+  // largestValidMultipleAtMost: by step, upper bound asked -> answer (the answer holds for every
+  // bound from it to the one asked).
+  mutable std::map<std::int64_t, std::map<std::int64_t, std::int64_t>> multiples_;
 };
 
 }  // namespace stretch::elasticity

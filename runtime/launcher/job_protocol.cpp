@@ -157,11 +157,10 @@ std::string encode(const Command& c) {
              line("restart_count", std::to_string(s.restartCount)) +
              line("resume", s.resumeFromLatest ? "1" : "0") + line("master_addr", c.masterAddr) +
              line("nodes", std::to_string(s.nodes.size()));
-      for (std::size_t i = 0; i < s.nodes.size(); ++i) {
-        const NodeAssignment& n = s.nodes[i];
-        out +=
-            line(fmt::format("node.{}", i), fmt::format("{}\t{}\t{}\t{}\t{}", n.nodeId, n.nodeRank,
-                                                        n.firstRank, n.localWorldSize, n.slots));
+      for (const NodeAssignment& n : s.nodes) {
+        out += line(fmt::format("node.{}", n.nodeRank),
+                    fmt::format("{}\t{}\t{}\t{}\t{}", n.nodeId, n.nodeRank, n.firstRank,
+                                n.localWorldSize, n.slots));
       }
       break;
     }
@@ -195,6 +194,8 @@ Command decodeCommand(const std::string& text) {
     s.reason = c.reason;
     c.masterAddr = field(f, "master_addr", "command");
     const auto count = number<std::int64_t>(f, "nodes", "command");
+    std::vector<NodeAssignment> nodes;
+    std::int64_t nextRank = 0;
     for (std::int64_t i = 0; i < count; ++i) {
       const std::string& v = field(f, fmt::format("node.{}", i), "command");
       std::istringstream in(v);
@@ -205,8 +206,15 @@ Command decodeCommand(const std::string& text) {
             "command record: node.{} = '{}': expected id, node rank, first rank, local world "
             "size and slots separated by tabs",
             i, v));
-      s.nodes.push_back(std::move(n));
+      if (n.nodeRank != i || n.firstRank != nextRank || n.localWorldSize < 0)
+        throw ProtocolError(fmt::format(
+            "command record: node.{} = '{}': expected node rank {} and first rank {} (ranks "
+            "follow the nodes in order)",
+            i, v, i, nextRank));
+      nextRank += n.localWorldSize;
+      nodes.push_back(std::move(n));
     }
+    s.nodes = NodeSequence::fromAssignments(nodes);
     c.start = std::move(s);
   } else if (kind == "stop") {
     c.kind = CommandKind::Stop;

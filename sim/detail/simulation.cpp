@@ -16,7 +16,10 @@ Simulation::Simulation(const Scenario& scenario, const RunOptions& options)
       machine_(makeAgentConfig(scenario)),
       metrics_(options.timeline),
       nodes_(scenario),
-      group_(nodes_.size(), [this](const std::string& id) { return nodes_.indexOf(id); }),
+      group_(SimWorkerGroup::Directory{
+          [this](const std::string& id) { return nodes_.indexOf(id); },
+          [this](std::int64_t node) -> const std::string& { return nodes_[node].id; },
+          [this](std::int64_t node) { return machine_.nodeKey(nodes_[node].id); }}),
       strikes_(scenario, options.replica, nodes_, metrics_),
       checkpoints_(scenario.job.checkpoint) {
   monitorNs_ = std::max<SimTime>(1, secondsToNanos(s_.agent.monitorIntervalSeconds));

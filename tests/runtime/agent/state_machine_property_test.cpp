@@ -172,7 +172,7 @@ RC_GTEST_PROP(AgentStateMachineProperty, RandomEventSequencesKeepTheInvariants, 
           RC_ASSERT(ids.insert(n.nodeId).second);
           rank += n.localWorldSize;
         }
-        for (const std::string& spare : s->spareNodes) {
+        for (const std::string& spare : s->spareNodes.ids()) {
           RC_ASSERT(ids.insert(spare).second);
         }
         RC_ASSERT(rank == s->worldSize);

@@ -201,7 +201,7 @@ TEST(AgentStateMachine, WholeNodesDropsANodeToReachAValidSize) {
   const StartWorkers s = single<StartWorkers>(startWith(m, {"a", "b", "c"}));
   EXPECT_EQ(s.worldSize, 8);
   ASSERT_EQ(s.nodes.size(), 2u);
-  EXPECT_EQ(s.spareNodes, (std::vector<std::string>{"c"}));
+  EXPECT_EQ(s.spareNodes.ids(), (std::vector<std::string>{"c"}));
 
   // A spare replaces a departed member (still a counted restart: the member left).
   const auto a = m.handle(1s, NodeLeft{"a", ""});
@@ -384,7 +384,7 @@ TEST(AgentStateMachine, ElasticityDisabledRunsAnySizeTheBatchKeysAllow) {
   const StartWorkers t = single<StartWorkers>(startWith(fixed, {"a", "b", "c"}, 3));
   EXPECT_EQ(t.worldSize, 6);
   EXPECT_EQ(t.batch, (config::BatchTriple{24, 4, 1}));
-  EXPECT_EQ(t.spareNodes, (std::vector<std::string>{"c"}));
+  EXPECT_EQ(t.spareNodes.ids(), (std::vector<std::string>{"c"}));
 }
 
 TEST(AgentStateMachine, ModelParallelSizeDividesTheWorld) {
