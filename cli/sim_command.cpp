@@ -30,6 +30,7 @@
 #include "sim/allocator.hpp"
 #include "sim/monte_carlo.hpp"
 #include "sim/scenario.hpp"
+#include "sim/step_model.hpp"
 #include "sim/timeline.hpp"
 #include "tools/sim_calibrate.hpp"
 
@@ -52,6 +53,8 @@ struct SimOptions {
   bool quiet = false;
   bool calibrate = false;
   std::string calibrationOut;
+  std::string job;     // --job "PROGRAM ARGS..."
+  std::string config;  // --config CFG
 };
 
 std::string hours(double h) {
@@ -137,7 +140,19 @@ void printHuman(const sim::Scenario& s, const sim::MonteCarloResult& r, const Si
 
 int runCalibrate(const SimOptions& o) {
   try {
-    const nlohmann::json result = tools::runCalibration({!o.quiet});
+    tools::CalibrationOptions options;
+    options.progress = !o.quiet;
+    for (std::size_t pos = 0; pos < o.job.size();) {
+      const std::size_t start = o.job.find_first_not_of(" \t", pos);
+      if (start == std::string::npos) {
+        break;
+      }
+      const std::size_t end = std::min(o.job.find_first_of(" \t", start), o.job.size());
+      options.job.push_back(o.job.substr(start, end - start));
+      pos = end;
+    }
+    options.config = o.config;
+    const nlohmann::json result = tools::runCalibration(options);
     const auto& c = result["calibration"];
     if (!o.calibrationOut.empty())
       std::ofstream(o.calibrationOut) << result.dump(2) << "\n";
@@ -145,19 +160,36 @@ int runCalibrate(const SimOptions& o) {
       std::cout << result.dump(2) << "\n";
     } else {
       std::cout << fmt::format(
-          "stretch sim --calibrate: the example job on this machine\n"
-          "  compute            {:.3g} s per sample per worker ({:.3f} ms per step alone)\n"
-          "  Gloo all-reduce    {:.1f} us per collective + bytes at {:.3f} GB/s (2 ranks)\n"
-          "  2-worker step      predicted {:.3f} ms, measured {:.3f} ms: error {:+.1f} %\n{}",
+          "stretch sim --calibrate: {} on this machine\n"
+          "  compute            {:.3g} s per sample per worker at 2 workers ({:.3f} ms per "
+          "step; alone {:.3f} ms)\n"
+          "  compute spread     {:.1f} % of it per rank (the slower of 2 ranks: +{:.3f} ms)\n"
+          "  Gloo all-reduce    {:.1f} us per collective + bytes at {:.3f} GB/s (2 ranks; the "
+          "benchmark alone: {:.1f} us)\n"
+          "  step overhead      {:.3f} ms (the optimizer after the reduction)\n",
+          o.job.empty() ? std::string("the example job") : o.job,
           result["job"]["seconds_per_sample_per_gpu"].get<double>(),
-          c["single_worker_step_seconds"].get<double>() * 1e3,
+          c["compute_seconds_per_step"].get<double>() * 1e3,
+          c["single_worker_compute_seconds_per_step"].get<double>() * 1e3,
+          c["compute_spread"].get<double>() * 100,
+          c["compute_spread"].get<double>() * c["compute_seconds_per_step"].get<double>() *
+              sim::expectedMaxOfNormals(2) * 1e3,
           result["cluster"]["op_latency_us"].get<double>(),
           result["cluster"]["intra_node_GBps"].get<double>(),
-          c["predicted_step_seconds"].get<double>() * 1e3,
-          c["measured_step_seconds"].get<double>() * 1e3, c["relative_error"].get<double>() * 100,
-          o.calibrationOut.empty() ? std::string()
-                                   : fmt::format("  scenario written  {} (stretch sim {})\n",
-                                                 o.calibrationOut, o.calibrationOut));
+          c["bench_op_latency_us"].get<double>(), c["step_overhead_seconds"].get<double>() * 1e3);
+      for (const auto& run : c["runs"]) {
+        std::cout << fmt::format(
+            "  {} worker(s), accumulation {:<2} predicted {:.3f} ms, measured {:.3f} ms: error "
+            "{:+.1f} % ({})\n",
+            run["workers"].get<int>(), run["gradient_accumulation_steps"].get<int>(),
+            run["predicted_step_seconds"].get<double>() * 1e3,
+            run["measured_step_seconds"].get<double>() * 1e3,
+            run["relative_error"].get<double>() * 100, run["role"].get<std::string>());
+      }
+      if (!o.calibrationOut.empty()) {
+        std::cout << fmt::format("  scenario written   {} (stretch sim {})\n", o.calibrationOut,
+                                 o.calibrationOut);
+      }
     }
     return 0;
   } catch (const ConfigError& e) {
@@ -281,9 +313,17 @@ Command addSimCommand(CLI::App& app) {
       "examples: fixtures/scenarios/.");
   sub->add_option("SCENARIO", o->scenario, "scenario file (JSON); not with --calibrate");
   sub->add_flag("--calibrate", o->calibrate,
-                "measure this machine's compute and Gloo all-reduce with the example job, fit "
-                "the models, and compare the predicted step time of 2 workers with a real run "
-                "(takes about 10 s)");
+                "run a training job (the example, or --job) on 1 and 2 workers with the engine's "
+                "step timings, fit the step model (compute, its spread across ranks, all-reduce "
+                "inside training, overhead), and check the prediction on a 2-worker run at twice "
+                "the accumulation (the example: about 15 s)");
+  sub->add_option("--job", o->job,
+                  "with --calibrate: the program to calibrate and its arguments, one string "
+                  "split at spaces (e.g. \"build/bin/stretch-train-gpt --steps 12\"); it must "
+                  "train with the Stretch engine and take --config");
+  sub->add_option("--config", o->config,
+                  "with --calibrate --job: the job's DeepSpeed config; the runs keep its micro "
+                  "batch and accumulation and drop train_batch_size and elasticity");
   sub->add_option("--calibration-out", o->calibrationOut,
                   "with --calibrate: write the fitted scenario (cluster, job, measurements)");
   sub->add_option("--seeds", o->seeds,

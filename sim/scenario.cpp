@@ -277,6 +277,9 @@ void parseJob(const ObjectReader& r, const std::filesystem::path& baseDir, Scena
       r.readNumber("backward_fraction", NumberRule{0.0, false, "a fraction in [0, 1]", 1.0})
           .value_or(job.backwardFraction);
   job.overlapComm = r.readBool("overlap_comm").value_or(job.config.zero.overlapCommEffective());
+  job.computeSpread =
+      nonNegative(r, "compute_spread", "a fraction of the step's compute").value_or(0.0);
+  job.stepOverheadSeconds = nonNegative(r, "step_overhead_seconds", "seconds").value_or(0.0);
 
   job.totalSamples = integer(r, "total_samples", 1, "a positive number of samples");
   job.totalSteps = integer(r, "total_steps", 1, "a positive number of steps");

@@ -69,6 +69,14 @@ struct JobSpec {
   std::int64_t bucketCount = 1;
   // Share of a micro step spent in backward (gradients become ready during it).
   double backwardFraction = 2.0 / 3.0;
+  // Standard deviation of one data-parallel rank's compute time per step (all its micro steps)
+  // as a fraction of that time. The ranks meet at the reduction, so a step waits for the slowest
+  // of D ranks: E[max] = C (1 + spread * e(D)), e the expected maximum of D standard normals
+  // (e(2) = 0.564). 0: ranks in lockstep. Measured by `stretch sim --calibrate`.
+  double computeSpread = 0.0;
+  // Time per step outside forward, backward and the reduction, seconds: the optimizer update,
+  // data loading, logging (the engine's period_ms minus the rest).
+  double stepOverheadSeconds = 0.0;
   // Whether the all-reduce overlaps the last micro step's backward; default: the config's
   // zero_optimization.overlap_comm (DeepSpeed's default: only with stage 3).
   bool overlapComm = false;

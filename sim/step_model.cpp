@@ -1,8 +1,40 @@
 #include "sim/step_model.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
 
 namespace stretch::sim {
+
+double expectedMaxOfNormals(std::int64_t n) {
+  if (n <= 1) {
+    return 0.0;
+  }
+  static std::mutex mutex;
+  static std::map<std::int64_t, double> known;
+  const std::lock_guard lock(mutex);
+  if (const auto it = known.find(n); it != known.end()) {
+    return it->second;
+  }
+  // E[max] = integral of x * d/dx Phi(x)^n: Simpson's rule on [-9, 9 + sqrt(2 ln n)].
+  const double hi = 9.0 + std::sqrt(2.0 * std::log(static_cast<double>(n)));
+  const double lo = -9.0;
+  constexpr int kIntervals = 20'000;  // even
+  const double h = (hi - lo) / kIntervals;
+  const double dn = static_cast<double>(n);
+  double sum = 0;
+  for (int i = 0; i <= kIntervals; ++i) {
+    const double x = lo + h * i;
+    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    const double pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+    const double f = x * dn * pdf * (cdf > 0 ? std::exp((dn - 1) * std::log(cdf)) : 0.0);
+    sum += f * (i == 0 || i == kIntervals ? 1.0 : (i % 2 == 1 ? 4.0 : 2.0));
+  }
+  const double value = sum * h / 3.0;
+  known.emplace(n, value);
+  return value;
+}
 
 StepPlan planStep(const JobSpec& job, const ClusterSpec& cluster, const config::BatchTriple& batch,
                   std::int64_t dataParallelSize, std::int64_t modelParallelSize) {
@@ -38,15 +70,22 @@ StepPlan planStep(const JobSpec& job, const ClusterSpec& cluster, const config::
     p.bucketNs = secondsToNanos(p.bucketCost.seconds);
   }
 
+  if (p.buckets > 0 && job.computeSpread > 0) {
+    const double compute = static_cast<double>(p.gas * p.microNs) * 1e-9;
+    p.stragglerNs =
+        secondsToNanos(job.computeSpread * compute * expectedMaxOfNormals(dataParallelSize));
+  }
+  p.overheadNs = secondsToNanos(job.stepOverheadSeconds);
   const SimTime lastStart = (p.gas - 1) * p.microNs;
-  SimTime end = p.microNs;  // end of the last backward, from the last micro step's start
+  // End of the slowest rank's last backward, from the last micro step's start.
+  SimTime end = p.stragglerNs + p.microNs;
   SimTime previous = 0;
   for (std::int64_t j = 1; j <= p.buckets; ++j) {
     previous = p.bucketEnd(j, previous);
   }
   end = std::max(end, previous);
-  p.stepNs = lastStart + end;
-  p.exposedCommNs = p.stepNs - p.gas * p.microNs;
+  p.stepNs = lastStart + end + p.overheadNs;
+  p.exposedCommNs = p.stepNs - p.gas * p.microNs - p.stragglerNs - p.overheadNs;
   return p;
 }
 

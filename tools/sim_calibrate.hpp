@@ -1,6 +1,10 @@
 #pragma once
-// `stretch sim --calibrate` (tools/sim_calibrate.cpp): fits the simulator's compute and network
-// models to this machine with the example job and checks the fit on a 2-worker run.
+// `stretch sim --calibrate` (tools/sim_calibrate.cpp): fits the simulator's step model to what a
+// real training job measures on this machine (the engine's STRETCH_TIMINGS_FILE) and checks the
+// fit on a run it was not fitted to.
+
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -8,12 +12,20 @@ namespace stretch::tools {
 
 struct CalibrationOptions {
   bool progress = true;  // one line per stage on stderr
+  // The job: a program that trains with the Stretch engine, and its arguments. Empty: the
+  // example stretch-train-digits (next to stretch), 300 steps.
+  std::vector<std::string> job;
+  // Its DeepSpeed config (passed as --config); with `job`, required. The runs use its micro
+  // batch and accumulation without train_batch_size or elasticity, so that the same config runs
+  // on 1 and 2 workers.
+  std::string config;
 };
 
-// A scenario for the example job on this machine ("cluster", "job", "failures") plus a
-// "calibration" object: the measurements, the predicted and measured 2-worker step time and
-// their relative error. Throws ConfigError when the example job is not built, Error when a
-// measurement fails (naming the log with its output).
+// A scenario for the job on this machine ("cluster", "job", "failures") plus a "calibration"
+// object: the fitted figures and, per run (1 and 2 workers at the config's accumulation, and 2
+// workers at twice it, the held-out check), the predicted and measured median step. Throws
+// ConfigError for a missing job or a config without a micro batch, Error when a run fails
+// (naming the log with its output).
 nlohmann::json runCalibration(const CalibrationOptions& options);
 
 }  // namespace stretch::tools

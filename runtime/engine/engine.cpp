@@ -41,6 +41,7 @@ Initialized initialize(torch::nn::AnyModule model, const config::DsConfig& confi
                        InitOptions options) {
   std::shared_ptr<Engine> engine(new Engine());
   engine->setUp(std::move(model), config, options);
+  engine->lastStepEnd_ = Clock::now();
   return {engine, engine->optimizer_, engine->loader_, engine->scheduler_};
 }
 
@@ -50,6 +51,7 @@ void Engine::setUp(torch::nn::AnyModule model, const config::DsConfig& config,
                    InitOptions& options) {
   config_ = config;
   model_ = std::move(model);
+  timings_ = StepTimingsFile::fromEnvironment();
 
   group_ = options.processGroup ? options.processGroup : comm::defaultGroup();
   if (!group_)
@@ -261,6 +263,9 @@ std::int64_t Engine::optimizerStateBytes() const {
 
 torch::Tensor Engine::forward(const torch::Tensor& input) {
   const auto start = Clock::now();
+  if (!stepStart_) {
+    stepStart_ = start;
+  }
   torch::Tensor in = input;
   if (config_.fp16.enabled && config_.fp16.autoCast && in.is_floating_point())
     in = in.to(dtype_);
@@ -401,7 +406,9 @@ double Engine::globalNorm(const torch::Tensor& grad) {
 
 void Engine::step() {
   const auto start = Clock::now();
-  if (isGradientAccumulationBoundary()) {
+  double reduceMs = 0;
+  const bool boundary = isGradientAccumulationBoundary();
+  if (boundary) {
     const auto reduceStart = Clock::now();
     if (!overlapReduced_)
       reduceBoundaryGradients();
@@ -417,7 +424,8 @@ void Engine::step() {
     } else {
       grad32 = flatGrads_.to(torch::kFloat32);
     }
-    timers_.allreduce += msSince(reduceStart);
+    reduceMs = msSince(reduceStart);
+    timers_.allreduce += reduceMs;
 
     const double scale = scaler_ ? scaler_->curScale() : 1.0;
     const bool checkOverflow = scaler_ || (config_.bf16.enabled && config_.bf16.checkGradOverflow);
@@ -447,7 +455,29 @@ void Engine::step() {
     }
   }
   ++microSteps_;
-  timers_.step += msSince(start);
+  const double stepMs = msSince(start);
+  timers_.step += stepMs;
+  if (boundary && timings_) {
+    StepTiming t;
+    t.rank = dpRank();
+    t.worldSize = group_->size();
+    t.step = globalSteps_;
+    t.microBatch = batch_.microBatchPerGpu;
+    t.gas = batch_.gradientAccumulation;
+    t.forwardMs = timers_.forward - timersAtStepStart_.forward;
+    t.backwardMs = timers_.backward - timersAtStepStart_.backward;
+    t.allreduceMs = timers_.allreduce - timersAtStepStart_.allreduce;
+    t.optimizerMs = stepMs - reduceMs;
+    t.gradientBytes = numel_ * static_cast<std::int64_t>(c10::elementSize(dtype_));
+    t.stepMs = stepStart_ ? msSince(*stepStart_) : stepMs;
+    t.periodMs = msSince(lastStepEnd_);
+    timings_->record(t);
+  }
+  if (boundary) {
+    timersAtStepStart_ = timers_;
+    stepStart_.reset();
+    lastStepEnd_ = Clock::now();
+  }
 }
 
 void Engine::applyUpdate(const torch::Tensor& grad32, double scale) {

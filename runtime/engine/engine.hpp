@@ -54,6 +54,7 @@
 #include "runtime/engine/loss_scaler.hpp"
 #include "runtime/engine/lr_schedules.hpp"
 #include "runtime/engine/optimizer.hpp"
+#include "runtime/engine/step_timings.hpp"
 
 namespace stretch::engine {
 
@@ -225,6 +226,12 @@ class Engine {
   std::int64_t globalSamples_ = 0;
   std::optional<double> lastGradNorm_;
   Timers timers_;
+  // STRETCH_TIMINGS_FILE (step_timings.hpp): the timers at the start of the current step and
+  // when its first forward began.
+  std::unique_ptr<StepTimingsFile> timings_;
+  Timers timersAtStepStart_;
+  std::optional<std::chrono::steady_clock::time_point> stepStart_;
+  std::chrono::steady_clock::time_point lastStepEnd_;
   std::int64_t bucketElements_ = 500'000'000;
 
   // overlap_comm (ZeRO 0): buckets all-reduced during the boundary backward, launched from

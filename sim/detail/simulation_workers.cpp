@@ -272,7 +272,8 @@ void Simulation::onMicro(std::int64_t index) {
 void Simulation::beginLastMicro() {
   lastMicroStart_ = now_;
   if (plan_->buckets == 0) {
-    sched_.schedule(now_ + plan_->microNs, Payload{Ev::Bucket, workEpoch_, 0});
+    sched_.schedule(now_ + plan_->stragglerNs + plan_->microNs + plan_->overheadNs,
+                    Payload{Ev::Bucket, workEpoch_, 0});
   } else {
     sched_.schedule(now_ + plan_->bucketEnd(1, 0), Payload{Ev::Bucket, workEpoch_, 1});
   }
@@ -290,7 +291,8 @@ void Simulation::onBucket(std::int64_t j) {
                       Payload{Ev::Bucket, workEpoch_, j + 1});
       return;
     }
-    const SimTime end = lastMicroStart_ + std::max(previous, plan_->microNs);
+    const SimTime end = lastMicroStart_ + std::max(previous, plan_->stragglerNs + plan_->microNs) +
+                        plan_->overheadNs;
     if (end > now_) {
       sched_.schedule(end, Payload{Ev::Bucket, workEpoch_, 0});
       return;

@@ -5,6 +5,7 @@
 
 #include "sim/job_sim.hpp"
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -159,6 +160,38 @@ TEST(JobSim, StepTimeFollowsTheBucketedAllReduce) {
   EXPECT_EQ(planStep(s.job, s.cluster, batch, 1, 1).stepNs, 3 * noOverlap.microNs);
 }
 
+TEST(JobSim, StragglersAndOverheadAddToTheStep) {
+  // Expected maxima of n standard normals (tables of order statistics).
+  EXPECT_EQ(expectedMaxOfNormals(1), 0.0);
+  EXPECT_NEAR(expectedMaxOfNormals(2), 1.0 / std::sqrt(M_PI), 1e-6);
+  EXPECT_NEAR(expectedMaxOfNormals(3), 0.846284, 1e-5);
+  EXPECT_NEAR(expectedMaxOfNormals(10), 1.538753, 1e-5);
+  EXPECT_NEAR(expectedMaxOfNormals(100), 2.507594, 1e-4);
+  auto j = simpleJob();
+  j["cluster"] = cluster(2, 4);
+  j["job"]["gradient_bytes"] = 4e8;
+  j["job"]["bucket_count"] = 4;
+  const Scenario s = fromJson(j);
+  const config::BatchTriple batch{48, 2, 3};
+  const StepPlan plain = planStep(s.job, s.cluster, batch, 8, 1);
+  Scenario t = s;
+  t.job.computeSpread = 0.25;
+  t.job.stepOverheadSeconds = 0.5;
+  const StepPlan slow = planStep(t.job, t.cluster, batch, 8, 1);
+  const double compute = 3 * nanosToSeconds(plain.microNs);
+  EXPECT_EQ(slow.stragglerNs, secondsToNanos(0.25 * compute * expectedMaxOfNormals(8)));
+  EXPECT_EQ(slow.overheadNs, secondsToNanos(0.5));
+  EXPECT_EQ(slow.stepNs, plain.stepNs + slow.stragglerNs + slow.overheadNs);
+  EXPECT_EQ(slow.exposedCommNs, plain.exposedCommNs);
+  // One rank waits for nobody; the overhead stays.
+  const StepPlan alone = planStep(t.job, t.cluster, batch, 1, 1);
+  EXPECT_EQ(alone.stragglerNs, 0);
+  EXPECT_EQ(alone.stepNs, 3 * plain.microNs + secondsToNanos(0.5));
+  // A negative spread is an error naming the key.
+  j["job"]["compute_spread"] = -0.1;
+  EXPECT_THROW(fromJson(j), ConfigError);
+}
+
 TEST(JobSim, AggregateAndStepLevelAgreeToTheNanosecond) {
   for (const std::string name : {"trace_replay", "elastic_scale", "sim_to_real_digits"}) {
     SCOPED_TRACE(name);
@@ -179,6 +212,8 @@ TEST(JobSim, AggregateAndStepLevelAgreeToTheNanosecond) {
   j["cluster"] = cluster(4, 4);
   j["job"]["gradient_bytes"] = 4e8;
   j["job"]["overlap_comm"] = true;
+  j["job"]["compute_spread"] = 0.2;
+  j["job"]["step_overhead_seconds"] = 0.01;
   j["job"].erase("total_steps");
   j["job"]["horizon_hours"] = 20;
   j["job"]["checkpoint"] = {{"interval_minutes", 10}, {"save_seconds", 20}, {"load_seconds", 30}};

@@ -5,9 +5,14 @@
 #include "runtime/engine/engine.hpp"
 
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include <fmt/format.h>
@@ -472,6 +477,111 @@ TEST(EngineConfig, ErrorsNameTheKey) {
   expectError(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2},
                   "gradient_predivide_factor": 2.0, "optimizer": {"type": "Adam"}})",
               "gradient_predivide_factor");
+}
+
+// ---- STRETCH_TIMINGS_FILE ---------------------------------------------------------------------
+
+namespace timings {
+
+struct Line {
+  int rank = -1;
+  std::int64_t world = 0, step = 0, micro = 0, gas = 0, bytes = 0;
+  double forward = -1, backward = -1, allreduce = -1, optimizer = -1, total = -1, period = -1;
+};
+
+std::vector<Line> readLines(const std::string& path) {
+  std::vector<Line> out;
+  std::ifstream in(path);
+  for (std::string s; std::getline(in, s);) {
+    Line l;
+    const int n = std::sscanf(
+        s.c_str(),
+        "{\"rank\":%d,\"world_size\":%ld,\"step\":%ld,\"micro_batch\":%ld,\"gas\":%ld,"
+        "\"gradient_bytes\":%ld,\"forward_ms\":%lf,\"backward_ms\":%lf,\"allreduce_ms\":%lf,"
+        "\"optimizer_ms\":%lf,\"step_ms\":%lf,\"period_ms\":%lf}",
+        &l.rank, &l.world, &l.step, &l.micro, &l.gas, &l.bytes, &l.forward, &l.backward,
+        &l.allreduce, &l.optimizer, &l.total, &l.period);
+    EXPECT_EQ(n, 12) << "line: " << s;
+    out.push_back(l);
+  }
+  return out;
+}
+
+std::string tempPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          fmt::format("stretch-{}-{}.jsonl", name, ::getpid()))
+      .string();
+}
+
+}  // namespace timings
+
+TEST(EngineTimings, EveryRankAppendsOneLinePerStepWhosePartsFitInTheStep) {
+  const std::string path = timings::tempPath("timings");
+  std::filesystem::remove(path);
+  ::setenv("STRETCH_TIMINGS_FILE", path.c_str(), 1);
+  auto groups = makeGroups(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      torch::manual_seed(0);
+      Mlp model(6, 12, 3);
+      InitOptions options;
+      options.device = torch::Device(torch::kCPU);
+      options.processGroup = groups.groups[static_cast<std::size_t>(r)];
+      auto engine =
+          initialize(torch::nn::AnyModule(model),
+                     parse(R"({"train_batch_size": 24, "train_micro_batch_size_per_gpu": 4,
+                                         "optimizer": {"type": "SGD", "params": {"lr": 0.1}}})"),
+                     options)
+              .engine;
+      const auto x = torch::randn({4, 6});
+      const auto y = torch::randn({4, 3});
+      for (int i = 0; i < 3 * 3; ++i) {  // 3 steps of 3 micro steps
+        engine->backward(torch::mse_loss(engine->forward(x), y));
+        engine->step();
+      }
+    });
+  }
+  for (auto& t : ranks) {
+    t.join();
+  }
+  ::unsetenv("STRETCH_TIMINGS_FILE");
+  const std::vector<timings::Line> lines = timings::readLines(path);
+  std::filesystem::remove(path);
+  ASSERT_EQ(lines.size(), 6u);
+  std::map<int, std::vector<std::int64_t>> steps;
+  for (const timings::Line& l : lines) {
+    steps[l.rank].push_back(l.step);
+    EXPECT_EQ(l.world, 2);
+    EXPECT_EQ(l.micro, 4);
+    EXPECT_EQ(l.gas, 3);
+    EXPECT_EQ(l.bytes, (6 * 12 + 12 + 12 * 3 + 3) * 4);  // Mlp(6, 12, 3) in fp32
+    EXPECT_GT(l.forward, 0);
+    EXPECT_GT(l.backward, 0);
+    EXPECT_GT(l.allreduce, 0);
+    EXPECT_GE(l.optimizer, 0);
+    // Every part lies between the step's first forward and the end of its optimizer step.
+    EXPECT_LE(l.forward + l.backward + l.allreduce + l.optimizer, l.total * 1.001 + 0.01);
+    EXPECT_GE(l.period * 1.001 + 0.01, l.total);
+  }
+  EXPECT_EQ(steps[0], (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(steps[1], (std::vector<std::int64_t>{1, 2, 3}));
+}
+
+TEST(EngineTimings, AFileThatCannotBeOpenedNamesTheVariable) {
+  ::setenv("STRETCH_TIMINGS_FILE", "/nonexistent-dir/timings.jsonl", 1);
+  Mlp model(6, 12, 3);
+  InitOptions options;
+  options.device = torch::Device(torch::kCPU);
+  try {
+    initialize(torch::nn::AnyModule(model), parse(R"({"train_batch_size": 4})"), options);
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("STRETCH_TIMINGS_FILE = /nonexistent-dir/timings.jsonl"),
+              std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("STRETCH_TIMINGS_FILE");
 }
 
 }  // namespace

@@ -1,0 +1,62 @@
+#include "runtime/engine/step_timings.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "runtime/common/error.hpp"
+
+namespace stretch::engine {
+
+std::string toJsonLine(const StepTiming& t) {
+  return fmt::format(
+      "{{\"rank\":{},\"world_size\":{},\"step\":{},\"micro_batch\":{},\"gas\":{},"
+      "\"gradient_bytes\":{},\"forward_ms\":{:.4f},\"backward_ms\":{:.4f},"
+      "\"allreduce_ms\":{:.4f},\"optimizer_ms\":{:.4f},\"step_ms\":{:.4f},"
+      "\"period_ms\":{:.4f}}}\n",
+      t.rank, t.worldSize, t.step, t.microBatch, t.gas, t.gradientBytes, t.forwardMs, t.backwardMs,
+      t.allreduceMs, t.optimizerMs, t.stepMs, t.periodMs);
+}
+
+std::unique_ptr<StepTimingsFile> StepTimingsFile::fromEnvironment() {
+  const char* path = std::getenv("STRETCH_TIMINGS_FILE");
+  if (path == nullptr || *path == '\0') {
+    return nullptr;
+  }
+  return std::make_unique<StepTimingsFile>(path);
+}
+
+StepTimingsFile::StepTimingsFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    throw ConfigError(
+        ErrorDetail{"STRETCH_TIMINGS_FILE", path,
+                    fmt::format("a file this process can append to ({})", std::strerror(errno))});
+  }
+}
+
+StepTimingsFile::~StepTimingsFile() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+  }
+}
+
+void StepTimingsFile::record(const StepTiming& t) {
+  if (failed_) {
+    return;
+  }
+  const std::string line = toJsonLine(t);
+  const ssize_t n = ::write(fd_, line.data(), line.size());
+  if (n != static_cast<ssize_t>(line.size())) {
+    failed_ = true;
+    spdlog::warn("STRETCH_TIMINGS_FILE {}: write failed ({}); no further step timings", path_,
+                 n < 0 ? std::strerror(errno) : "short write");
+  }
+}
+
+}  // namespace stretch::engine
