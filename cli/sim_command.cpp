@@ -55,6 +55,7 @@ struct SimOptions {
   std::string calibrationOut;
   std::string job;     // --job "PROGRAM ARGS..."
   std::string config;  // --config CFG
+  int repeat = 3;      // --repeat N
 };
 
 std::string hours(double h) {
@@ -152,6 +153,7 @@ int runCalibrate(const SimOptions& o) {
       pos = end;
     }
     options.config = o.config;
+    options.repeat = o.repeat;
     const nlohmann::json result = tools::runCalibration(options);
     const auto& c = result["calibration"];
     if (!o.calibrationOut.empty())
@@ -321,6 +323,11 @@ Command addSimCommand(CLI::App& app) {
                   "with --calibrate: the program to calibrate and its arguments, one string "
                   "split at spaces (e.g. \"build/bin/stretch-train-gpt --steps 12\"); it must "
                   "train with the Stretch engine and take --config");
+  sub->add_option("--repeat", o->repeat,
+                  "with --calibrate: runs per configuration (the step is the median of their "
+                  "medians; the fit pools their steps)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub->add_option("--config", o->config,
                   "with --calibrate --job: the job's DeepSpeed config; the runs keep its micro "
                   "batch and accumulation and drop train_batch_size and elasticity");

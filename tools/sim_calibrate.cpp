@@ -95,7 +95,8 @@ struct RunTimings {
   std::int64_t micro = 0;
   std::int64_t gas = 0;
   std::int64_t gradientBytes = 0;
-  std::map<std::int64_t, std::map<int, StepLine>> steps;
+  std::map<std::int64_t, std::map<int, StepLine>> steps;  // every repeat's, keys offset
+  std::vector<double> repeatSteps;                        // each repeat's median period
 };
 
 RunTimings readTimings(const fs::path& path, std::int64_t workers) {
@@ -139,12 +140,16 @@ RunTimings readTimings(const fs::path& path, std::int64_t workers) {
   return t;
 }
 
-double measuredStep(const RunTimings& t) {
+double medianPeriod(const RunTimings& t) {
   std::vector<double> periods;
   for (const auto& [step, ranks] : t.steps) {
     periods.push_back(ranks.begin()->second.period);
   }
   return median(periods);
+}
+
+double measuredStep(const RunTimings& t) {
+  return t.repeatSteps.empty() ? medianPeriod(t) : median(t.repeatSteps);
 }
 
 struct Fit {
@@ -250,12 +255,12 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
   int port = 30000 + static_cast<int>(rng() % 20000);
 
   // One run of the job under `stretch launch`; returns its timings.
-  auto run = [&](std::int64_t workers, std::int64_t gas) {
+  auto runOnce = [&](std::int64_t workers, std::int64_t gas, int repeat) {
     nlohmann::json c = config;
     c["gradient_accumulation_steps"] = gas;
     const fs::path cfg = dir / fmt::format("config-{}x{}.json", workers, gas);
     std::ofstream(cfg) << c.dump(2) << "\n";
-    const fs::path timings = dir / fmt::format("timings-{}x{}.jsonl", workers, gas);
+    const fs::path timings = dir / fmt::format("timings-{}x{}-{}.jsonl", workers, gas, repeat);
     std::vector<std::string> argv = {"env",
                                      "OMP_NUM_THREADS=1",
                                      "STRETCH_TIMINGS_FILE=" + timings.string(),
@@ -268,7 +273,8 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
     argv.insert(argv.end(), job.begin(), job.end());
     argv.push_back("--config");
     argv.push_back(cfg.string());
-    progress(fmt::format("{} worker(s), micro batch {} x accumulation {}", workers, micro, gas));
+    progress(fmt::format("{} worker(s), micro batch {} x accumulation {} (run {} of {})", workers,
+                         micro, gas, repeat + 1, options.repeat));
     const launcher::Captured out = launcher::runCaptured(argv, log);
     if (!out.exit.ok()) {
       throw Error(
@@ -277,6 +283,23 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
                       workers, out.exit.describe(), log.string()));
     }
     return readTimings(timings, workers);
+  };
+
+  // options.repeat runs of the job under `stretch launch`; returns their timings together.
+  auto run = [&](std::int64_t workers, std::int64_t gas) {
+    RunTimings all;
+    for (int r = 0; r < options.repeat; ++r) {
+      RunTimings one = runOnce(workers, gas, r);
+      all.workers = one.workers;
+      all.micro = one.micro;
+      all.gas = one.gas;
+      all.gradientBytes = one.gradientBytes;
+      all.repeatSteps.push_back(medianPeriod(one));
+      for (auto& [step, ranks] : one.steps) {
+        all.steps[static_cast<std::int64_t>(r) * 1'000'000'000 + step] = std::move(ranks);
+      }
+    }
+    return all;
   };
 
   // 1. network
@@ -366,6 +389,7 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
                     {"gradient_accumulation_steps", t.gas},
                     {"role", role},
                     {"steps_used", t.steps.size()},
+                    {"repeat_step_seconds", t.repeatSteps},
                     {"predicted_step_seconds", predicted},
                     {"measured_step_seconds", m},
                     {"relative_error", (predicted - m) / m}});
@@ -379,7 +403,7 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
   nlohmann::json scenarioConfig = config;
   scenarioConfig["gradient_accumulation_steps"] = heldOutGas;
   scenarioConfig["train_batch_size"] = micro * heldOutGas * 2;
-  const auto steps = static_cast<std::int64_t>(check.steps.rbegin()->first);
+  const auto steps = static_cast<std::int64_t>(check.steps.rbegin()->first % 1'000'000'000);
   nlohmann::json result = {
       {"cluster",
        {{"name", cluster.name},

@@ -19,6 +19,9 @@ struct CalibrationOptions {
   // batch and accumulation without train_batch_size or elasticity, so that the same config runs
   // on 1 and 2 workers.
   std::string config;
+  // Runs per configuration; the measured step is the median of their medians and the fit pools
+  // their steps, so one run slowed by something else on the machine does not decide it.
+  int repeat = 3;
 };
 
 // A scenario for the job on this machine ("cluster", "job", "failures") plus a "calibration"
