@@ -43,6 +43,7 @@
 #include "runtime/launcher/process.hpp"
 #include "sim/cluster.hpp"
 #include "sim/collective_cost.hpp"
+#include "sim/monte_carlo.hpp"
 #include "sim/step_model.hpp"
 
 namespace stretch::tools {
@@ -56,12 +57,7 @@ constexpr std::int64_t kExampleAccumulation = 3;
 constexpr int kExampleSteps = 300;
 
 double median(std::vector<double> v) {
-  if (v.empty()) {
-    return 0.0;
-  }
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return sim::percentile(std::move(v), 0.5);
 }
 
 // The last line of `out` that is a JSON object or array.
@@ -95,8 +91,9 @@ struct RunTimings {
   std::int64_t micro = 0;
   std::int64_t gas = 0;
   std::int64_t gradientBytes = 0;
-  std::map<std::int64_t, std::map<int, StepLine>> steps;  // every repeat's, keys offset
-  std::vector<double> repeatSteps;                        // each repeat's median period
+  // (repeat, step) -> rank -> timings, every repeat's
+  std::map<std::pair<int, std::int64_t>, std::map<int, StepLine>> steps;
+  std::vector<double> repeatSteps;  // each repeat's median period
 };
 
 RunTimings readTimings(const fs::path& path, std::int64_t workers) {
@@ -120,7 +117,7 @@ RunTimings readTimings(const fs::path& path, std::int64_t workers) {
     s.compute = std::max(0.0, inStep - s.allreduce - optimizer);
     s.overhead = std::max(0.0, optimizer + s.period - inStep);
     const auto step = j.at("step").get<std::int64_t>();
-    t.steps[step][j.at("rank").get<int>()] = s;
+    t.steps[{0, step}][j.at("rank").get<int>()] = s;
     t.micro = j.at("micro_batch").get<std::int64_t>();
     t.gas = j.at("gas").get<std::int64_t>();
     t.gradientBytes = j.at("gradient_bytes").get<std::int64_t>();
@@ -129,7 +126,7 @@ RunTimings readTimings(const fs::path& path, std::int64_t workers) {
   // Warm-up: the first tenth of the steps (at least the first), and steps some rank missed.
   const std::int64_t warmup = std::max<std::int64_t>(1, last / 10);
   std::erase_if(t.steps, [&](const auto& kv) {
-    return kv.first <= warmup || static_cast<std::int64_t>(kv.second.size()) != workers;
+    return kv.first.second <= warmup || static_cast<std::int64_t>(kv.second.size()) != workers;
   });
   if (t.steps.size() < 3) {
     throw Error(
@@ -295,8 +292,8 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
       all.gas = one.gas;
       all.gradientBytes = one.gradientBytes;
       all.repeatSteps.push_back(medianPeriod(one));
-      for (auto& [step, ranks] : one.steps) {
-        all.steps[static_cast<std::int64_t>(r) * 1'000'000'000 + step] = std::move(ranks);
+      for (auto& [key, ranks] : one.steps) {
+        all.steps[{r, key.second}] = std::move(ranks);
       }
     }
     return all;
@@ -376,9 +373,8 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
   const RunTimings check = run(2, heldOutGas);
 
   nlohmann::json runs = nlohmann::json::array();
-  auto addRun = [&](const RunTimings& t, double predicted, const std::string& role) {
+  auto addRun = [&](const RunTimings& t, const Fit& f, double predicted, const std::string& role) {
     const double m = measuredStep(t);
-    const Fit f = fitRun(t);
     runs.push_back({{"workers", t.workers},
                     {"measured_compute_seconds_per_step", f.computePerStep},
                     {"measured_compute_spread", f.spread},
@@ -394,16 +390,16 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
                     {"measured_step_seconds", m},
                     {"relative_error", (predicted - m) / m}});
   };
-  addRun(one, predict(1, accumulation, alone), "fit (1 worker)");
-  addRun(two, predict(2, accumulation, spec), "fit");
+  addRun(one, fit1, predict(1, accumulation, alone), "fit (1 worker)");
+  addRun(two, fit2, predict(2, accumulation, spec), "fit");
   const double heldOutPredicted = predict(2, heldOutGas, spec);
-  addRun(check, heldOutPredicted, "held out");
+  addRun(check, fitRun(check), heldOutPredicted, "held out");
   const auto& heldOut = runs.back();
 
   nlohmann::json scenarioConfig = config;
   scenarioConfig["gradient_accumulation_steps"] = heldOutGas;
   scenarioConfig["train_batch_size"] = micro * heldOutGas * 2;
-  const auto steps = static_cast<std::int64_t>(check.steps.rbegin()->first % 1'000'000'000);
+  const std::int64_t steps = check.steps.rbegin()->first.second;
   nlohmann::json result = {
       {"cluster",
        {{"name", cluster.name},

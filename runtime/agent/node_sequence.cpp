@@ -139,6 +139,31 @@ const Node& at(const Ptr& root, std::size_t index) {
   }
 }
 
+// Position of the entry whose share of a weight (own: an entry's, total: a subtree's) covers
+// `offset`, counting from 0 over the entries in order; nullopt outside [0, total(root)).
+template <class Own, class Total>
+std::optional<std::size_t> entryCovering(const Ptr& root, std::int64_t offset, Own own,
+                                         Total total) {
+  if (offset < 0 || offset >= total(root)) {
+    return std::nullopt;
+  }
+  std::size_t before = 0;
+  const Node* n = root.get();
+  while (n != nullptr) {
+    const std::int64_t left = total(n->left);
+    if (offset < left) {
+      n = n->left.get();
+    } else if (offset < left + own(*n)) {
+      return before + countOf(n->left);
+    } else {
+      offset -= left + own(*n);
+      before += countOf(n->left) + 1;
+      n = n->right.get();
+    }
+  }
+  return std::nullopt;
+}
+
 Ptr build(std::vector<NodeEntry> entries) {
   // A Cartesian tree by priority over the key order, with the right spine on a stack: O(n).
   std::vector<std::shared_ptr<Node>> spine;
@@ -268,24 +293,8 @@ std::optional<std::size_t> NodeSequence::indexOfKey(std::uint64_t key) const {
 }
 
 std::optional<std::size_t> NodeSequence::indexOfRank(std::int64_t rank) const {
-  if (rank < 0 || rank >= usedSum()) {
-    return std::nullopt;
-  }
-  std::size_t before = 0;
-  const Node* n = root_.get();
-  while (n != nullptr) {
-    const std::int64_t left = usedOf(n->left);
-    if (rank < left) {
-      n = n->left.get();
-    } else if (rank < left + n->entry.used) {
-      return before + countOf(n->left);
-    } else {
-      rank -= left + n->entry.used;
-      before += countOf(n->left) + 1;
-      n = n->right.get();
-    }
-  }
-  return std::nullopt;
+  return entryCovering(
+      root_, rank, [](const Node& n) { return n.entry.used; }, usedOf);
 }
 
 std::size_t NodeSequence::prefixWithSlots(std::int64_t slots) const {
@@ -295,21 +304,9 @@ std::size_t NodeSequence::prefixWithSlots(std::int64_t slots) const {
   if (slots > slotSum()) {
     return size();
   }
-  std::size_t before = 0;
-  const Node* n = root_.get();
-  while (n != nullptr) {
-    const std::int64_t left = slotsOf(n->left);
-    if (slots <= left) {
-      n = n->left.get();
-    } else if (slots <= left + n->entry.slots) {
-      return before + countOf(n->left) + 1;
-    } else {
-      slots -= left + n->entry.slots;
-      before += countOf(n->left) + 1;
-      n = n->right.get();
-    }
-  }
-  return size();
+  return *entryCovering(
+             root_, slots - 1, [](const Node& n) { return n.entry.slots; }, slotsOf) +
+         1;
 }
 
 NodeSequence NodeSequence::inserted(NodeEntry entry) const {

@@ -49,14 +49,9 @@ std::optional<WorldPlan> planWorld(std::vector<CandidateNode> candidates,
     });
     if (equal && n > 0) {
       const std::int64_t s = candidates.front().slots;
-      for (std::int64_t k = std::min<std::int64_t>(static_cast<std::int64_t>(n), cap / s); k >= 1;
-           --k) {
-        if (rules.isValid(k * s)) {
-          worldSize = k * s;
-          std::fill(used.begin(), used.begin() + k, s);
-          break;
-        }
-      }
+      worldSize =
+          rules.largestValidMultipleAtMost(s, std::min(static_cast<std::int64_t>(n) * s, cap));
+      std::fill(used.begin(), used.begin() + worldSize / s, s);
     } else if (cap > 0) {
       // 0/1 subset sums; first[sum] = the first candidate with which `sum` became reachable, so
       // the subset found for a sum ends as early in the candidate order as possible.
@@ -150,7 +145,7 @@ std::optional<MemberPlan> planMembers(const NodeSequence& candidates, const Worl
   std::int64_t worldSize = 0;
   std::size_t count = 0;
   if (selection == NodeSelection::PartialNodes) {
-    worldSize = rules.largestValidMultipleAtMost(1, cap);
+    worldSize = rules.largestValidAtMost(cap);
     count = candidates.prefixWithSlots(worldSize);
   } else {
     const std::int64_t s = candidates.minSlots();

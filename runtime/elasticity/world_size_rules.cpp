@@ -124,21 +124,7 @@ std::optional<config::BatchTriple> WorldSizeRules::batchFor(std::int64_t gpus) c
 }
 
 std::int64_t WorldSizeRules::largestValidAtMost(std::int64_t gpus) const {
-  if (elastic_) {
-    const auto it = std::upper_bound(validGpus_.begin(), validGpus_.end(), gpus);
-    return it == validGpus_.begin() ? 0 : *std::prev(it);
-  }
-  std::int64_t g = gpus;
-  if (keys_.trainBatchSize) {
-    // At most one sample per data-parallel rank and step.
-    g = std::min(g, std::max<std::int64_t>(0, *keys_.trainBatchSize) * modelParallel_);
-  }
-  for (; g >= 1; --g) {
-    if (isValid(g)) {
-      return g;
-    }
-  }
-  return 0;
+  return largestValidMultipleAtMost(1, gpus);
 }
 
 std::int64_t WorldSizeRules::largestValidMultipleAtMost(std::int64_t step,
@@ -163,6 +149,7 @@ std::int64_t WorldSizeRules::largestValidMultipleAtMost(std::int64_t step,
   } else {
     std::int64_t top = gpus;
     if (keys_.trainBatchSize) {
+      // At most one sample per data-parallel rank and step.
       top = std::min(top, std::max<std::int64_t>(0, *keys_.trainBatchSize) * modelParallel_);
     }
     for (std::int64_t g = top / step * step; g >= step; g -= step) {

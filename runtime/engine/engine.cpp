@@ -457,23 +457,23 @@ void Engine::step() {
   ++microSteps_;
   const double stepMs = msSince(start);
   timers_.step += stepMs;
-  if (boundary && timings_) {
-    StepTiming t;
-    t.rank = dpRank();
-    t.worldSize = group_->size();
-    t.step = globalSteps_;
-    t.microBatch = batch_.microBatchPerGpu;
-    t.gas = batch_.gradientAccumulation;
-    t.forwardMs = timers_.forward - timersAtStepStart_.forward;
-    t.backwardMs = timers_.backward - timersAtStepStart_.backward;
-    t.allreduceMs = timers_.allreduce - timersAtStepStart_.allreduce;
-    t.optimizerMs = stepMs - reduceMs;
-    t.gradientBytes = numel_ * static_cast<std::int64_t>(c10::elementSize(dtype_));
-    t.stepMs = stepStart_ ? msSince(*stepStart_) : stepMs;
-    t.periodMs = msSince(lastStepEnd_);
-    timings_->record(t);
-  }
   if (boundary) {
+    if (timings_) {
+      StepTiming t;
+      t.rank = dpRank();
+      t.worldSize = group_->size();
+      t.step = globalSteps_;
+      t.microBatch = batch_.microBatchPerGpu;
+      t.gas = batch_.gradientAccumulation;
+      t.forwardMs = timers_.forward - timersAtStepStart_.forward;
+      t.backwardMs = timers_.backward - timersAtStepStart_.backward;
+      t.allreduceMs = timers_.allreduce - timersAtStepStart_.allreduce;
+      t.optimizerMs = stepMs - reduceMs;
+      t.gradientBytes = numel_ * static_cast<std::int64_t>(c10::elementSize(dtype_));
+      t.stepMs = stepStart_ ? msSince(*stepStart_) : stepMs;
+      t.periodMs = msSince(lastStepEnd_);
+      timings_->record(t);
+    }
     timersAtStepStart_ = timers_;
     stepStart_.reset();
     lastStepEnd_ = Clock::now();
