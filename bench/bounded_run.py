@@ -53,7 +53,7 @@ def run_bounded(commands, label, timeout, env=None, ok_codes=(0,)):
                               f"{timeout:g} s; killed") from None
             if p.returncode not in ok_codes:
                 raise Failed(f"{label}: process {i} exited with status {p.returncode}: "
-                             f"{err.strip()[-800:]}")
+                             f"{err.strip()[-6000:]}")
             results.append((p.returncode, out, err))
         return results
     finally:

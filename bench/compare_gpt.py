@@ -83,9 +83,19 @@ def run_ours(exe, ranks, args, timeout, label):
 
 
 def run_peer(python, ranks, args, timeout, label):
-    cmd = [python, PEER, "--ranks", str(ranks), "--json"] + args
+    """The PyTorch peer's run. Its own --timeout ends it 15 s before ours, so that a hung rank
+    prints its stacks (torch_peer.spawn_ranks) before it is killed. A peer that hangs (torch's
+    gloo, not our code) is tried once more, saying so; a peer that fails otherwise is not."""
+    cmd = [python, PEER, "--ranks", str(ranks), "--json", "--timeout", f"{max(timeout - 15, 1):g}"] + args
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    return last_json(run_bounded([cmd], label, timeout, env=env)[0][1], label)
+    for attempt in (1, 2):
+        try:
+            return last_json(run_bounded([cmd], label, timeout, env=env)[0][1], label)
+        except (Stalled, Failed) as e:
+            if attempt == 2 or (isinstance(e, Failed) and "timed out after" not in str(e)):
+                raise
+            print(f"compare_gpt: {e}\ncompare_gpt: the peer hung; running it once more", file=sys.stderr,
+                  flush=True)
 
 
 def mib(r):

@@ -20,7 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from torch_peer import spawn_ranks  # noqa: E402 (bench/torch_peer.py)
+from torch_peer import init_process_group, spawn_ranks  # noqa: E402 (bench/torch_peer.py)
 
 
 def build(torch, layers, hidden):
@@ -30,13 +30,13 @@ def build(torch, layers, hidden):
     return torch.nn.Sequential(*blocks, torch.nn.Linear(hidden, 10))
 
 
-def run(rank, args, port, queue):
+def run(rank, args, init, queue):
     import torch
     import torch.distributed as dist
     torch.set_num_threads(1)
     ranks = args.ranks
     if ranks > 1 or args.mode == "ddp":
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ranks)
+        init_process_group(dist, init, rank, ranks, args.timeout)
     device = torch.device(args.device)
     torch.manual_seed(0)
     model = build(torch, args.layers, args.hidden).to(device)

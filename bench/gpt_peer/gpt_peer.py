@@ -37,8 +37,8 @@ What is the same as examples/gpt (read gpt_model.cpp, char_corpus.cpp and train_
             the first --warmup of the --steps steps are not timed; the median is the upper
             median (sorted[n // 2]) as examples/common/job_support.cpp's median().
 
-Ranks are processes (torch.multiprocessing spawn, MASTER_ADDR 127.0.0.1, a free port), each with
-torch.set_num_threads(1). One rank runs in this process.
+Ranks are processes (torch.multiprocessing spawn, gloo over loopback, a file:// rendezvous in a
+temporary directory), each with torch.set_num_threads(1). One rank runs in this process.
 
 --save-state FILE keeps the final weights and Adam moments by parameter name (for diagnosing a
 loss-curve difference against a Stretch checkpoint). Prints a summary line, or with --json one JSON object: steps, warmup, ranks, losses (per step),
@@ -58,7 +58,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from torch_peer import spawn_ranks  # noqa: E402 (bench/torch_peer.py)
+from torch_peer import init_process_group, spawn_ranks  # noqa: E402 (bench/torch_peer.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -402,15 +402,14 @@ def upper_median(values):
     return sorted(values)[len(values) // 2] if values else 0.0
 
 
-def train(rank, args, port, queue):
+def train(rank, args, init, queue):
     """One rank's training; rank 0 puts the result (or an error string) on `queue`, or returns it."""
     import torch
     import torch.distributed as dist
     torch.set_num_threads(1)
     world = args.ranks
     if world > 1:
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        dist.init_process_group("gloo", rank=rank, world_size=world)
+        init_process_group(dist, init, rank, world, args.timeout)
     config = read_config(args.config)
     tbs, micro, gas = resolve_batch(config, world)
     inputs, targets, vocab, _ = load_corpus(torch, args.data, args.context)
@@ -523,9 +522,9 @@ def train(rank, args, port, queue):
     return result
 
 
-def spawned_rank(rank, args, port, queue):
+def spawned_rank(rank, args, init, queue):
     try:
-        train(rank, args, port, queue)
+        train(rank, args, init, queue)
     except BaseException as e:  # the parent reports it; exit non-zero so it stops waiting
         print(f"gpt_peer: rank {rank}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         raise
