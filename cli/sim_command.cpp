@@ -53,10 +53,26 @@ struct SimOptions {
   bool quiet = false;
   bool calibrate = false;
   std::string calibrationOut;
-  std::string job;     // --job "PROGRAM ARGS..."
-  std::string config;  // --config CFG
-  int repeat = 3;      // --repeat N
+  std::string job;             // --job "PROGRAM ARGS..."
+  std::string config;          // --config CFG
+  int repeat = 3;              // --repeat N
+  std::string checkpointArgs;  // --checkpoint-args "ARGS..."
 };
+
+// "a b  c" -> {"a", "b", "c"}
+std::vector<std::string> splitAtSpaces(const std::string& text) {
+  std::vector<std::string> out;
+  for (std::size_t pos = 0; pos < text.size();) {
+    const std::size_t start = text.find_first_not_of(" \t", pos);
+    if (start == std::string::npos) {
+      break;
+    }
+    const std::size_t end = std::min(text.find_first_of(" \t", start), text.size());
+    out.push_back(text.substr(start, end - start));
+    pos = end;
+  }
+  return out;
+}
 
 std::string hours(double h) {
   if (h >= 48.0) {
@@ -143,15 +159,8 @@ int runCalibrate(const SimOptions& o) {
   try {
     tools::CalibrationOptions options;
     options.progress = !o.quiet;
-    for (std::size_t pos = 0; pos < o.job.size();) {
-      const std::size_t start = o.job.find_first_not_of(" \t", pos);
-      if (start == std::string::npos) {
-        break;
-      }
-      const std::size_t end = std::min(o.job.find_first_of(" \t", start), o.job.size());
-      options.job.push_back(o.job.substr(start, end - start));
-      pos = end;
-    }
+    options.job = splitAtSpaces(o.job);
+    options.checkpointArgs = splitAtSpaces(o.checkpointArgs);
     options.config = o.config;
     options.repeat = o.repeat;
     const nlohmann::json result = tools::runCalibration(options);
@@ -163,22 +172,34 @@ int runCalibrate(const SimOptions& o) {
     } else {
       std::cout << fmt::format(
           "stretch sim --calibrate: {} on this machine\n"
-          "  compute            {:.3g} s per sample per worker at 2 workers ({:.3f} ms per "
-          "step; alone {:.3f} ms)\n"
-          "  compute spread     {:.1f} % of it per rank (the slower of 2 ranks: +{:.3f} ms)\n"
+          "  compute            {:.3g} s per sample per worker ({:.3f} ms per step alone; at 2 "
+          "workers {:.3f} ms per rank, the slower rank {:.3f} ms)\n"
+          "  compute spread     {:.1f} % of it (the slower of 2 ranks: +{:.3f} ms)\n"
           "  Gloo all-reduce    {:.1f} us per collective + bytes at {:.3f} GB/s (2 ranks; the "
           "benchmark alone: {:.1f} us)\n"
           "  step overhead      {:.3f} ms (the optimizer after the reduction)\n",
           o.job.empty() ? std::string("the example job") : o.job,
           result["job"]["seconds_per_sample_per_gpu"].get<double>(),
-          c["compute_seconds_per_step"].get<double>() * 1e3,
           c["single_worker_compute_seconds_per_step"].get<double>() * 1e3,
+          c["compute_seconds_per_step"].get<double>() * 1e3,
+          c["slowest_rank_compute_seconds_per_step"].get<double>() * 1e3,
           c["compute_spread"].get<double>() * 100,
-          c["compute_spread"].get<double>() * c["compute_seconds_per_step"].get<double>() *
+          c["compute_spread"].get<double>() *
+              c["single_worker_compute_seconds_per_step"].get<double>() *
               sim::expectedMaxOfNormals(2) * 1e3,
           result["cluster"]["op_latency_us"].get<double>(),
           result["cluster"]["intra_node_GBps"].get<double>(),
           c["bench_op_latency_us"].get<double>(), c["step_overhead_seconds"].get<double>() * 1e3);
+      if (c["costs_measured"].get<bool>()) {
+        std::cout << fmt::format(
+            "  restart            {:.3f} s from start_workers to training (median of {} starts)\n"
+            "  checkpoint         save {:.3f} s (median of {}), load {:.3f} s\n",
+            c["restart_overhead_seconds"].get<double>(), c["startup_seconds"].size(),
+            result["job"]["checkpoint"]["save_seconds"].get<double>(), c["save_seconds"].size(),
+            c["load_seconds"].get<double>());
+      } else {
+        std::cout << "  restart, checkpoint not measured (give --checkpoint-args)\n";
+      }
       for (const auto& run : c["runs"]) {
         std::cout << fmt::format(
             "  {} worker(s), accumulation {:<2} predicted {:.3f} ms, measured {:.3f} ms: error "
@@ -328,6 +349,11 @@ Command addSimCommand(CLI::App& app) {
                   "medians; the fit pools their steps)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  sub->add_option("--checkpoint-args", o->checkpointArgs,
+                  "with --calibrate --job: the job's arguments that make it save checkpoints into "
+                  "the directory {dir}, one string (e.g. \"--checkpoint-dir {dir} --save-every "
+                  "10\"); every run saves, one more run adds --resume, and the scenario gets the "
+                  "measured save, load and restart costs (the example: --save-every 50)");
   sub->add_option("--config", o->config,
                   "with --calibrate --job: the job's DeepSpeed config; the runs keep its micro "
                   "batch and accumulation and drop train_batch_size and elasticity");

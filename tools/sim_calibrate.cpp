@@ -7,22 +7,36 @@
 //  1. network: `stretch bench comm` all_reduce over 2 Gloo ranks, 4 KiB to 4 MiB -> the
 //     per-collective latency and the bandwidth, least squares on relative error over
 //     sim::collectiveCost itself;
-//  2. fit runs under `stretch launch`: 1 worker, then 2 workers, at the config's micro batch and
-//     accumulation a. From the 2-worker timings (warm-up steps dropped):
-//       compute per step     c = step_ms - all-reduce wait - optimizer: from the first forward
-//                            to the reduction; per sample: C = median(c) / (micro x a)
-//       compute spread       s = sigma / median(c), sigma = median |c_0 - c_1| / (0.6745 sqrt 2)
-//                            (the difference of two normals; the median, so that a few slow
-//                            steps do not decide it); a fraction: it scales with the compute
-//       step overhead        O = median(optimizer + period - step_ms): the update after the
-//                            reduction and what happens between steps (data, logging)
+//  2. fit runs under `stretch launch`: 1 worker, then 2 workers (two local node agents of one
+//     worker, the multi-node path), at the config's micro batch and accumulation a (warm-up
+//     steps dropped). Per rank and step, compute c = step_ms - all-reduce
+//     wait - optimizer: from the first forward to the reduction.
+//       compute per sample   C = median(c) of the lone worker / (micro x a): computing alone,
+//                            nothing to wait for
+//       compute spread       s = (M / C1 - 1) / e(2), M = median over steps of the slower of the
+//                            2 ranks' c, C1 = the lone worker's median c: the straggler term
+//                            (C1 s e(D): the slowest of D ranks) of the step model, a fraction of
+//                            the compute, so it scales with it; it takes in both random spread
+//                            and a rank that is always slower (two unequal cores)
+//       step overhead        O = median(optimizer + period - step_ms) at 2 workers: the update
+//                            after the reduction and what happens between steps (data, logging)
 //       all-reduce           the rest of the measured step S = median(period):
-//                            S - median(c) (1 + s e(2)) - O; its gap to the benchmark's time
-//                            for the same bytes goes into the per-collective latency (inside
-//                            training a rank waits on a collective its peer reaches later, and
-//                            Gloo wakes it: far slower than the benchmark's back-to-back calls)
+//                            S - C1 (1 + s e(2)) - O; its gap to the benchmark's time for the
+//                            same bytes goes into the per-collective latency (inside training a
+//                            rank waits on a collective its peer reaches later, and Gloo wakes
+//                            it: far slower than the benchmark's back-to-back calls)
 //  3. held-out check: 2 workers at accumulation 2a, predicted by sim::planStep with the fitted
-//     figures and measured (median period).
+//     figures and measured (median period). The runs of 2 and 3 are interleaved (1 worker, 2
+//     workers, 2 workers at 2a, and again for each --repeat), so that a machine whose speed
+//     drifts over minutes slows the fit and the check alike.
+//  4. restart and checkpoint costs, when the job saves checkpoints (the example does; a --job
+//     with --checkpoint-args): every run saves into its own directory and the engine writes each
+//     save's and load's wall time; one more 2-worker run resumes from the last fit run's
+//     checkpoint. save_seconds is the median save (the slowest rank's), load_seconds the
+//     resumed run's load, and restart_overhead_seconds the median over the 2-worker runs of
+//     (end of the first step) - (the launcher's start_workers) - (load) - (the run's median
+//     step): process start, LibTorch, the rendezvous, the model's set-up and the first step's
+//     extra time, which is what the simulator charges every start.
 
 #include "tools/sim_calibrate.hpp"
 
@@ -78,6 +92,18 @@ nlohmann::json lastJson(const std::string& out, const std::string& what, const f
   return nlohmann::json::parse(last);
 }
 
+// The unix time (ns) of the first start_workers record of a launcher event log, 0 when none.
+std::int64_t firstStartNs(const fs::path& events) {
+  std::ifstream in(events);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("event", "") == "start_workers") {
+      return j.value("time_ns", std::int64_t{0});
+    }
+  }
+  return 0;
+}
+
 struct StepLine {
   double compute = 0;    // step_ms - all-reduce wait - optimizer, seconds
   double allreduce = 0;  // seconds waited
@@ -94,9 +120,15 @@ struct RunTimings {
   // (repeat, step) -> rank -> timings, every repeat's
   std::map<std::pair<int, std::int64_t>, std::map<int, StepLine>> steps;
   std::vector<double> repeatSteps;  // each repeat's median period
+  std::vector<double> saves;        // seconds per checkpoint save (the slowest rank's)
+  std::vector<double> loads;        // seconds per checkpoint load (the slowest rank's)
+  std::vector<double> startups;     // seconds from start_workers to productive training
 };
 
-RunTimings readTimings(const fs::path& path, std::int64_t workers) {
+// One run's timings. `requireSteps`: at least 3 complete steps after the warm-up, or Error.
+// `startNs`: the launcher's start_workers time, for the startup (0: not measured).
+RunTimings readTimings(const fs::path& path, std::int64_t workers, bool requireSteps = true,
+                       std::int64_t startNs = 0) {
   std::ifstream in(path);
   if (!in) {
     throw Error(
@@ -107,8 +139,16 @@ RunTimings readTimings(const fs::path& path, std::int64_t workers) {
   RunTimings t;
   t.workers = workers;
   std::int64_t last = 0;
+  std::int64_t first = -1;
+  std::int64_t firstEndNs = 0;
+  std::map<std::int64_t, double> saves, loads;  // step -> slowest rank's seconds
   for (std::string line; std::getline(in, line);) {
     const auto j = nlohmann::json::parse(line);
+    if (j.contains("event")) {
+      auto& slot = (j.at("event") == "save" ? saves : loads)[j.at("step").get<std::int64_t>()];
+      slot = std::max(slot, j.at("seconds").get<double>());
+      continue;
+    }
     StepLine s;
     s.allreduce = j.at("allreduce_ms").get<double>() * 1e-3;
     const double optimizer = j.at("optimizer_ms").get<double>() * 1e-3;
@@ -122,13 +162,35 @@ RunTimings readTimings(const fs::path& path, std::int64_t workers) {
     t.gas = j.at("gas").get<std::int64_t>();
     t.gradientBytes = j.at("gradient_bytes").get<std::int64_t>();
     last = std::max(last, step);
+    if (first < 0 || step < first) {
+      first = step;
+      firstEndNs = 0;
+    }
+    if (step == first) {
+      firstEndNs = std::max(firstEndNs, j.value("unix_ns", std::int64_t{0}));
+    }
   }
+  for (const auto& [step, seconds] : saves) {
+    t.saves.push_back(seconds);
+  }
+  for (const auto& [step, seconds] : loads) {
+    t.loads.push_back(seconds);
+  }
+  const double load = t.loads.empty() ? 0.0 : t.loads.front();
   // Warm-up: the first tenth of the steps (at least the first), and steps some rank missed.
   const std::int64_t warmup = std::max<std::int64_t>(1, last / 10);
   std::erase_if(t.steps, [&](const auto& kv) {
     return kv.first.second <= warmup || static_cast<std::int64_t>(kv.second.size()) != workers;
   });
-  if (t.steps.size() < 3) {
+  if (startNs > 0 && firstEndNs > startNs && !t.steps.empty()) {
+    std::vector<double> periods;
+    for (const auto& [step, ranks] : t.steps) {
+      periods.push_back(ranks.begin()->second.period);
+    }
+    t.startups.push_back(
+        std::max(0.0, static_cast<double>(firstEndNs - startNs) * 1e-9 - load - median(periods)));
+  }
+  if (requireSteps && t.steps.size() < 3) {
     throw Error(
         fmt::format("calibration: {} holds {} complete steps after the warm-up; at least "
                     "3 are needed (train longer)",
@@ -150,51 +212,61 @@ double measuredStep(const RunTimings& t) {
 }
 
 struct Fit {
-  double computePerStep = 0;
-  double spread = 0;        // a fraction of computePerStep
-  double allreduce = 0;     // the rest of the median step
-  double shortestWait = 0;  // median over steps of the smaller all-reduce wait (diagnostics)
+  double computePerStep = 0;  // median over ranks and steps
+  double slowestCompute = 0;  // median over steps of the slowest rank's compute
+  double spread = 0;          // a fraction of the lone worker's compute
+  double allreduce = 0;       // the rest of the median step
+  double shortestWait = 0;    // median over steps of the smallest all-reduce wait (diagnostics)
   double overhead = 0;
 };
 
-Fit fitRun(const RunTimings& t) {
+// `alone`: the lone worker's compute per step at this run's accumulation (0 for the 1-worker
+// run itself). The slowest of D ranks computes alone x (1 + s e(D)) (the step model's straggler
+// term); the all-reduce is what remains of the median step.
+Fit fitRun(const RunTimings& t, double alone) {
   Fit f;
-  std::vector<double> compute, waits, overheads, gaps;
+  std::vector<double> compute, slowest, waits, overheads;
   for (const auto& [step, ranks] : t.steps) {
     double smallest = 1e300;
+    double largest = 0;
     for (const auto& [rank, s] : ranks) {
       compute.push_back(s.compute);
       overheads.push_back(s.overhead);
       smallest = std::min(smallest, s.allreduce);
+      largest = std::max(largest, s.compute);
     }
     waits.push_back(smallest);
-    if (ranks.size() == 2) {
-      gaps.push_back(
-          std::abs(ranks.begin()->second.compute - std::next(ranks.begin())->second.compute));
-    }
+    slowest.push_back(largest);
   }
   f.computePerStep = median(compute);
+  f.slowestCompute = median(slowest);
   f.shortestWait = t.workers > 1 ? median(waits) : 0.0;
   f.overhead = median(overheads);
-  if (t.workers == 2 && f.computePerStep > 0) {
-    constexpr double kNormalMedianAbs = 0.674489750196;  // median |Z|, Z standard normal
-    f.spread = median(gaps) / (kNormalMedianAbs * std::sqrt(2.0)) / f.computePerStep;
-  }
-  if (t.workers > 1) {
-    f.allreduce = std::max(
-        0.0, measuredStep(t) -
-                 f.computePerStep * (1.0 + f.spread * sim::expectedMaxOfNormals(t.workers)) -
-                 f.overhead);
+  if (t.workers > 1 && alone > 0) {
+    const double e = sim::expectedMaxOfNormals(t.workers);
+    f.spread = std::max(0.0, (f.slowestCompute / alone - 1.0) / e);
+    f.allreduce = std::max(0.0, measuredStep(t) - alone * (1.0 + f.spread * e) - f.overhead);
   }
   return f;
 }
 
 }  // namespace
 
-nlohmann::json runCalibration(const CalibrationOptions& options) {
+nlohmann::json runCalibration(CalibrationOptions options) {
   const fs::path self = fs::read_symlink("/proc/self/exe");
   std::vector<std::string> job = options.job;
   nlohmann::json config;
+  if (!options.checkpointArgs.empty()) {
+    std::string joined;
+    for (const auto& a : options.checkpointArgs) {
+      joined += (joined.empty() ? "" : " ") + a;
+    }
+    if (joined.find("{dir}") == std::string::npos) {
+      throw ConfigError(ErrorDetail{"--checkpoint-args", joined,
+                                    "arguments naming the checkpoint directory as {dir} (each "
+                                    "run gets its own)"});
+    }
+  }
   if (job.empty()) {
     const fs::path digits = self.parent_path() / "stretch-train-digits";
     if (!fs::exists(digits)) {
@@ -202,6 +274,9 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
                                     "the example job next to stretch (built with LibTorch)"});
     }
     job = {digits.string(), "--steps", std::to_string(kExampleSteps)};
+    if (options.checkpointArgs.empty()) {
+      options.checkpointArgs = {"--checkpoint-dir", "{dir}", "--save-every", "50"};
+    }
     config = {{"train_micro_batch_size_per_gpu", kExampleMicro},
               {"gradient_accumulation_steps", kExampleAccumulation},
               {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 0.005}}}}}};
@@ -251,27 +326,53 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
   std::mt19937 rng(std::random_device{}());
   int port = 30000 + static_cast<int>(rng() % 20000);
 
-  // One run of the job under `stretch launch`; returns its timings.
-  auto runOnce = [&](std::int64_t workers, std::int64_t gas, int repeat) {
+  auto checkpointArgs = [&](const fs::path& ckpt) {
+    std::vector<std::string> args;
+    for (std::string a : options.checkpointArgs) {
+      for (auto at = a.find("{dir}"); at != std::string::npos; at = a.find("{dir}")) {
+        a.replace(at, 5, ckpt.string());
+      }
+      args.push_back(a);
+    }
+    return args;
+  };
+  const bool measureCosts = !options.checkpointArgs.empty();
+
+  // One run of the job under `stretch launch`; returns its timings. `extra` goes after the job's
+  // arguments; `requireSteps` as readTimings.
+  auto runOnce = [&](std::int64_t workers, std::int64_t gas, const std::string& tag,
+                     const std::vector<std::string>& extra, bool requireSteps) {
     nlohmann::json c = config;
     c["gradient_accumulation_steps"] = gas;
     const fs::path cfg = dir / fmt::format("config-{}x{}.json", workers, gas);
     std::ofstream(cfg) << c.dump(2) << "\n";
-    const fs::path timings = dir / fmt::format("timings-{}x{}-{}.jsonl", workers, gas, repeat);
-    std::vector<std::string> argv = {"env",
-                                     "OMP_NUM_THREADS=1",
-                                     "STRETCH_TIMINGS_FILE=" + timings.string(),
-                                     self.string(),
-                                     "launch",
-                                     "--num_gpus",
-                                     std::to_string(workers),
-                                     "--master_port",
-                                     std::to_string(port++)};
+    const fs::path timings = dir / fmt::format("timings-{}.jsonl", tag);
+    const fs::path events = dir / fmt::format("events-{}.jsonl", tag);
+    std::vector<std::string> argv = {"env", "OMP_NUM_THREADS=1",
+                                     "STRETCH_TIMINGS_FILE=" + timings.string(), self.string(),
+                                     "launch"};
+    if (workers == 1) {
+      argv.insert(argv.end(), {"--num_gpus", "1"});
+    } else {
+      // One node agent per worker, as a multi-node job runs: the start decision reaches the
+      // workers through the controller's store, and that is part of every restart.
+      const fs::path hostfile = dir / fmt::format("hostfile-{}", workers);
+      std::ofstream out(hostfile);
+      for (std::int64_t n = 0; n < workers; ++n) {
+        out << "n" << n << " slots=1\n";
+      }
+      out.close();
+      argv.insert(argv.end(), {"--hostfile", hostfile.string(), "--launcher", "local", "--log_dir",
+                               (dir / ("logs-" + tag)).string()});
+    }
+    const int master = port;
+    port += 2;  // the controller's rendezvous takes the next port
+    argv.insert(argv.end(),
+                {"--master_port", std::to_string(master), "--event_log", events.string()});
     argv.insert(argv.end(), job.begin(), job.end());
     argv.push_back("--config");
     argv.push_back(cfg.string());
-    progress(fmt::format("{} worker(s), micro batch {} x accumulation {} (run {} of {})", workers,
-                         micro, gas, repeat + 1, options.repeat));
+    argv.insert(argv.end(), extra.begin(), extra.end());
     const launcher::Captured out = launcher::runCaptured(argv, log);
     if (!out.exit.ok()) {
       throw Error(
@@ -279,24 +380,33 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
                       "{})",
                       workers, out.exit.describe(), log.string()));
     }
-    return readTimings(timings, workers);
+    return readTimings(timings, workers, requireSteps, firstStartNs(events));
   };
 
-  // options.repeat runs of the job under `stretch launch`; returns their timings together.
-  auto run = [&](std::int64_t workers, std::int64_t gas) {
-    RunTimings all;
-    for (int r = 0; r < options.repeat; ++r) {
-      RunTimings one = runOnce(workers, gas, r);
-      all.workers = one.workers;
-      all.micro = one.micro;
-      all.gas = one.gas;
-      all.gradientBytes = one.gradientBytes;
-      all.repeatSteps.push_back(medianPeriod(one));
-      for (auto& [key, ranks] : one.steps) {
-        all.steps[{r, key.second}] = std::move(ranks);
-      }
+  // One more run (repeat r) of the job under `stretch launch`, merged into `all`.
+  fs::path fitCheckpoint;  // the checkpoint directory of the latest 2-worker fit run
+  auto addRepeat = [&](RunTimings& all, std::int64_t workers, std::int64_t gas, int r) {
+    progress(fmt::format("{} worker(s), micro batch {} x accumulation {} (run {} of {})", workers,
+                         micro, gas, r + 1, options.repeat));
+    const std::string tag = fmt::format("{}x{}-{}", workers, gas, r);
+    const fs::path checkpoint = dir / ("ckpt-" + tag);
+    if (workers == 2 && gas == accumulation) {
+      fitCheckpoint = checkpoint;
     }
-    return all;
+    RunTimings one =
+        runOnce(workers, gas, tag,
+                measureCosts ? checkpointArgs(checkpoint) : std::vector<std::string>{}, true);
+    all.workers = one.workers;
+    all.micro = one.micro;
+    all.gas = one.gas;
+    all.gradientBytes = one.gradientBytes;
+    all.repeatSteps.push_back(medianPeriod(one));
+    for (auto& [key, ranks] : one.steps) {
+      all.steps[{r, key.second}] = std::move(ranks);
+    }
+    for (auto v : {&RunTimings::saves, &RunTimings::loads, &RunTimings::startups}) {
+      (all.*v).insert((all.*v).end(), (one.*v).begin(), (one.*v).end());
+    }
   };
 
   // 1. network
@@ -342,11 +452,30 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
   cluster.intraNodeGBps = 1.0 / inverseBandwidth;
   cluster.interNodeGBps = cluster.intraNodeGBps;
 
-  // 2. the fit runs
-  const RunTimings one = run(1, accumulation);
-  const RunTimings two = run(2, accumulation);
-  const Fit fit1 = fitRun(one);
-  const Fit fit2 = fitRun(two);
+  // 2. and 3. the fit runs and the held-out run, interleaved (1 worker, 2 workers, 2 workers at
+  // twice the accumulation, then again), so that the machine's drift reaches each alike
+  const std::int64_t heldOutGas = 2 * accumulation;
+  RunTimings one, two, check;
+  for (int r = 0; r < options.repeat; ++r) {
+    addRepeat(one, 1, accumulation, r);
+    addRepeat(two, 2, accumulation, r);
+    addRepeat(check, 2, heldOutGas, r);
+  }
+  // 4. (part) the resumed run: loading a checkpoint and starting again
+  std::vector<double> startups = two.startups;
+  double loadSeconds = 0;
+  if (measureCosts) {
+    progress("2 worker(s), resuming from the last run's checkpoint (restart and load costs)");
+    std::vector<std::string> extra = checkpointArgs(fitCheckpoint);
+    extra.push_back("--resume");
+    const RunTimings resumed = runOnce(2, accumulation, "resume", extra, false);
+    if (!resumed.loads.empty()) {
+      loadSeconds = resumed.loads.front();
+    }
+    startups.insert(startups.end(), resumed.startups.begin(), resumed.startups.end());
+  }
+  const Fit fit1 = fitRun(one, 0.0);
+  const Fit fit2 = fitRun(two, fit1.computePerStep);
   const auto gradientBytes = static_cast<std::uint64_t>(two.gradientBytes);
   const double benchAllReduce =
       sim::collectiveCost(cluster, comm::OpType::AllReduce, gradientBytes, 2).seconds;
@@ -354,7 +483,7 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
   cluster.opLatencyUs += std::max(0.0, fit2.allreduce - benchAllReduce) * 1e6;
 
   sim::JobSpec spec;
-  spec.secondsPerSample = fit2.computePerStep / static_cast<double>(micro * accumulation);
+  spec.secondsPerSample = fit1.computePerStep / static_cast<double>(micro * accumulation);
   spec.gradientBytes = gradientBytes;
   spec.bucketCount = 1;
   spec.overlapComm = false;
@@ -364,13 +493,12 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
     const config::BatchTriple batch{micro * gas * workers, micro, gas};
     return sim::nanosToSeconds(sim::planStep(j, cluster, batch, workers, 1).stepNs);
   };
-  sim::JobSpec alone = spec;
-  alone.secondsPerSample = fit1.computePerStep / static_cast<double>(micro * accumulation);
-  alone.stepOverheadSeconds = fit1.overhead;
 
-  // 3. the held-out run
-  const std::int64_t heldOutGas = 2 * accumulation;
-  const RunTimings check = run(2, heldOutGas);
+  startups.insert(startups.end(), check.startups.begin(), check.startups.end());
+  std::vector<double> saves = two.saves;
+  saves.insert(saves.end(), check.saves.begin(), check.saves.end());
+  const double saveSeconds = saves.empty() ? 0.0 : median(saves);
+  const double restartSeconds = measureCosts && !startups.empty() ? median(startups) : 0.0;
 
   nlohmann::json runs = nlohmann::json::array();
   auto addRun = [&](const RunTimings& t, const Fit& f, double predicted, const std::string& role) {
@@ -390,10 +518,10 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
                     {"measured_step_seconds", m},
                     {"relative_error", (predicted - m) / m}});
   };
-  addRun(one, fit1, predict(1, accumulation, alone), "fit (1 worker)");
+  addRun(one, fit1, predict(1, accumulation, spec), "fit (1 worker)");
   addRun(two, fit2, predict(2, accumulation, spec), "fit");
   const double heldOutPredicted = predict(2, heldOutGas, spec);
-  addRun(check, fitRun(check), heldOutPredicted, "held out");
+  addRun(check, fitRun(check, 2.0 * fit1.computePerStep), heldOutPredicted, "held out");
   const auto& heldOut = runs.back();
 
   nlohmann::json scenarioConfig = config;
@@ -419,8 +547,9 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
         {"compute_spread", spec.computeSpread},
         {"step_overhead_seconds", spec.stepOverheadSeconds},
         {"total_steps", steps},
-        {"checkpoint", {{"every_steps", steps}, {"save_seconds", 0.0}, {"load_seconds", 0.0}}},
-        {"restart_overhead_seconds", 0.0}}},
+        {"checkpoint",
+         {{"every_steps", steps}, {"save_seconds", saveSeconds}, {"load_seconds", loadSeconds}}},
+        {"restart_overhead_seconds", restartSeconds}}},
       {"failures", {{"model", "none"}}},
       {"calibration",
        {{"job", job},
@@ -431,14 +560,20 @@ nlohmann::json runCalibration(const CalibrationOptions& options) {
         {"training_all_reduce_seconds", fit2.allreduce},
         {"bench_op_latency_us", benchLatency * 1e6},
         {"compute_seconds_per_step", fit2.computePerStep},
+        {"slowest_rank_compute_seconds_per_step", fit2.slowestCompute},
         {"single_worker_compute_seconds_per_step", fit1.computePerStep},
         {"compute_spread", fit2.spread},
         {"step_overhead_seconds", fit2.overhead},
         {"predicted_step_seconds", heldOutPredicted},
         {"measured_step_seconds", heldOut["measured_step_seconds"]},
         {"relative_error", heldOut["relative_error"]},
-        {"compute_seconds", fit2.computePerStep * 2.0},
-        {"all_reduce_seconds", fit2.allreduce}}}};
+        {"compute_seconds", fit1.computePerStep * 2.0},
+        {"all_reduce_seconds", fit2.allreduce},
+        {"costs_measured", measureCosts},
+        {"save_seconds", saves},
+        {"load_seconds", loadSeconds},
+        {"startup_seconds", startups},
+        {"restart_overhead_seconds", restartSeconds}}}};
   std::error_code ec;
   fs::remove_all(dir, ec);
   return result;

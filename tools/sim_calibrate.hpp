@@ -22,13 +22,18 @@ struct CalibrationOptions {
   // Runs per configuration; the measured step is the median of their medians and the fit pools
   // their steps, so one run slowed by something else on the machine does not decide it.
   int repeat = 3;
+  // Arguments that make the job save checkpoints (a few in each run) into the directory "{dir}":
+  // every run saves, and one more 2-worker run adds --resume, so that the scenario gets the
+  // measured save, load and restart costs. Empty: those costs are not measured (0), except for
+  // the example, which saves every 50 steps.
+  std::vector<std::string> checkpointArgs;
 };
 
 // A scenario for the job on this machine ("cluster", "job", "failures") plus a "calibration"
-// object: the fitted figures and, per run (1 and 2 workers at the config's accumulation, and 2
-// workers at twice it, the held-out check), the predicted and measured median step. Throws
-// ConfigError for a missing job or a config without a micro batch, Error when a run fails
-// (naming the log with its output).
-nlohmann::json runCalibration(const CalibrationOptions& options);
+// object: the fitted figures, the restart and checkpoint costs and, per run (1 and 2 workers at the
+// config's accumulation, and 2 workers at twice it, the held-out check), the predicted and measured
+// median step. Throws ConfigError for a missing job or a config without a micro batch, Error when a
+// run fails (naming the log with its output).
+nlohmann::json runCalibration(CalibrationOptions options);
 
 }  // namespace stretch::tools

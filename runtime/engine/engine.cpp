@@ -472,6 +472,7 @@ void Engine::step() {
       t.gradientBytes = numel_ * static_cast<std::int64_t>(c10::elementSize(dtype_));
       t.stepMs = stepStart_ ? msSince(*stepStart_) : stepMs;
       t.periodMs = msSince(lastStepEnd_);
+      t.unixNs = unixNowNs();
       timings_->record(t);
     }
     timersAtStepStart_ = timers_;

@@ -14,6 +14,7 @@
 // dir/tag/manifest.json: every file's size and SHA-256; dir/latest: the tag, written last.
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <set>
@@ -100,12 +101,27 @@ const std::set<std::string>& engineKeys() {
   return keys;
 }
 
+// A save or load line for STRETCH_TIMINGS_FILE (step_timings.hpp), when it is set.
+void recordCheckpoint(StepTimingsFile* timings, const char* event, int rank, std::int64_t step,
+                      std::chrono::steady_clock::time_point began) {
+  if (timings == nullptr)
+    return;
+  CheckpointTiming t;
+  t.rank = rank;
+  t.event = event;
+  t.step = step;
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  t.unixNs = unixNowNs();
+  timings->record(t);
+}
+
 }  // namespace
 
 std::string Engine::saveCheckpoint(const std::string& dir, std::optional<std::string> tag,
                                    const StateDict& clientState) {
   if (dir.empty())
     throw ConfigError(ErrorDetail{"save_dir", "\"\"", "a directory"});
+  const auto began = std::chrono::steady_clock::now();
   const std::string name = tag.value_or(fmt::format("global_step{}", globalSteps_));
   const std::string path = joinPath(dir, name);
   const int rank = dpRank();
@@ -222,6 +238,7 @@ std::string Engine::saveCheckpoint(const std::string& dir, std::optional<std::st
     writeLatest(dir, name);
   }
   group_->barrier()->wait();
+  recordCheckpoint(timings_.get(), "save", rank, globalSteps_, began);
   return path;
 }
 
@@ -275,6 +292,7 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::string& dir,
                                                        std::optional<std::string> tag,
                                                        bool loadOptimizerStates,
                                                        bool loadLrSchedulerStates) {
+  const auto began = std::chrono::steady_clock::now();
   std::string name;
   if (tag) {
     name = *tag;
@@ -428,6 +446,7 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::string& dir,
       loaded.clientState[key] = item.value();
   }
   group_->barrier()->wait();
+  recordCheckpoint(timings_.get(), "load", dpRank(), globalSteps_, began);
   return loaded;
 }
 

@@ -1,6 +1,7 @@
 #include "runtime/engine/step_timings.hpp"
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -18,9 +19,21 @@ std::string toJsonLine(const StepTiming& t) {
       "{{\"rank\":{},\"world_size\":{},\"step\":{},\"micro_batch\":{},\"gas\":{},"
       "\"gradient_bytes\":{},\"forward_ms\":{:.4f},\"backward_ms\":{:.4f},"
       "\"allreduce_ms\":{:.4f},\"optimizer_ms\":{:.4f},\"step_ms\":{:.4f},"
-      "\"period_ms\":{:.4f}}}\n",
+      "\"period_ms\":{:.4f},\"unix_ns\":{}}}\n",
       t.rank, t.worldSize, t.step, t.microBatch, t.gas, t.gradientBytes, t.forwardMs, t.backwardMs,
-      t.allreduceMs, t.optimizerMs, t.stepMs, t.periodMs);
+      t.allreduceMs, t.optimizerMs, t.stepMs, t.periodMs, t.unixNs);
+}
+
+std::string toJsonLine(const CheckpointTiming& t) {
+  return fmt::format(
+      "{{\"rank\":{},\"event\":\"{}\",\"step\":{},\"seconds\":{:.6f},\"unix_ns\":{}}}\n", t.rank,
+      t.event, t.step, t.seconds, t.unixNs);
+}
+
+std::int64_t unixNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::unique_ptr<StepTimingsFile> StepTimingsFile::fromEnvironment() {
@@ -47,10 +60,17 @@ StepTimingsFile::~StepTimingsFile() {
 }
 
 void StepTimingsFile::record(const StepTiming& t) {
+  append(toJsonLine(t));
+}
+
+void StepTimingsFile::record(const CheckpointTiming& t) {
+  append(toJsonLine(t));
+}
+
+void StepTimingsFile::append(const std::string& line) {
   if (failed_) {
     return;
   }
-  const std::string line = toJsonLine(t);
   const ssize_t n = ::write(fd_, line.data(), line.size());
   if (n != static_cast<ssize_t>(line.size())) {
     failed_ = true;

@@ -4,6 +4,7 @@
 
 #include "runtime/engine/engine.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -485,26 +486,54 @@ namespace timings {
 
 struct Line {
   int rank = -1;
-  std::int64_t world = 0, step = 0, micro = 0, gas = 0, bytes = 0;
+  std::int64_t world = 0, step = 0, micro = 0, gas = 0, bytes = 0, unixNs = 0;
   double forward = -1, backward = -1, allreduce = -1, optimizer = -1, total = -1, period = -1;
 };
 
-std::vector<Line> readLines(const std::string& path) {
+struct CheckpointLine {
+  int rank = -1;
+  std::string event;
+  std::int64_t step = 0, unixNs = 0;
+  double seconds = -1;
+};
+
+// The step lines of the file; its checkpoint lines go to `checkpoints` when given.
+std::vector<Line> readLines(const std::string& path,
+                            std::vector<CheckpointLine>* checkpoints = nullptr) {
   std::vector<Line> out;
   std::ifstream in(path);
   for (std::string s; std::getline(in, s);) {
+    if (s.find("\"event\"") != std::string::npos) {
+      CheckpointLine c;
+      char event[8] = {};
+      const int n = std::sscanf(
+          s.c_str(),
+          "{\"rank\":%d,\"event\":\"%7[a-z]\",\"step\":%ld,\"seconds\":%lf,\"unix_ns\":%ld}",
+          &c.rank, event, &c.step, &c.seconds, &c.unixNs);
+      EXPECT_EQ(n, 5) << "line: " << s;
+      c.event = event;
+      if (checkpoints != nullptr)
+        checkpoints->push_back(c);
+      continue;
+    }
     Line l;
     const int n = std::sscanf(
         s.c_str(),
         "{\"rank\":%d,\"world_size\":%ld,\"step\":%ld,\"micro_batch\":%ld,\"gas\":%ld,"
         "\"gradient_bytes\":%ld,\"forward_ms\":%lf,\"backward_ms\":%lf,\"allreduce_ms\":%lf,"
-        "\"optimizer_ms\":%lf,\"step_ms\":%lf,\"period_ms\":%lf}",
+        "\"optimizer_ms\":%lf,\"step_ms\":%lf,\"period_ms\":%lf,\"unix_ns\":%ld}",
         &l.rank, &l.world, &l.step, &l.micro, &l.gas, &l.bytes, &l.forward, &l.backward,
-        &l.allreduce, &l.optimizer, &l.total, &l.period);
-    EXPECT_EQ(n, 12) << "line: " << s;
+        &l.allreduce, &l.optimizer, &l.total, &l.period, &l.unixNs);
+    EXPECT_EQ(n, 13) << "line: " << s;
     out.push_back(l);
   }
   return out;
+}
+
+std::int64_t unixNow() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string tempPath(const std::string& name) {
@@ -517,7 +546,10 @@ std::string tempPath(const std::string& name) {
 
 TEST(EngineTimings, EveryRankAppendsOneLinePerStepWhosePartsFitInTheStep) {
   const std::string path = timings::tempPath("timings");
+  const std::string ckpt = timings::tempPath("timings-ckpt");
   std::filesystem::remove(path);
+  std::filesystem::remove_all(ckpt);
+  const std::int64_t began = timings::unixNow();
   ::setenv("STRETCH_TIMINGS_FILE", path.c_str(), 1);
   auto groups = makeGroups(2);
   std::vector<std::thread> ranks;
@@ -540,15 +572,34 @@ TEST(EngineTimings, EveryRankAppendsOneLinePerStepWhosePartsFitInTheStep) {
         engine->backward(torch::mse_loss(engine->forward(x), y));
         engine->step();
       }
+      engine->saveCheckpoint(ckpt);
+      engine->loadCheckpoint(ckpt);
     });
   }
   for (auto& t : ranks) {
     t.join();
   }
   ::unsetenv("STRETCH_TIMINGS_FILE");
-  const std::vector<timings::Line> lines = timings::readLines(path);
+  const std::int64_t ended = timings::unixNow();
+  std::vector<timings::CheckpointLine> checkpoints;
+  const std::vector<timings::Line> lines = timings::readLines(path, &checkpoints);
   std::filesystem::remove(path);
+  std::filesystem::remove_all(ckpt);
   ASSERT_EQ(lines.size(), 6u);
+  // One save and one load per rank, after the third step, each within the test's wall time.
+  ASSERT_EQ(checkpoints.size(), 4u);
+  std::map<int, std::vector<std::string>> events;
+  for (const auto& c : checkpoints) {
+    events[c.rank].push_back(c.event);
+    EXPECT_EQ(c.step, 3);
+    EXPECT_GT(c.seconds, 0);
+    EXPECT_LE(c.seconds * 1e9, static_cast<double>(ended - began));
+    EXPECT_GE(c.unixNs, began);
+    EXPECT_LE(c.unixNs, ended);
+  }
+  EXPECT_EQ(events[0], (std::vector<std::string>{"save", "load"}));
+  EXPECT_EQ(events[1], (std::vector<std::string>{"save", "load"}));
+  std::map<int, std::int64_t> lastEnd;
   std::map<int, std::vector<std::int64_t>> steps;
   for (const timings::Line& l : lines) {
     steps[l.rank].push_back(l.step);
@@ -563,6 +614,10 @@ TEST(EngineTimings, EveryRankAppendsOneLinePerStepWhosePartsFitInTheStep) {
     // Every part lies between the step's first forward and the end of its optimizer step.
     EXPECT_LE(l.forward + l.backward + l.allreduce + l.optimizer, l.total * 1.001 + 0.01);
     EXPECT_GE(l.period * 1.001 + 0.01, l.total);
+    // The wall clock at the step's end: within the test, in step order per rank.
+    EXPECT_GE(l.unixNs, std::max(began, lastEnd[l.rank]));
+    EXPECT_LE(l.unixNs, ended);
+    lastEnd[l.rank] = l.unixNs;
   }
   EXPECT_EQ(steps[0], (std::vector<std::int64_t>{1, 2, 3}));
   EXPECT_EQ(steps[1], (std::vector<std::int64_t>{1, 2, 3}));
