@@ -134,6 +134,10 @@ void printHuman(const sim::Scenario& s, const sim::MonteCarloResult& r, const Si
     show("preemptions", "preemptions", many ? count : integer);
   }
   show("restarts", "restarts", many ? count : integer);
+  if (s.job.recovery.live) {
+    show("live_recoveries", "live recoveries", many ? count : integer);
+    show("checkpoint_fallbacks", "from checkpoint", many ? count : integer);
+  }
   show("checkpoints", "checkpoints", many ? count : integer);
   show("events", "events", integer);
   std::cout << "  world size hours  ";

@@ -95,6 +95,10 @@ struct RunResult {
   std::int64_t preemptions = 0;
   std::int64_t restarts = 0;  // the agent's counted restarts
   std::int64_t stops = 0;     // generations stopped (restarts, scale ups, departures)
+  // Starts after a stop (recovery.mode live): from the survivors' last completed step, and
+  // those that fell back to the latest checkpoint (no survivor, or ZeRO 1/2 partitions lost).
+  std::int64_t liveRecoveries = 0;
+  std::int64_t checkpointFallbacks = 0;
   std::uint64_t generations = 0;
   std::int64_t checkpoints = 0;  // completed saves
   std::int64_t scriptFired = 0;

@@ -132,6 +132,8 @@ std::map<std::string, std::vector<double>> MonteCarloResult::metricValues() cons
     m["preemptions"].push_back(static_cast<double>(r.preemptions));
     m["restarts"].push_back(static_cast<double>(r.restarts));
     m["stops"].push_back(static_cast<double>(r.stops));
+    m["live_recoveries"].push_back(static_cast<double>(r.liveRecoveries));
+    m["checkpoint_fallbacks"].push_back(static_cast<double>(r.checkpointFallbacks));
     m["generations"].push_back(static_cast<double>(r.generations));
     m["checkpoints"].push_back(static_cast<double>(r.checkpoints));
     m["useful_hours"].push_back(nanosToHours(r.usefulNs));
@@ -289,6 +291,8 @@ std::string encodeRun(const RunResult& r) {
                             {"preemptions", r.preemptions},
                             {"restarts", r.restarts},
                             {"stops", r.stops},
+                            {"live", r.liveRecoveries},
+                            {"fallbacks", r.checkpointFallbacks},
                             {"generations", r.generations},
                             {"checkpoints", r.checkpoints},
                             {"script", r.scriptFired},
@@ -321,6 +325,8 @@ RunResult decodeRun(const std::string& bytes) {
     r.preemptions = j.at("preemptions").get<std::int64_t>();
     r.restarts = j.at("restarts").get<std::int64_t>();
     r.stops = j.at("stops").get<std::int64_t>();
+    r.liveRecoveries = j.at("live").get<std::int64_t>();
+    r.checkpointFallbacks = j.at("fallbacks").get<std::int64_t>();
     r.generations = j.at("generations").get<std::uint64_t>();
     r.checkpoints = j.at("checkpoints").get<std::int64_t>();
     r.scriptFired = j.at("script").get<std::int64_t>();
@@ -363,6 +369,8 @@ nlohmann::json runToJson(const RunResult& r) {
   j["preemptions"] = r.preemptions;
   j["restarts"] = r.restarts;
   j["stops"] = r.stops;
+  j["live_recoveries"] = r.liveRecoveries;
+  j["checkpoint_fallbacks"] = r.checkpointFallbacks;
   j["generations"] = r.generations;
   j["checkpoints"] = r.checkpoints;
   j["useful_hours"] = nanosToHours(r.usefulNs);

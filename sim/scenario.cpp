@@ -300,6 +300,28 @@ void parseJob(const ObjectReader& r, const std::filesystem::path& baseDir, Scena
     c->warnUnread(s.warnings);
   }
   job.restartOverheadSeconds = nonNegative(r, "restart_overhead_seconds", "seconds").value_or(0.0);
+  if (const auto rec = r.readObject("recovery", "a JSON object")) {
+    RecoverySpec& live = job.recovery;
+    const std::string mode = rec->readString("mode").value_or("checkpoint");
+    if (mode != "checkpoint" && mode != "live") {
+      rec->fail("mode", "\"checkpoint\" or \"live\"");
+    }
+    live.live = mode == "live";
+    const auto reconfigure = nonNegative(*rec, "reconfigure_seconds", "seconds");
+    if (live.live && !reconfigure) {
+      rec->fail("reconfigure_seconds",
+                "seconds from a failure to the survivors training again (live mode)");
+    }
+    live.reconfigureSeconds = reconfigure.value_or(0.0);
+    live.transferGBps = positive(*rec, "transfer_GBps", "GB/s").value_or(0.0);
+    if (const auto bytes = nonNegative(*rec, "state_bytes", "bytes")) {
+      live.stateBytes = static_cast<std::uint64_t>(*bytes);
+    } else {
+      const bool half = job.config.fp16.enabled || job.config.bf16.enabled;
+      live.stateBytes = job.gradientBytes * (half ? 7 : 3);
+    }
+    rec->warnUnread(s.warnings);
+  }
   r.warnUnread(s.warnings);
 }
 

@@ -55,6 +55,23 @@ struct CheckpointSpec {
   double loadSeconds = 0.0;  // added to a start that resumes from a checkpoint
 };
 
+// How the job recovers when workers fail (docs/simulator.md, "Live recovery").
+//  checkpoint: every stop loses the work since the latest completed checkpoint and every start
+//              costs restart_overhead_seconds plus the load (DeepSpeed's elastic agent, and
+//              `stretch launch` today);
+//  live:       survivors keep their state: a new generation that keeps at least one node of the
+//              stopped one resumes from the last completed step (the step in flight is lost) and
+//              its start costs reconfigure_seconds, plus sending the state to nodes that join
+//              (state_bytes at transfer_GBps). It falls back to the checkpoint when no node
+//              survives, or, with ZeRO 1 or 2 (each rank owns a partition of the optimizer state
+//              with a copy on the next node), when two neighbouring nodes are lost together.
+struct RecoverySpec {
+  bool live = false;
+  double reconfigureSeconds = 0.0;
+  double transferGBps = 0.0;     // default: the cluster's inter-node bandwidth per GPU
+  std::uint64_t stateBytes = 0;  // default: 3 x gradient_bytes (7 x with fp16/bf16)
+};
+
 struct JobSpec {
   config::DsConfig config;
   std::optional<std::filesystem::path> configFile;  // where the config came from, if a file
@@ -89,6 +106,7 @@ struct JobSpec {
   CheckpointSpec checkpoint;
   // Cost of every start of the workers (rendezvous, process start, initialisation), seconds.
   double restartOverheadSeconds = 0.0;
+  RecoverySpec recovery;
 };
 
 // DeepSpeed's launcher allows 100 restarts by default; the simulator's default is a million

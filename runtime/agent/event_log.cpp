@@ -29,6 +29,10 @@ std::string toJsonLine(const EventRecord& r) {
   if (r.resumeStep) {
     out += fmt::format(",\"resume_step\":{}", *r.resumeStep);
   }
+  if (!r.recovery.empty()) {
+    out += ",\"recovery\":";
+    out += jsonQuote(r.recovery);
+  }
   if (r.exitCode) {
     out += fmt::format(",\"exit_code\":{}", *r.exitCode);
   }

@@ -5,7 +5,8 @@
 //   {"time_ns":1500000000,"event":"start_workers","generation":2,"world_size":8,
 //    "batch":{"train_batch_size":96,"train_micro_batch_size_per_gpu":4,
 //             "gradient_accumulation_steps":3},
-//    "restart_count":1,"resume_step":120,"exit_code":1,"nodes":["n0","n1"],"reason":"..."}
+//    "restart_count":1,"resume_step":120,"recovery":"live","exit_code":1,"nodes":["n0","n1"],
+//    "reason":"..."}
 // Keys come in that order. Strings are written by stretch::jsonQuote (runtime/common/strings.hpp:
 // RFC 8259 escapes, bytes that are not valid UTF-8 become U+FFFD), so any JSON parser reads every
 // line. The encoder is written by hand: runtime/agent may not use the JSON library (layering).
@@ -37,6 +38,9 @@ struct EventRecord {
   std::optional<std::int64_t> restartCount;
   // The step the workers resume from (the latest checkpoint), when the caller knows it.
   std::optional<std::int64_t> resumeStep;
+  // How a start after a stop recovers, when the caller knows: "live" (from the survivors' last
+  // completed step) or "checkpoint" (from the latest checkpoint). Omitted when empty.
+  std::string recovery;
   std::optional<int> exitCode;
   std::vector<std::string> nodes;  // node ids by node rank (start_workers)
   std::string reason;              // omitted when empty

@@ -26,6 +26,14 @@ Simulation::Simulation(const Scenario& scenario, const RunOptions& options)
   lastCallNs_ = secondsToNanos(s_.agent.lastCallSeconds);
   waitTimeoutNs_ = secondsToNanos(s_.agent.waitTimeoutSeconds);
   startupNs_ = secondsToNanos(s_.job.restartOverheadSeconds);
+  if (s_.job.recovery.live) {
+    reconfigureNs_ = secondsToNanos(s_.job.recovery.reconfigureSeconds);
+    const double gbps =
+        s_.job.recovery.transferGBps > 0 ? s_.job.recovery.transferGBps : s_.cluster.interNodeGBps;
+    transferNs_ =
+        gbps > 0 ? secondsToNanos(static_cast<double>(s_.job.recovery.stateBytes) / (gbps * 1e9))
+                 : 0;
+  }
   horizonNs_ = s_.job.horizonHours ? hoursToNanos(*s_.job.horizonHours) : kNever;
   limitNs_ = std::min(horizonNs_, hoursToNanos(kMaxSimulatedHours));
 }
@@ -229,18 +237,27 @@ void Simulation::deliverExits() {
 
 void Simulation::execute(const agent::Action& action) {
   std::optional<std::int64_t> resume;
-  if (std::holds_alternative<agent::StartWorkers>(action) && checkpoints_.any()) {
+  const auto* start = std::get_if<agent::StartWorkers>(&action);
+  const bool live = start != nullptr && liveStart();
+  if (live) {
+    resume = survivors_->step;
+  } else if (start != nullptr && checkpoints_.any()) {
     resume = checkpoints_.latest().step;
   }
-  if (opt_.eventLog != nullptr) {
-    opt_.eventLog->write(action, agent::Time(now_), resume);
-  }
-  if (metrics_.tracing()) {
-    const agent::EventRecord r = agent::recordOf(action, agent::Time(now_), resume);
-    emit(TimelineKind::Agent, now_, 0, r.event, r.reason);
+  if (opt_.eventLog != nullptr || metrics_.tracing()) {
+    agent::EventRecord r = agent::recordOf(action, agent::Time(now_), resume);
+    if (start != nullptr && survivors_) {
+      r.recovery = live ? "live" : "checkpoint";
+    }
+    if (opt_.eventLog != nullptr) {
+      opt_.eventLog->write(r);
+    }
+    if (metrics_.tracing()) {
+      emit(TimelineKind::Agent, now_, 0, r.event, r.reason);
+    }
   }
   std::visit(Overloaded{
-                 [&](const agent::StartWorkers& a) { startGeneration(a); },
+                 [&](const agent::StartWorkers& a) { startGeneration(a, live); },
                  [&](const agent::StopWorkers&) { stopGeneration(); },
                  [&](const agent::Wait&) {},
                  [&](const agent::Finish&) { finishRun(Outcome::Finished, ""); },

@@ -76,7 +76,14 @@ class Simulation {
   void setPhase(Phase phase);
   void closeWorldSpan();
   const StepPlan& planFor(const agent::StartWorkers& a);
-  void startGeneration(const agent::StartWorkers& a);
+  // `live`: the start resumes from the survivors (recovery.mode live), as liveStart decided.
+  void startGeneration(const agent::StartWorkers& a, bool live);
+  // Whether this start can resume from the survivors of the stopped generation.
+  bool liveStart() const;
+  // A node's workers die or the node goes: its state (and ZeRO partition) is no longer there.
+  void markAffected(std::int64_t node);
+  // Once the current generation has completed a step, its nodes become ring_.
+  void settleRing();
   void stopGeneration();
   std::int64_t finalStep() const;
   std::int64_t nextCheckpointStep(std::int64_t after) const;
@@ -139,6 +146,17 @@ class Simulation {
   // Step-level mode.
   SimTime stepStart_ = 0;
   SimTime lastMicroStart_ = 0;
+  // Live recovery (recovery.mode live).
+  SimTime reconfigureNs_ = 0;
+  SimTime transferNs_ = 0;
+  // The nodes that held the state (and the ZeRO partitions' copies) at the last completed step:
+  // a generation's nodes once it has completed a step (copies are updated every step).
+  agent::NodeSequence ring_;
+  agent::NodeSequence starting_;         // the current generation's nodes
+  bool ringPending_ = false;             // the current generation has not completed a step yet
+  std::int64_t generationStep_ = 0;      // the step the current generation started from
+  std::vector<std::uint64_t> affected_;  // keys of ring_ nodes whose workers died or that left
+  std::optional<Progress> survivors_;    // the last completed step at the stop, live mode
 };
 
 }  // namespace stretch::sim::detail

@@ -22,6 +22,7 @@ void Simulation::addToJob(std::int64_t node) {
 }
 
 void Simulation::removeFromJob(std::int64_t node, NodeStatus status, const std::string& reason) {
+  markAffected(node);
   setStatus(node, status);
   feed(agent::NodeLeft{nodes_[node].id, reason});
 }
@@ -101,6 +102,7 @@ void Simulation::onStrike(ProcessSlot& slot, bool preemption) {
     // identical one (immediate replacement), whose failure clock starts anew.
     slot.process->nodeRenewed(node, now_);
     if (const std::int64_t workers = group_.workersOn(node); workers > 0) {
+      markAffected(node);
       group_.exitWorker(node, strikes_.pickWorker(workers), 1);
       deliverExits();
     }
@@ -152,6 +154,7 @@ void Simulation::fireScript() {
                                     e.atStep));
           break;
         }
+        markAffected(where->first);
         group_.exitWorker(where->first, where->second, e.exitCode);
         deliverExits();
         break;

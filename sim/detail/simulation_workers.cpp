@@ -32,17 +32,95 @@ const StepPlan& Simulation::planFor(const agent::StartWorkers& a) {
   return it->second;
 }
 
-void Simulation::startGeneration(const agent::StartWorkers& a) {
+bool Simulation::liveStart() const {
+  if (!survivors_) {
+    return false;
+  }
+  // The nodes of the stopped generation that lost workers, and whether two of them are
+  // neighbours (a ZeRO partition and its copy on the next node).
+  std::size_t lost = 0;
+  bool neighbours = false;
+  const std::size_t n = ring_.size();
+  for (const std::uint64_t key : affected_) {
+    const auto at = ring_.indexOfKey(key);
+    if (!at) {
+      continue;
+    }
+    ++lost;
+    if (n > 1) {
+      const std::uint64_t next = ring_.entry((*at + 1) % n).key;
+      neighbours =
+          neighbours || std::find(affected_.begin(), affected_.end(), next) != affected_.end();
+    }
+  }
+  if (lost >= n) {
+    return false;  // no survivor holds the state
+  }
+  const bool partitioned = s_.job.config.zero.stage == 1 || s_.job.config.zero.stage == 2;
+  if (partitioned && (neighbours || (n == 1 && lost > 0))) {
+    return false;
+  }
+  return true;
+}
+
+void Simulation::settleRing() {
+  if (!ringPending_) {
+    return;
+  }
+  // In aggregate mode the steps of a segment are counted at its end: a step is complete when
+  // the segment has run for a step time.
+  const bool stepDone = progress_.step > generationStep_ ||
+                        (opt_.mode == SimMode::Aggregate && metrics_.phase() == Phase::Computing &&
+                         now_ - segStart_ >= plan_->stepNs);
+  if (stepDone) {
+    ring_ = starting_;
+    affected_.clear();
+    ringPending_ = false;
+  }
+}
+
+void Simulation::markAffected(std::int64_t node) {
+  if (!s_.job.recovery.live) {
+    return;
+  }
+  settleRing();
+  if (const auto key = machine_.nodeKey(nodes_[node].id)) {
+    affected_.push_back(*key);
+  }
+}
+
+void Simulation::startGeneration(const agent::StartWorkers& a, bool live) {
   if (metrics_.tracing() && metrics_.phase() == Phase::Idle && now_ > idleSince_) {
     emit(TimelineKind::Idle, idleSince_, now_ - idleSince_, "no workers", "");
   }
   closeWorldSpan();
+  SimTime startup = startupNs_ + checkpoints_.loadNs();
+  if (survivors_) {
+    RunResult& r = metrics_.result();
+    if (live) {
+      // Survivors keep training from their last completed step; nodes that were not among
+      // them (joiners, restarted workers) receive the state from a healthy peer.
+      progress_ = *survivors_;
+      ++r.liveRecoveries;
+      std::size_t lostFromRing = 0;
+      for (const std::uint64_t key : affected_) {
+        lostFromRing += ring_.indexOfKey(key) ? 1 : 0;
+      }
+      const bool receivers = a.nodes.size() > ring_.size() - lostFromRing;
+      startup = reconfigureNs_ + (receivers ? transferNs_ : 0);
+    } else {
+      ++r.checkpointFallbacks;
+    }
+  }
+  survivors_.reset();
+  starting_ = a.nodes;
+  ringPending_ = s_.job.recovery.live;
+  generationStep_ = progress_.step;
   group_.start(a);
   plan_ = &planFor(a);
   ++workEpoch_;
   setPhase(Phase::Starting);
   startedAt_ = now_;
-  const SimTime startup = startupNs_ + checkpoints_.loadNs();
   emit(TimelineKind::WorldSize, now_, 0, "world_size", "");
   sched_.schedule(now_ + startup, Payload{Ev::Productive, workEpoch_, 0});
 }
@@ -73,7 +151,11 @@ void Simulation::stopGeneration() {
   closeWorldSpan();
   ++workEpoch_;
   ++metrics_.result().stops;
-  // Everything since the latest completed checkpoint is lost.
+  // Everything since the latest completed checkpoint is lost, unless the next generation resumes
+  // from the survivors (live recovery keeps the last completed step: the step in flight is lost).
+  if (s_.job.recovery.live) {
+    survivors_ = progress_;
+  }
   progress_ = checkpoints_.rollback();
   group_.stop();
   emit(TimelineKind::WorldSize, now_, 0, "world_size", "");
@@ -217,6 +299,7 @@ void Simulation::scheduleBoundary() {
 
 void Simulation::advanceSteps(std::int64_t n) {
   progress_.step += n;
+  settleRing();
   progress_.samples += n * plan_->samplesPerStep;
   progress_.useful += n * plan_->stepNs;
 }

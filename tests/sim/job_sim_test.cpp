@@ -422,6 +422,150 @@ TEST(JobSim, TraceFailuresOnUnknownNodesAreConfigErrors) {
   EXPECT_THROW(simulate(fromJson(j)), ConfigError);
 }
 
+// ---- live recovery (job.recovery.mode live) ----------------------------------------------
+
+// 4 nodes of 1 GPU, elastic on 1 to 4 (batch 48), steps of 12 ms at world 4, no communication;
+// restarts cost 10 s (+ 2 s of load), live recovery 0.5 s (+ 1 s to send the state), saves
+// every 50 steps. `zero`: the config's ZeRO stage.
+nlohmann::json liveJob(int zero, const nlohmann::json& script) {
+  nlohmann::json j = {
+      {"cluster", cluster(4, 1)},
+      {"node_names", {"n0", "n1", "n2", "n3"}},
+      {"job",
+       {{"config",
+         {{"elasticity",
+           {{"enabled", true},
+            {"max_train_batch_size", 48},
+            {"micro_batch_sizes", {4, 12}},
+            {"min_gpus", 1},
+            {"max_gpus", 4},
+            {"version", 0.1}}},
+          {"zero_optimization", {{"stage", zero}}}}},
+        {"seconds_per_sample_per_gpu", 0.001},
+        {"total_steps", 100},
+        {"checkpoint", {{"every_steps", 50}, {"save_seconds", 1}, {"load_seconds", 2}}},
+        {"restart_overhead_seconds", 10},
+        {"recovery",
+         {{"mode", "live"},
+          {"reconfigure_seconds", 0.5},
+          {"transfer_GBps", 1},
+          {"state_bytes", 1e9}}}}},
+      {"agent", {{"min_nodes", 1}, {"last_call_seconds", 1}, {"monitor_interval_seconds", 0.001}}},
+      {"script", script}};
+  return j;
+}
+
+TEST(LiveRecovery, SurvivorsResumeFromTheLastCompletedStepAndSendTheStateToTheRestartedWorker) {
+  const nlohmann::json kill = {{{"at_step", 30}, {"kind", "kill_worker"}, {"rank", 1}}};
+  RunResult live;
+  const auto liveStarts = starts(eventsOf(fromJson(liveJob(0, kill)), &live));
+  auto checkpointJob = liveJob(0, kill);
+  checkpointJob["job"]["recovery"]["mode"] = "checkpoint";
+  RunResult restart;
+  const auto restartStarts = starts(eventsOf(fromJson(checkpointJob), &restart));
+
+  // The same decisions; the live start resumes from step 30 and says so.
+  ASSERT_EQ(liveStarts.size(), 2u);
+  ASSERT_EQ(restartStarts.size(), 2u);
+  EXPECT_EQ(liveStarts[1]["world_size"], restartStarts[1]["world_size"]);
+  EXPECT_EQ(liveStarts[1]["recovery"], "live");
+  EXPECT_EQ(liveStarts[1]["resume_step"], 30);
+  EXPECT_FALSE(liveStarts[0].contains("recovery"));
+  // (the checkpoint mode's log is as it always was)
+  EXPECT_FALSE(restartStarts[1].contains("recovery"));
+  EXPECT_FALSE(restartStarts[1].contains("resume_step"));  // no checkpoint before step 50
+  EXPECT_EQ(live.liveRecoveries, 1);
+  EXPECT_EQ(live.checkpointFallbacks, 0);
+  EXPECT_EQ(restart.liveRecoveries, 0);
+  EXPECT_EQ(restart.checkpointFallbacks, 0);
+  EXPECT_EQ(live.steps, 100);
+  EXPECT_EQ(restart.steps, 100);
+  // Nothing computed is lost (the kill comes at a step's end and the agent stops the workers at
+  // once); the restart path loses the 30 steps.
+  const SimTime step = secondsToNanos(12 * 0.001);
+  EXPECT_EQ(live.lostNs, 0);
+  EXPECT_EQ(restart.lostNs, 30 * step);
+  // Starting: the first start's 10 s, then 0.5 s + 1e9 bytes at 1 GB/s to the restarted worker's
+  // node (against 10 s again on the restart path: no checkpoint to load yet).
+  EXPECT_EQ(live.startupNs, secondsToNanos(10) + secondsToNanos(0.5) + secondsToNanos(1.0));
+  EXPECT_EQ(restart.startupNs, secondsToNanos(20));
+  EXPECT_GT(live.ettr(), restart.ettr());
+}
+
+TEST(LiveRecovery, ZeroPartitionsLostWithTheirCopyFallBackToTheCheckpoint) {
+  // n1 and n2 leave at the same step: with ZeRO 1 or 2, n1's partition had its copy on n2.
+  const nlohmann::json neighbours = {{{"at_step", 60}, {"kind", "leave"}, {"node", "n1"}},
+                                     {{"at_step", 60}, {"kind", "leave"}, {"node", "n2"}}};
+  const nlohmann::json apart = {{{"at_step", 60}, {"kind", "leave"}, {"node", "n1"}},
+                                {{"at_step", 60}, {"kind", "leave"}, {"node", "n3"}}};
+  struct Case {
+    int zero;
+    const nlohmann::json* script;
+    const char* recovery;
+    int resume;
+  };
+  for (const Case& c : {Case{0, &neighbours, "live", 60}, Case{1, &neighbours, "checkpoint", 50},
+                        Case{2, &neighbours, "checkpoint", 50}, Case{2, &apart, "live", 60}}) {
+    SCOPED_TRACE(testing::Message()
+                 << "ZeRO " << c.zero << ", " << (c.script == &apart ? "n1 and n3" : "n1 and n2"));
+    RunResult r;
+    const auto st = starts(eventsOf(fromJson(liveJob(c.zero, *c.script)), &r));
+    ASSERT_GE(st.size(), 2u);
+    const auto& last = st.back();
+    EXPECT_EQ(last["world_size"], 2);
+    EXPECT_EQ(last["recovery"], c.recovery);
+    EXPECT_EQ(last["resume_step"], c.resume);
+    EXPECT_EQ(r.steps, 100);
+  }
+}
+
+TEST(LiveRecovery, ANodeWhoseOnlyWorkersDiedHasNoSurvivorToRecoverFrom) {
+  auto j = liveJob(0, {{{"at_step", 30}, {"kind", "kill_worker"}, {"rank", 0}}});
+  j["cluster"] = cluster(1, 4);
+  j["node_names"] = {"n0"};
+  RunResult r;
+  const auto st = starts(eventsOf(fromJson(j), &r));
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[1]["recovery"], "checkpoint");
+  EXPECT_EQ(r.checkpointFallbacks, 1);
+}
+
+TEST(LiveRecovery, AggregateAndStepLevelAgreeToTheNanosecondUnderRandomFailures) {
+  auto j = liveJob(2, nlohmann::json::array());
+  j["cluster"] = cluster(8, 2);
+  j["job"]["gradient_bytes"] = 4e8;
+  j["job"]["compute_spread"] = 0.1;
+  j["job"].erase("total_steps");
+  j["job"]["horizon_hours"] = 3;
+  j["job"]["seconds_per_sample_per_gpu"] = 0.05;
+  j["job"]["checkpoint"] = {{"interval_minutes", 10}, {"save_seconds", 20}, {"load_seconds", 30}};
+  j["job"]["config"]["elasticity"]["max_gpus"] = 16;
+  j["job"]["config"]["elasticity"]["max_train_batch_size"] = 96;
+  j["agent"]["monitor_interval_seconds"] = 1;
+  j["failures"] = {{"model", "exponential"}, {"node_mtbf_hours", 4}, {"repair_hours", 1}};
+  j.erase("node_names");
+  j.erase("script");
+  const Scenario s = fromJson(j);
+  RunResult a;
+  RunResult b;
+  const auto ea = eventsOf(s, &a, SimMode::Aggregate);
+  const auto eb = eventsOf(s, &b, SimMode::StepLevel);
+  EXPECT_GT(a.failures, 3);
+  EXPECT_GT(a.liveRecoveries, 0);
+  expectSameRun(a, b);
+  EXPECT_EQ(a.liveRecoveries, b.liveRecoveries);
+  EXPECT_EQ(ea, eb);
+}
+
+TEST(LiveRecovery, LiveModeNeedsItsReconfigurationTime) {
+  auto j = liveJob(0, nlohmann::json::array());
+  j["job"]["recovery"].erase("reconfigure_seconds");
+  EXPECT_THAT([&] { fromJson(j); },
+              testing::ThrowsMessage<ConfigError>(HasSubstr("reconfigure_seconds")));
+  j["job"]["recovery"] = {{"mode", "fast"}};
+  EXPECT_THAT([&] { fromJson(j); }, testing::ThrowsMessage<ConfigError>(HasSubstr("mode")));
+}
+
 TEST(Timeline, TraceAndCsvWriters) {
   test::TempDir dir;
   Scenario s = fixture("trace_replay");
