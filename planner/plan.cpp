@@ -768,7 +768,10 @@ CheckpointSection checkpointSection(const Planning& p, const ScaleRow& chosen,
   } else {
     // Sweep range: the plan's, else Daly's interval / 8 .. x 8, never below one step.
     double lo = settings.intervalMinMinutes.value_or(std::max(ck.dalyMinutes / 8.0, stepMin));
-    double hi = settings.intervalMaxMinutes.value_or(std::max(ck.dalyMinutes * 8.0, lo * 2.0));
+    // Under live recovery a failure costs about one step, and checkpoints only guard against
+    // the failures no survivor outlives: the optimum lies far above Daly's interval.
+    const double reach = sc.job.recovery.live ? 64.0 : 8.0;
+    double hi = settings.intervalMaxMinutes.value_or(std::max(ck.dalyMinutes * reach, lo * 2.0));
     lo = std::max(lo, stepMin);
     hi = std::max(hi, lo * 1.0001);
     IntervalSweep(p, chosen, ck).run(lo, hi, warnings);
@@ -778,6 +781,67 @@ CheckpointSection checkpointSection(const Planning& p, const ScaleRow& chosen,
     ck.recommendedMinutes = quantizedInterval(ck.recommendedMinutes, stepMin);
   }
   return ck;
+}
+
+// ---- recovery modes side by side ---------------------------------------------------------
+
+// With recovery.mode live: checkpoint-restart at Daly's interval against live recovery at the
+// recommended interval, at the recommended world size, on replicas no other section used.
+RecoverySection recoverySection(const Planning& p, const Plan& plan, const ScaleRow& chosen) {
+  const sim::Scenario& sc = p.input.scenario;
+  const CheckpointSection& ck = plan.checkpoint;
+  RecoverySection r;
+  if (!sc.job.recovery.live || !ck.failures) {
+    return r;
+  }
+  r.compared = true;
+  r.gpus = chosen.gpus;
+  r.reconfigureSeconds = sc.job.recovery.reconfigureSeconds;
+  const double gbps =
+      sc.job.recovery.transferGBps > 0 ? sc.job.recovery.transferGBps : sc.cluster.interNodeGBps;
+  r.transferSeconds = gbps > 0 ? static_cast<double>(sc.job.recovery.stateBytes) / (gbps * 1e9) : 0;
+  const PlanSettings& settings = p.input.settings;
+  r.seeds = ck.seeds > 0 ? ck.seeds : settings.seeds > 0 ? settings.seeds : kDefaultSweepSeeds;
+  const double stepMin = chosen.stepSeconds / 60.0;
+  r.checkpoint.mode = "checkpoint";
+  r.checkpoint.intervalMinutes = quantizedInterval(std::max(ck.dalyMinutes, stepMin), stepMin);
+  r.checkpoint.intervalSteps = intervalSteps(r.checkpoint.intervalMinutes, stepMin);
+  r.live.mode = "live";
+  r.live.intervalMinutes = ck.recommendedMinutes;
+  r.live.intervalSteps = ck.recommendedSteps;
+  const double longest =
+      std::max(r.checkpoint.intervalMinutes,
+               std::isinf(r.live.intervalMinutes) ? 0.0 : r.live.intervalMinutes);
+  sim::Scenario restart = sc;
+  restart.job.recovery.live = false;
+  auto at = [&](const sim::Scenario& base, double minutes) {
+    return evaluationScenario(base, p.config, chosen.nodes, chosen.gpus,
+                              std::isinf(minutes) ? std::nullopt : std::optional<double>(minutes),
+                              longest, chosen.jobMtbfHours, p.restartSeconds)
+        .scenario;
+  };
+  ReplicaOptions ro;
+  ro.seeds = r.seeds;
+  ro.firstReplica = 2 * r.seeds;  // after the sweep's replicas and its hold-out
+  ro.threads = p.threads;
+  ro.cancel = p.options.cancel;
+  ro.group = p.options.group;
+  ro.traceJitterHours.assign(2, std::max(ck.dalyMinutes, stepMin) / 120.0);
+  const auto runs =
+      runReplicas({at(restart, r.checkpoint.intervalMinutes), at(sc, r.live.intervalMinutes)}, ro);
+  r.checkpoint.ettr = summarizeMetric(runs[0], &ReplicaMetrics::ettr);
+  r.live.ettr = summarizeMetric(runs[1], &ReplicaMetrics::ettr);
+  r.gain = summarizeDifference(runs[1], runs[0], &ReplicaMetrics::ettr);
+  if (const auto samples = trainingSamples(plan.scale, sc, chosen.batch);
+      samples && chosen.samplesPerSecond > 0) {
+    for (RecoveryMode* m : {&r.checkpoint, &r.live}) {
+      if (m->ettr.mean > 0) {
+        m->timeToTrainHours =
+            static_cast<double>(*samples) / (chosen.samplesPerSecond * m->ettr.mean) / 3600.0;
+      }
+    }
+  }
+  return r;
 }
 
 // ---- 3. scale table ----------------------------------------------------------------------
@@ -992,12 +1056,20 @@ std::string reasons(const Planning& p, const Plan& plan, const Recommendation& r
   if (ck.failures) {
     const std::string ettrSource =
         ck.simulated ? fmt::format("simulated over {} replicas", ck.seeds) : "no failures";
+    const std::string cost =
+        p.input.scenario.job.recovery.live
+            ? fmt::format(
+                  "under live recovery costs the step in flight and {:g} s of reconfiguration "
+                  "(a {:.0f} s restart plus the work since the last checkpoint only when no node "
+                  "survives)",
+                  p.input.scenario.job.recovery.reconfigureSeconds, p.restartSeconds)
+            : fmt::format("costs a {:.0f} s restart plus the work since the last checkpoint",
+                          p.restartSeconds);
     failuresText = fmt::format(
         ". At this size the job is interrupted every {} on average ({}), and each interruption "
-        "costs a {:.0f} s restart plus the work since the last checkpoint; saving every {} "
-        "({} steps; {}) balances the {:.0f} s save against that loss, leaving an ETTR of "
-        "{:.1f} % ({})",
-        hoursText(chosen.jobMtbfHours, "days"), plan.failureSummary, p.restartSeconds,
+        "{}; saving every {} ({} steps; {}) balances the {:.0f} s save against that loss, leaving "
+        "an ETTR of {:.1f} % ({})",
+        hoursText(chosen.jobMtbfHours, "days"), plan.failureSummary, cost,
         minutesText(rec.intervalMinutes, 0), rec.intervalSteps,
         ck.recommendedSource == "simulated" ? "the simulated optimum" : "Daly's optimum",
         p.saveSeconds, 100.0 * rec.ettr, ettrSource);
@@ -1152,6 +1224,7 @@ Plan makePlan(const PlanInput& input, const PlanOptions& options) {
 
   plan.recommendation = recommendationSection(p, plan, best);
   plan.portability = portabilitySection(p, oracle, chosen);
+  plan.recovery = recoverySection(p, plan, chosen);
 
   plan.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count();

@@ -206,6 +206,27 @@ struct PortabilitySection {
   std::vector<std::string> notes;
 };
 
+// ---- recovery modes side by side (the job sets recovery.mode live) ---------------------------
+struct RecoveryMode {
+  std::string mode;  // "checkpoint" or "live"
+  double intervalMinutes = 0.0;
+  std::int64_t intervalSteps = 0;
+  sim::MetricSummary ettr;                 // on fresh replicas
+  std::optional<double> timeToTrainHours;  // samples / (failure-free throughput x mean ETTR)
+};
+struct RecoverySection {
+  bool compared = false;  // false: the job does not set recovery.mode live
+  std::int64_t gpus = 0;  // the recommended world size
+  double reconfigureSeconds = 0.0;
+  double transferSeconds = 0.0;  // the state to a joiner: state_bytes at transfer_GBps
+  std::int64_t seeds = 0;
+  // Checkpoint-restart at Daly's interval (its optimum for exponential failures); live recovery
+  // at the plan's recommended interval (section 2's sweep ran with live recovery).
+  RecoveryMode checkpoint;
+  RecoveryMode live;
+  sim::MetricSummary gain;  // paired ETTR difference, live - checkpoint
+};
+
 // ---- the plan ------------------------------------------------------------------------------
 
 struct Plan {
@@ -219,6 +240,7 @@ struct Plan {
   ScaleSection scale;
   Recommendation recommendation;
   PortabilitySection portability;
+  RecoverySection recovery;
   std::vector<std::string> warnings;
   double wallSeconds = 0.0;
   int threads = 1;

@@ -115,6 +115,13 @@ std::string renderHtml(const Plan& p) {
   out += "</ul>\n<details><summary>Every size</summary>\n";
   out += escaped(portabilityTable(p, p.portability.rows.size())).html("portability");
   out += "</details></section>\n";
+  if (p.recovery.compared) {
+    out += fmt::format(
+        "<section id=\"recovery\"><h2>6. Recovery: live vs checkpoint-restart</h2><p>{}.</p>\n",
+        escapeHtml(recoveryHeader(p)));
+    out += escaped(recoveryTable(p)).html("recovery");
+    out += fmt::format("<p>{}.</p></section>\n", escapeHtml(recoveryGainText(p)));
+  }
   out += "<p class=\"meta\">Formulas and sources: docs/planner.md in the Stretch repository.</p>\n";
   out += "</body></html>\n";
   return out;

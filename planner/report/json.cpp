@@ -235,6 +235,22 @@ json renderJsonValue(const Plan& p) {
   j["scale"] = scaleJson(p);
   j["recommendation"] = recommendationJson(p);
   j["portability"] = portabilityJson(p);
+  if (p.recovery.compared) {
+    const RecoverySection& r = p.recovery;
+    json rec{{"gpus", r.gpus},
+             {"reconfigure_seconds", r.reconfigureSeconds},
+             {"transfer_seconds", r.transferSeconds},
+             {"seeds", r.seeds},
+             {"gain", sim::metricSummaryToJson(r.gain)}};
+    for (const RecoveryMode* m : {&r.checkpoint, &r.live}) {
+      rec[m->mode] = json{{"interval_minutes", number(m->intervalMinutes)},
+                          {"interval_steps", m->intervalSteps},
+                          {"ettr", sim::metricSummaryToJson(m->ettr)},
+                          {"time_to_train_hours",
+                           m->timeToTrainHours ? json(*m->timeToTrainHours) : json(nullptr)}};
+    }
+    j["recovery"] = rec;
+  }
   return j;
 }
 

@@ -51,12 +51,18 @@ std::string renderMarkdown(const Plan& p) {
                      toString(p.recommendation.objective), recommendationLine(p),
                      p.recommendation.reasons);
   out += "```json\n" + p.recommendation.configJson + "\n```\n\n";
+
   out += fmt::format("## 5. Checkpoint portability\n\nWritten at {} GPUs, resumes at {} sizes.\n\n",
                      p.portability.writtenAt, p.portability.rows.size());
   out += portabilityTable(p, 64).markdown();
   out += "\n";
   for (const auto& note : p.portability.notes) {
     out += "- " + note + "\n";
+  }
+  if (p.recovery.compared) {
+    out += fmt::format("## 6. Recovery: live vs checkpoint-restart\n\n{}.\n\n", recoveryHeader(p));
+    out += recoveryTable(p).markdown();
+    out += fmt::format("\n{}.\n\n", recoveryGainText(p));
   }
   return out;
 }

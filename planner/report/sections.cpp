@@ -249,4 +249,39 @@ Table portabilityTable(const Plan& p, std::size_t limit) {
   return t;
 }
 
+// ---- 6. recovery modes ------------------------------------------------------------------------
+
+std::string recoveryHeader(const Plan& p) {
+  const RecoverySection& r = p.recovery;
+  return fmt::format(
+      "at {} GPUs, {} fresh replicas each: live recovery costs {:g} s to reconfigure, plus {:.3g} "
+      "s to send the state to nodes that join; checkpoint-restart costs R = {:g} s and the work "
+      "since the last save",
+      r.gpus, r.seeds, r.reconfigureSeconds, r.transferSeconds, p.checkpoint.restartSeconds);
+}
+
+Table recoveryTable(const Plan& p) {
+  const RecoverySection& r = p.recovery;
+  Table t{{"recovery", "checkpoint interval", "steps", "ETTR", "time to train"},
+          {false, true, true, true, true},
+          {}};
+  for (const RecoveryMode* m : {&r.checkpoint, &r.live}) {
+    t.rows.push_back(
+        {m->mode == "live" ? "live (survivors keep training)" : "checkpoint-restart (Daly)",
+         minutesText(m->intervalMinutes, 1), grouped(static_cast<double>(m->intervalSteps)),
+         ettrText(m->ettr, true),
+         m->timeToTrainHours ? hoursText(*m->timeToTrainHours, "d") : std::string("-")});
+  }
+  return t;
+}
+
+std::string recoveryGainText(const Plan& p) {
+  const RecoverySection& r = p.recovery;
+  return fmt::format(
+      "live recovery vs checkpoint-restart: {:+.2f} ± {:.2f} percentage points of ETTR (paired "
+      "over {} replicas); the live row's interval is the plan's (section 2, swept with live "
+      "recovery)",
+      100.0 * r.gain.mean, 100.0 * r.gain.ci95, r.seeds);
+}
+
 }  // namespace stretch::planner::report

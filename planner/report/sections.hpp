@@ -38,6 +38,11 @@ Table scaleTable(const Plan& p, bool shownOnly);
 // 4. recommendation
 std::string recommendationLine(const Plan& p);
 
+// 6. recovery modes side by side (when p.recovery.compared)
+std::string recoveryHeader(const Plan& p);
+Table recoveryTable(const Plan& p);
+std::string recoveryGainText(const Plan& p);
+
 // 5. checkpoint portability (the first `limit` rows)
 Table portabilityTable(const Plan& p, std::size_t limit);
 

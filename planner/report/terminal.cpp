@@ -87,6 +87,12 @@ std::string renderTerminal(const Plan& p) {
     item.replace(0, 4, "  - ");
     out += item;
   }
+  if (p.recovery.compared) {
+    out += "\n6. Recovery: live vs checkpoint-restart\n";
+    out += wrap(recoveryHeader(p), 100, "  ");
+    out += recoveryTable(p).text("  ");
+    out += wrap(recoveryGainText(p), 100, "  ");
+  }
   return out;
 }
 

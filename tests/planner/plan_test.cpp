@@ -290,5 +290,51 @@ TEST(PlannerPlan, PortabilityListsEveryValidSize) {
   EXPECT_TRUE(universal);  // ZeRO stage 1 in DeepSpeed's own format
 }
 
+// With recovery.mode live the plan sweeps the interval under live recovery and compares both
+// recovery modes at the recommended size on fresh replicas, in every format.
+TEST(PlannerPlan, LiveRecoveryIsComparedWithCheckpointRestart) {
+  PlanInput in = example();
+  EXPECT_FALSE(makePlan(in).recovery.compared);
+  in.scenario.job.recovery.live = true;
+  in.scenario.job.recovery.reconfigureSeconds = 20;
+  in.scenario.job.recovery.stateBytes = 4'000'000'000;
+  const Plan plan = makePlan(in);
+  const RecoverySection& r = plan.recovery;
+  ASSERT_TRUE(r.compared);
+  EXPECT_EQ(r.gpus, plan.recommendation.gpus);
+  EXPECT_EQ(r.seeds, 32);
+  EXPECT_EQ(r.checkpoint.mode, "checkpoint");
+  EXPECT_EQ(r.live.mode, "live");
+  EXPECT_NEAR(r.transferSeconds, 4e9 / (in.scenario.cluster.interNodeGBps * 1e9), 1e-9);
+  // Checkpoint-restart at Daly's interval; live recovery at the plan's interval, which the
+  // sweep finds well above Daly's: a failure no longer costs the work since the last save.
+  EXPECT_NEAR(r.checkpoint.intervalMinutes,
+              quantizedInterval(plan.checkpoint.dalyMinutes, plan.checkpoint.stepSeconds / 60.0),
+              1e-9);
+  EXPECT_EQ(r.live.intervalMinutes, plan.checkpoint.recommendedMinutes);
+  EXPECT_GT(r.live.intervalMinutes, 2.0 * plan.checkpoint.dalyMinutes);
+  EXPECT_GT(r.live.ettr.mean, r.checkpoint.ettr.mean);
+  EXPECT_GT(r.gain.mean, r.gain.ci95);
+  EXPECT_NEAR(r.gain.mean, r.live.ettr.mean - r.checkpoint.ettr.mean, 1e-12);
+  ASSERT_TRUE(r.checkpoint.timeToTrainHours && r.live.timeToTrainHours);
+  EXPECT_LT(*r.live.timeToTrainHours, *r.checkpoint.timeToTrainHours);
+  EXPECT_NEAR(*r.live.timeToTrainHours / *r.checkpoint.timeToTrainHours,
+              r.checkpoint.ettr.mean / r.live.ettr.mean, 1e-9);
+
+  const auto j = nlohmann::json::parse(renderPlan(plan, ReportFormat::Json));
+  EXPECT_EQ(j["recovery"]["live"]["ettr"]["mean"].get<double>(), r.live.ettr.mean);
+  EXPECT_EQ(j["recovery"]["checkpoint"]["interval_steps"], r.checkpoint.intervalSteps);
+  for (const ReportFormat format :
+       {ReportFormat::Table, ReportFormat::Markdown, ReportFormat::Html}) {
+    SCOPED_TRACE(toString(format));
+    const std::string text = renderPlan(plan, format);
+    EXPECT_NE(text.find("Recovery: live vs checkpoint-restart"), std::string::npos);
+    EXPECT_NE(text.find("live (survivors keep training)"), std::string::npos);
+  }
+  EXPECT_EQ(
+      nlohmann::json::parse(renderPlan(makePlan(example()), ReportFormat::Json)).count("recovery"),
+      0u);
+}
+
 }  // namespace
 }  // namespace stretch::planner

@@ -88,7 +88,22 @@ void expectSameRun(const RunResult& a, const RunResult& b) {
   EXPECT_EQ(a.restarts, b.restarts);
   EXPECT_EQ(a.checkpoints, b.checkpoints);
   EXPECT_EQ(a.generations, b.generations);
+  EXPECT_EQ(a.liveRecoveries, b.liveRecoveries);
+  EXPECT_EQ(a.checkpointFallbacks, b.checkpointFallbacks);
   EXPECT_EQ(a.worldSizeNs, b.worldSizeNs);
+}
+
+// Runs `s` in both modes, which must give the same results and event log after more than 3
+// failures; returns the aggregate run's result.
+RunResult expectModesAgree(const Scenario& s) {
+  RunResult a;
+  RunResult b;
+  const auto ea = eventsOf(s, &a, SimMode::Aggregate);
+  const auto eb = eventsOf(s, &b, SimMode::StepLevel);
+  EXPECT_GT(a.failures, 3);
+  expectSameRun(a, b);
+  EXPECT_EQ(ea, eb);
+  return a;
 }
 
 nlohmann::json simpleJob() {
@@ -218,14 +233,7 @@ TEST(JobSim, AggregateAndStepLevelAgreeToTheNanosecond) {
   j["job"]["horizon_hours"] = 20;
   j["job"]["checkpoint"] = {{"interval_minutes", 10}, {"save_seconds", 20}, {"load_seconds", 30}};
   j["failures"] = {{"model", "exponential"}, {"node_mtbf_hours", 8}};
-  const Scenario s = fromJson(j);
-  RunResult a;
-  RunResult b;
-  const auto ea = eventsOf(s, &a, SimMode::Aggregate);
-  const auto eb = eventsOf(s, &b, SimMode::StepLevel);
-  EXPECT_GT(a.failures, 3);
-  expectSameRun(a, b);
-  EXPECT_EQ(ea, eb);
+  expectModesAgree(fromJson(j));
 }
 
 TEST(JobSim, SameSeedSameRunOtherReplicaOtherRun) {
@@ -545,16 +553,8 @@ TEST(LiveRecovery, AggregateAndStepLevelAgreeToTheNanosecondUnderRandomFailures)
   j["failures"] = {{"model", "exponential"}, {"node_mtbf_hours", 4}, {"repair_hours", 1}};
   j.erase("node_names");
   j.erase("script");
-  const Scenario s = fromJson(j);
-  RunResult a;
-  RunResult b;
-  const auto ea = eventsOf(s, &a, SimMode::Aggregate);
-  const auto eb = eventsOf(s, &b, SimMode::StepLevel);
-  EXPECT_GT(a.failures, 3);
+  const RunResult a = expectModesAgree(fromJson(j));
   EXPECT_GT(a.liveRecoveries, 0);
-  expectSameRun(a, b);
-  EXPECT_EQ(a.liveRecoveries, b.liveRecoveries);
-  EXPECT_EQ(ea, eb);
 }
 
 TEST(LiveRecovery, LiveModeNeedsItsReconfigurationTime) {
