@@ -821,6 +821,27 @@ void MainWindow::showPlan(const SimulationResult& result) {
     headline += tr(", %L1 GPU-hours").arg(*r.gpuHours, 0, 'f', 0);
   }
   headline += QStringLiteral(".<br>") + QString::fromStdString(r.reasons).toHtmlEscaped();
+  if (const planner::RecoverySection& rec = plan.recovery; rec.compared) {
+    // The planner's section 6: both recovery modes at the recommended size.
+    auto mode = [&](const planner::RecoveryMode& m) {
+      QString text = tr("checkpoint every %1 min: ETTR %2 ± %3 %")
+                         .arg(m.intervalMinutes, 0, 'f', 1)
+                         .arg(100.0 * m.ettr.mean, 0, 'f', 2)
+                         .arg(100.0 * m.ettr.ci95, 0, 'f', 2);
+      if (m.timeToTrainHours) {
+        text += tr(", time to train %1 h").arg(*m.timeToTrainHours, 0, 'f', 1);
+      }
+      return text;
+    };
+    headline += tr("<br><b>Live recovery</b> (survivors keep training; %1 s to reconfigure): "
+                   "%2. <b>Checkpoint-restart</b> (Daly's interval): %3. Live recovery gains "
+                   "%4 ± %5 ETTR points (%6 fresh replicas each).")
+                    .arg(rec.reconfigureSeconds, 0, 'g', 3)
+                    .arg(mode(rec.live), mode(rec.checkpoint))
+                    .arg(100.0 * rec.gain.mean, 0, 'f', 2)
+                    .arg(100.0 * rec.gain.ci95, 0, 'f', 2)
+                    .arg(rec.seeds);
+  }
   for (const std::string& w : plan.warnings) {
     headline += QStringLiteral("<br><span style='color:#8a6d00'>%1</span>")
                     .arg(QString::fromStdString(w).toHtmlEscaped());

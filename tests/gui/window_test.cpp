@@ -213,6 +213,21 @@ class WindowTest : public QObject {
     QVERIFY(window_->findChild<QPushButton*>("exportConfig")->isEnabled());
   }
 
+  // A job with live recovery: the recommendation shows both recovery modes (planner section 6).
+  void liveRecoveryIsComparedInTheRecommendation() {
+    QString error;
+    QVERIFY2(window_->openFile(test::fixture("plans/llama3_16k_live.json"), &error),
+             qPrintable(error));
+    window_->setSeeds(2);
+    QSignalSpy finished(&window_->controller(), &SimulationController::finished);
+    QVERIFY(window_->simulate());
+    QVERIFY(finished.wait(120000));
+    const QString text = window_->recommendationText();
+    QVERIFY2(text.contains(QStringLiteral("Live recovery")), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("Checkpoint-restart")), qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral("30 s to reconfigure")), qPrintable(text));
+  }
+
   void exportsNeedAPlanThenWriteIt() {
     QTemporaryDir out;
     QString error;
