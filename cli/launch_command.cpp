@@ -48,6 +48,10 @@ int run(launcher::LaunchRequest request) {
   } catch (const IoError& e) {
     std::cerr << "stretch launch: error: " << e.what() << "\n";
     return kExitUsage;
+  } catch (const std::exception& e) {
+    // The job store's port taken by another process, a runner that cannot start, ...
+    std::cerr << "stretch launch: error: " << e.what() << "\n";
+    return 1;
   }
 }
 

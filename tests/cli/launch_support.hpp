@@ -5,6 +5,7 @@
 // the processes a test left behind. Needs STRETCH_CLI, STRETCH_TRAIN_DIGITS and
 // STRETCH_SOURCE defined by the test target.
 
+#include <arpa/inet.h>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -13,12 +14,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <netinet/in.h>
 #include <optional>
 #include <random>
 #include <signal.h>
 #include <spawn.h>
 #include <sstream>
 #include <string>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -38,9 +41,30 @@ namespace stretch::test::launch {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
+// Whether nothing listens on 127.0.0.1:port (a bind succeeds now).
+inline bool portIsFree(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0)
+    return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool free = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return free;
+}
+
+// A random port P in [20000, 40000) such that P and P + 1 (the launcher's job store) are free
+// at the moment of the call; tests running at the same time draw from different sequences.
 inline int freePort() {
   static std::mt19937 rng(static_cast<unsigned>(::getpid()));
-  return 20000 + static_cast<int>(rng() % 20000);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int port = 20000 + static_cast<int>(rng() % 19998);
+    if (portIsFree(port) && portIsFree(port + 1))
+      return port;
+  }
+  return 20000 + static_cast<int>(rng() % 19998);
 }
 
 // The children of process `pid` (for a launcher: its workers or agents).

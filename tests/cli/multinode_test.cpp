@@ -232,6 +232,29 @@ TEST(MultiNodeLocal, SigtermToTheLauncherStopsEveryAgentAndWorker) {
   EXPECT_TRUE(noneLeft(dir.path().string())) << processesMentioning(dir.path().string()).size();
 }
 
+// The job store's port taken by another process: a clear error naming it, exit status 1.
+TEST(MultiNodeLocal, AJobStorePortInUseIsAnErrorNamingIt) {
+  stretch::test::TempDir dir("stretch-mn-port");
+  const int port = freePort();
+  const int taken = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(taken, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port + 1));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(taken, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(taken, 1), 0);
+  Launch launch(dir.path(),
+                {"--hostfile", writeHostfile(dir.path(), {"n0", "n1"}).string(), "--launcher",
+                 "local", "--master_port", std::to_string(port), "/bin/true"});
+  EXPECT_EQ(launch.wait(60s), 1) << launch.err();
+  ::close(taken);
+  EXPECT_NE(launch.err().find("cannot listen on 127.0.0.1:" + std::to_string(port + 1)),
+            std::string::npos)
+      << launch.err();
+  EXPECT_EQ(launch.err().find("terminate called"), std::string::npos) << launch.err();
+}
+
 TEST(MultiNodeLocal, AgentsThatCannotStartEndTheJobWithTheirStatus) {
   stretch::test::TempDir dir("stretch-mn-noagent");
   // "netns" with hosts that are no namespaces: `ip netns exec` fails for both.
