@@ -797,9 +797,7 @@ RecoverySection recoverySection(const Planning& p, const Plan& plan, const Scale
   r.compared = true;
   r.gpus = chosen.gpus;
   r.reconfigureSeconds = sc.job.recovery.reconfigureSeconds;
-  const double gbps =
-      sc.job.recovery.transferGBps > 0 ? sc.job.recovery.transferGBps : sc.cluster.interNodeGBps;
-  r.transferSeconds = gbps > 0 ? static_cast<double>(sc.job.recovery.stateBytes) / (gbps * 1e9) : 0;
+  r.transferSeconds = sim::stateTransferSeconds(sc);
   const PlanSettings& settings = p.input.settings;
   r.seeds = ck.seeds > 0 ? ck.seeds : settings.seeds > 0 ? settings.seeds : kDefaultSweepSeeds;
   const double stepMin = chosen.stepSeconds / 60.0;

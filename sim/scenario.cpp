@@ -626,6 +626,12 @@ Scenario parseScenarioText(std::string_view text, const std::filesystem::path& b
   return parseScenario(config::detail::parseJson(text, "scenario"), baseDir, options);
 }
 
+double stateTransferSeconds(const Scenario& s) noexcept {
+  const double gbps =
+      s.job.recovery.transferGBps > 0 ? s.job.recovery.transferGBps : s.cluster.interNodeGBps;
+  return gbps > 0 ? static_cast<double>(s.job.recovery.stateBytes) / (gbps * 1e9) : 0.0;
+}
+
 Scenario loadScenario(const std::filesystem::path& path, const ScenarioOptions& options) {
   Scenario s = parseScenario(config::detail::parseJson(readFile(path, "scenario"), path.string()),
                              path.has_parent_path() ? path.parent_path() : ".", options);

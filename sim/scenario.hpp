@@ -213,6 +213,11 @@ Scenario parseScenarioText(std::string_view text, const std::filesystem::path& b
 // Reads and parses a file; the scenario is named after its stem.
 Scenario loadScenario(const std::filesystem::path& path, const ScenarioOptions& options = {});
 
+// Live recovery's state transfer to a node that joins: job.recovery.state_bytes at
+// transfer_GBps (default: the cluster's inter-node bandwidth per GPU), in seconds; 0 without a
+// bandwidth.
+double stateTransferSeconds(const Scenario& scenario) noexcept;
+
 // The cluster preset directory: $STRETCH_CLUSTER_PRESETS when set, else <scenarioDir>/../clusters
 // when it exists (scenarios in fixtures/scenarios), else the source tree's fixtures/clusters.
 std::filesystem::path defaultPresetDir(const std::filesystem::path& scenarioDir);

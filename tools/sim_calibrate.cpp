@@ -125,6 +125,15 @@ struct RunTimings {
   std::vector<double> startups;     // seconds from start_workers to productive training
 };
 
+// The median over the run's steps of their period (each step's lowest rank's).
+double medianPeriod(const RunTimings& t) {
+  std::vector<double> periods;
+  for (const auto& [step, ranks] : t.steps) {
+    periods.push_back(ranks.begin()->second.period);
+  }
+  return median(periods);
+}
+
 // One run's timings. `requireSteps`: at least 3 complete steps after the warm-up, or Error.
 // `startNs`: the launcher's start_workers time, for the startup (0: not measured).
 RunTimings readTimings(const fs::path& path, std::int64_t workers, bool requireSteps = true,
@@ -183,12 +192,8 @@ RunTimings readTimings(const fs::path& path, std::int64_t workers, bool requireS
     return kv.first.second <= warmup || static_cast<std::int64_t>(kv.second.size()) != workers;
   });
   if (startNs > 0 && firstEndNs > startNs && !t.steps.empty()) {
-    std::vector<double> periods;
-    for (const auto& [step, ranks] : t.steps) {
-      periods.push_back(ranks.begin()->second.period);
-    }
     t.startups.push_back(
-        std::max(0.0, static_cast<double>(firstEndNs - startNs) * 1e-9 - load - median(periods)));
+        std::max(0.0, static_cast<double>(firstEndNs - startNs) * 1e-9 - load - medianPeriod(t)));
   }
   if (requireSteps && t.steps.size() < 3) {
     throw Error(
@@ -197,14 +202,6 @@ RunTimings readTimings(const fs::path& path, std::int64_t workers, bool requireS
                     path.string(), t.steps.size()));
   }
   return t;
-}
-
-double medianPeriod(const RunTimings& t) {
-  std::vector<double> periods;
-  for (const auto& [step, ranks] : t.steps) {
-    periods.push_back(ranks.begin()->second.period);
-  }
-  return median(periods);
 }
 
 double measuredStep(const RunTimings& t) {
@@ -461,8 +458,10 @@ nlohmann::json runCalibration(CalibrationOptions options) {
     addRepeat(two, 2, accumulation, r);
     addRepeat(check, 2, heldOutGas, r);
   }
-  // 4. (part) the resumed run: loading a checkpoint and starting again
+  // 4. (part) the resumed run: loading a checkpoint and starting again; the start-ups of every
+  // 2-worker run
   std::vector<double> startups = two.startups;
+  startups.insert(startups.end(), check.startups.begin(), check.startups.end());
   double loadSeconds = 0;
   if (measureCosts) {
     progress("2 worker(s), resuming from the last run's checkpoint (restart and load costs)");
@@ -494,7 +493,6 @@ nlohmann::json runCalibration(CalibrationOptions options) {
     return sim::nanosToSeconds(sim::planStep(j, cluster, batch, workers, 1).stepNs);
   };
 
-  startups.insert(startups.end(), check.startups.begin(), check.startups.end());
   std::vector<double> saves = two.saves;
   saves.insert(saves.end(), check.saves.begin(), check.saves.end());
   const double saveSeconds = saves.empty() ? 0.0 : median(saves);

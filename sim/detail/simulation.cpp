@@ -28,11 +28,7 @@ Simulation::Simulation(const Scenario& scenario, const RunOptions& options)
   startupNs_ = secondsToNanos(s_.job.restartOverheadSeconds);
   if (s_.job.recovery.live) {
     reconfigureNs_ = secondsToNanos(s_.job.recovery.reconfigureSeconds);
-    const double gbps =
-        s_.job.recovery.transferGBps > 0 ? s_.job.recovery.transferGBps : s_.cluster.interNodeGBps;
-    transferNs_ =
-        gbps > 0 ? secondsToNanos(static_cast<double>(s_.job.recovery.stateBytes) / (gbps * 1e9))
-                 : 0;
+    transferNs_ = secondsToNanos(stateTransferSeconds(s_));
   }
   horizonNs_ = s_.job.horizonHours ? hoursToNanos(*s_.job.horizonHours) : kNever;
   limitNs_ = std::min(horizonNs_, hoursToNanos(kMaxSimulatedHours));

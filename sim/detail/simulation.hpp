@@ -78,6 +78,13 @@ class Simulation {
   const StepPlan& planFor(const agent::StartWorkers& a);
   // `live`: the start resumes from the survivors (recovery.mode live), as liveStart decided.
   void startGeneration(const agent::StartWorkers& a, bool live);
+  // What the failures since ring_ took: how many of its nodes, and whether two neighbours (a
+  // ZeRO partition and its copy on the next node).
+  struct RingLoss {
+    std::size_t lost = 0;
+    bool neighbours = false;
+  };
+  RingLoss ringLoss() const;
   // Whether this start can resume from the survivors of the stopped generation.
   bool liveStart() const;
   // A node's workers die or the node goes: its state (and ZeRO partition) is no longer there.

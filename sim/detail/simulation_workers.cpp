@@ -32,32 +32,35 @@ const StepPlan& Simulation::planFor(const agent::StartWorkers& a) {
   return it->second;
 }
 
-bool Simulation::liveStart() const {
-  if (!survivors_) {
-    return false;
-  }
-  // The nodes of the stopped generation that lost workers, and whether two of them are
-  // neighbours (a ZeRO partition and its copy on the next node).
-  std::size_t lost = 0;
-  bool neighbours = false;
+Simulation::RingLoss Simulation::ringLoss() const {
+  RingLoss loss;
   const std::size_t n = ring_.size();
   for (const std::uint64_t key : affected_) {
     const auto at = ring_.indexOfKey(key);
     if (!at) {
       continue;
     }
-    ++lost;
+    ++loss.lost;
     if (n > 1) {
       const std::uint64_t next = ring_.entry((*at + 1) % n).key;
-      neighbours =
-          neighbours || std::find(affected_.begin(), affected_.end(), next) != affected_.end();
+      loss.neighbours =
+          loss.neighbours || std::find(affected_.begin(), affected_.end(), next) != affected_.end();
     }
   }
-  if (lost >= n) {
+  return loss;
+}
+
+bool Simulation::liveStart() const {
+  if (!survivors_) {
+    return false;
+  }
+  const RingLoss loss = ringLoss();
+  const std::size_t n = ring_.size();
+  if (loss.lost >= n) {
     return false;  // no survivor holds the state
   }
   const bool partitioned = s_.job.config.zero.stage == 1 || s_.job.config.zero.stage == 2;
-  if (partitioned && (neighbours || (n == 1 && lost > 0))) {
+  if (partitioned && (loss.neighbours || (n == 1 && loss.lost > 0))) {
     return false;
   }
   return true;
@@ -102,11 +105,7 @@ void Simulation::startGeneration(const agent::StartWorkers& a, bool live) {
       // them (joiners, restarted workers) receive the state from a healthy peer.
       progress_ = *survivors_;
       ++r.liveRecoveries;
-      std::size_t lostFromRing = 0;
-      for (const std::uint64_t key : affected_) {
-        lostFromRing += ring_.indexOfKey(key) ? 1 : 0;
-      }
-      const bool receivers = a.nodes.size() > ring_.size() - lostFromRing;
+      const bool receivers = a.nodes.size() > ring_.size() - ringLoss().lost;
       startup = reconfigureNs_ + (receivers ? transferNs_ : 0);
     } else {
       ++r.checkpointFallbacks;

@@ -21,7 +21,6 @@
 #include <string>
 #include <vector>
 
-#include <climits>
 
 #include <gtest/gtest.h>
 
