@@ -87,7 +87,9 @@ void Simulation::markAffected(std::int64_t node) {
     return;
   }
   settleRing();
-  if (const auto key = machine_.nodeKey(nodes_[node].id)) {
+  // Once per node: a node struck again before the next completed step has nothing more to lose.
+  if (const auto key = machine_.nodeKey(nodes_[node].id);
+      key && std::find(affected_.begin(), affected_.end(), *key) == affected_.end()) {
     affected_.push_back(*key);
   }
 }

@@ -538,6 +538,23 @@ TEST(LiveRecovery, ANodeWhoseOnlyWorkersDiedHasNoSurvivorToRecoverFrom) {
   EXPECT_EQ(r.checkpointFallbacks, 1);
 }
 
+// A node struck twice before a generation completes a step still counts once: with 2 nodes,
+// the other one survives both restarts.
+TEST(LiveRecovery, ANodeStruckTwiceCountsOnce) {
+  auto j = liveJob(0, {{{"at_step", 30}, {"kind", "kill_worker"}, {"rank", 1}},
+                       {{"at_step", 30}, {"kind", "kill_worker"}, {"rank", 1}}});
+  j["cluster"] = cluster(2, 1);
+  j["node_names"] = {"n0", "n1"};
+  RunResult r;
+  const auto st = starts(eventsOf(fromJson(j), &r));
+  ASSERT_EQ(st.size(), 3u);
+  EXPECT_EQ(st[1]["recovery"], "live");
+  EXPECT_EQ(st[2]["recovery"], "live");
+  EXPECT_EQ(st[2]["resume_step"], 30);
+  EXPECT_EQ(r.liveRecoveries, 2);
+  EXPECT_EQ(r.checkpointFallbacks, 0);
+}
+
 TEST(LiveRecovery, AggregateAndStepLevelAgreeToTheNanosecondUnderRandomFailures) {
   auto j = liveJob(2, nlohmann::json::array());
   j["cluster"] = cluster(8, 2);
