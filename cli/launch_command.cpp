@@ -39,6 +39,10 @@ int run(launcher::LaunchRequest request) {
       spdlog::info("agent: restart took {:.3f} s from the failure to the new workers",
                    std::chrono::duration<double>(d).count());
     }
+    if (result.liveRecoveries > 0) {
+      spdlog::info("agent: {} of {} restart(s) continued live (the running workers kept training)",
+                   result.liveRecoveries, result.recoveryTimes.size());
+    }
     if (result.exitCode != 0)
       std::cerr << "stretch launch: error: " << result.message << "\n";
     return result.exitCode;
@@ -148,6 +152,13 @@ Command addLaunchCommand(CLI::App& app) {
   sub->add_option("--max_restarts", options->maxRestarts,
                   "restarts after failures before giving up (default 0, elastic 100)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--recovery", options->recovery,
+                  "after a failure: 'auto' keeps the surviving workers training live when the "
+                  "program supports it (the Stretch engine at ZeRO stage 0: a failure costs the "
+                  "step in flight, no restart, no checkpoint read) and restarts every worker "
+                  "from the checkpoint otherwise; 'restart' always restarts (one host)")
+      ->check(CLI::IsMember({"auto", "restart"}))
+      ->capture_default_str();
   sub->add_option("--monitor_interval", options->monitorInterval,
                   "seconds between the agent's checks")
       ->check(CLI::PositiveNumber)

@@ -17,6 +17,7 @@
 #include <torch/torch.h>
 
 #include "runtime/comm/builtin/builtin_backends.hpp"
+#include "runtime/comm/errors.hpp"
 #include "runtime/comm/init_distributed.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/common/file_io.hpp"
@@ -71,11 +72,41 @@ bool distributedEnvironment() {
   return std::getenv("WORLD_SIZE") != nullptr || std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
 }
 
-std::shared_ptr<comm::ProcessGroup> joinIfDistributed() {
+std::shared_ptr<comm::ProcessGroup> joinIfDistributed(engine::LiveRecovery* live) {
   if (!distributedEnvironment())
     return nullptr;
   comm::registerBuiltinBackends();
+  if (live != nullptr && live->joining())
+    return live->joinGroup();
   return comm::initDistributed({});
+}
+
+void startTraining(engine::Engine& engine, const JobOptions& options, engine::LiveRecovery* live) {
+  if (live == nullptr || !live->joining())
+    resumeIfAsked(engine, options);
+  if (live != nullptr)
+    live->start(engine);
+}
+
+bool liveMicroStep(engine::Engine& engine, engine::LiveRecovery* live, std::int64_t steps,
+                   const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const comm::CommError& e) {
+    if (live == nullptr || !live->canRecover(engine))
+      throw;
+    spdlog::warn("live recovery: rank {} abandons step {}: {}", engine.dpRank(),
+                 engine.globalSteps() + 1, e.what());
+    live->recover(engine);
+    return false;
+  }
+  if (live != nullptr && engine.globalSteps() < steps &&
+      engine.microSteps() % engine.gradientAccumulationSteps() == 0 && live->announced()) {
+    spdlog::info("live recovery: rank {} leaves generation {} after step {} for the next one",
+                 engine.dpRank(), live->generation(), engine.globalSteps());
+    live->recover(engine);
+  }
+  return true;
 }
 
 void resumeIfAsked(engine::Engine& engine, const JobOptions& options) {

@@ -16,6 +16,7 @@
 #include "runtime/comm/process_group.hpp"
 #include "runtime/config/ds_config.hpp"
 #include "runtime/engine/engine.hpp"
+#include "runtime/engine/live_recovery.hpp"
 
 namespace stretch::examples {
 
@@ -51,8 +52,25 @@ config::DsConfig readJobConfig(const std::string& path);
 bool distributedEnvironment();
 
 // Joins the process group over the built-in backends when distributedEnvironment(), else null
-// (the engine then trains alone).
-std::shared_ptr<comm::ProcessGroup> joinIfDistributed();
+// (the engine then trains alone). Under live recovery a worker started into a running job
+// (live->joining()) joins its generation's group instead; build the engine with
+// InitOptions::liveJoin = live->joining() then.
+std::shared_ptr<comm::ProcessGroup> joinIfDistributed(engine::LiveRecovery* live = nullptr);
+
+// After initialize: --resume (unless the worker joins a running job live, whose state comes from
+// its peers), then live->start (a joiner takes the job's state; every worker says it can
+// recover live). live may be null.
+void startTraining(engine::Engine& engine, const JobOptions& options, engine::LiveRecovery* live);
+
+// One micro step of a job's loop: runs `body` (forward, backward, engine.step() and what the job
+// does after a boundary). Under live recovery (live not null) a collective that fails (a peer
+// died) abandons the step and continues in the agent's next generation (live->recover), and a
+// new generation announced by the agent is joined at the step boundary (not after the last of
+// the job's `steps`: the job ends in the generation it is in). Returns false when the
+// micro step was abandoned (the job's own per-step accumulators should start over). Without
+// live recovery the error propagates.
+bool liveMicroStep(engine::Engine& engine, engine::LiveRecovery* live, std::int64_t steps,
+                   const std::function<void()>& body);
 
 // --resume: loads the latest checkpoint of options.checkpointDir, if any, and logs what it found
 // on rank 0 ("resumed from ..." or "nothing loaded ..."; the launch tests look for both).

@@ -71,7 +71,7 @@ int runDigits(int argc, char** argv) {
   stretch::examples::routeLogs(job);
 
   const auto config = stretch::examples::readJobConfig(job.configPath);
-  auto group = stretch::examples::joinIfDistributed();
+  const auto live = stretch::engine::LiveRecovery::fromEnvironment();
 
   torch::manual_seed(job.seed);
   DigitsNet model;
@@ -79,13 +79,14 @@ int runDigits(int argc, char** argv) {
   const auto test = stretch::examples::loadDigits(dataPath, trainRows, -1);
 
   stretch::engine::InitOptions options;
-  options.processGroup = group;
+  options.processGroup = stretch::examples::joinIfDistributed(live.get());
+  options.liveJoin = live && live->joining();
   options.trainingData = train;
   options.dataSeed = job.seed;
   options.device = torch::Device(torch::kCPU);
   auto [engine, optimizer, loader, scheduler] =
       stretch::engine::initialize(torch::nn::AnyModule(model), config, options);
-  stretch::examples::resumeIfAsked(*engine, job);
+  stretch::examples::startTraining(*engine, job, live.get());
 
   double lossSum = 0;
   std::int64_t lossCount = 0;
@@ -96,30 +97,37 @@ int runDigits(int argc, char** argv) {
   const auto faults = stretch::examples::FaultScript::fromEnvironment();
   auto stepBegan = std::chrono::steady_clock::now();
   while (engine->globalSteps() < job.steps) {
-    auto batch = loader->next();
-    auto loss = torch::cross_entropy_loss(
-        engine->forward(batch.inputs.to(engine->dtype())).to(torch::kFloat32), batch.targets);
-    engine->backward(loss);
-    lossSum += loss.item<double>();
-    ++lossCount;
-    const bool boundary = engine->isGradientAccumulationBoundary();
-    engine->step();
-    if (boundary) {
-      lastLoss = lossSum / static_cast<double>(lossCount);
+    const bool completed = stretch::examples::liveMicroStep(*engine, live.get(), job.steps, [&] {
+      auto batch = loader->next();
+      auto loss = torch::cross_entropy_loss(
+          engine->forward(batch.inputs.to(engine->dtype())).to(torch::kFloat32), batch.targets);
+      engine->backward(loss);
+      lossSum += loss.item<double>();
+      ++lossCount;
+      const bool boundary = engine->isGradientAccumulationBoundary();
+      engine->step();
+      if (boundary) {
+        lastLoss = lossSum / static_cast<double>(lossCount);
+        lossSum = 0;
+        lossCount = 0;
+        stepSeconds.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - stepBegan).count());
+        const std::int64_t step = engine->globalSteps();
+        stretch::examples::saveIfDue(*engine, job, step);
+        faults.afterStep(step, engine->dpRank());
+        stepBegan = std::chrono::steady_clock::now();
+      }
+    });
+    if (!completed) {
       lossSum = 0;
       lossCount = 0;
-      stepSeconds.push_back(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - stepBegan).count());
-      const std::int64_t step = engine->globalSteps();
-      stretch::examples::saveIfDue(*engine, job, step);
-      faults.afterStep(step, engine->dpRank());
       stepBegan = std::chrono::steady_clock::now();
     }
   }
   // The mean training loss of the last step, averaged over the data-parallel ranks.
   std::vector<double> reduced = {lastLoss};
   if (engine->dpWorldSize() > 1) {
-    group
+    engine->processGroup()
         ->allReduce(stretch::comm::BufferView::of(std::span(reduced)), stretch::comm::ReduceOp::Avg)
         ->wait();
   }

@@ -219,7 +219,8 @@ int runGpt(int argc, char** argv) {
   const auto corpus = stretch::examples::loadCharCorpus(dataPath, shape.context);
   shape.vocab = corpus.vocabSize();
   stretch::examples::checkShape(shape);
-  auto group = stretch::examples::joinIfDistributed();
+  const auto live = stretch::engine::LiveRecovery::fromEnvironment();
+  auto group = stretch::examples::joinIfDistributed(live.get());
 
   torch::manual_seed(job.seed);
   Gpt model(shape);
@@ -230,12 +231,13 @@ int runGpt(int argc, char** argv) {
     exportWeights(model, exportInit);
 
   stretch::engine::InitOptions options;
-  options.processGroup = group;
+  options.processGroup = std::move(group);
+  options.liveJoin = live && live->joining();
   options.trainingData = corpus.train;
   options.dataSeed = job.seed;
   auto [engine, optimizer, loader, scheduler] =
       stretch::engine::initialize(torch::nn::AnyModule(model), config, options);
-  stretch::examples::resumeIfAsked(*engine, job);
+  stretch::examples::startTraining(*engine, job, live.get());
   const auto device = engine->device();
   const std::int64_t parameters = stretch::examples::parameterCount(*model);
   const std::int64_t generation = stretch::examples::launcherGeneration();
@@ -262,52 +264,61 @@ int runGpt(int argc, char** argv) {
   std::int64_t micro = 0;
   auto stepBegan = std::chrono::steady_clock::now();
   while (engine->globalSteps() < job.steps) {
-    auto batch = loader->next();
-    torch::manual_seed(dropoutSeed(job.seed, engine->globalSteps(), micro++, rank));
-    auto loss = lossOf(engine->forward(batch.inputs.to(device)), batch.targets.to(device));
-    engine->backward(loss);
-    lossSum += loss.item<double>();
-    ++lossCount;
-    const bool boundary = engine->isGradientAccumulationBoundary();
-    engine->step();
-    if (!boundary)
-      continue;
-    micro = 0;
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - stepBegan).count();
-    stepSeconds.push_back(seconds);
-    const double stepLoss = allReduce(group.get(), lossSum / static_cast<double>(lossCount),
-                                      stretch::comm::ReduceOp::Avg);
-    losses.push_back(stepLoss);
-    lossSum = 0;
-    lossCount = 0;
-    const std::int64_t step = engine->globalSteps();
-    if (rank == 0 && logEvery > 0 && (step % logEvery == 0 || step == job.steps)) {
-      spdlog::info(
-          "step {}/{} loss {:.4f} lr {:.3e} tokens/s {:.0f} step {:.3f} s (median {:.3f} s) "
-          "peak rss {:.0f} MiB generation {} world {} micro {} x {}",
-          step, job.steps, stepLoss, engine->learningRates().front(),
-          static_cast<double>(tokensPerStep) / seconds, seconds,
-          stretch::examples::median(stepSeconds),
-          static_cast<double>(stretch::examples::peakRssBytes()) / (1 << 20), generation,
-          engine->dpWorldSize(), engine->microBatchSize(), engine->gradientAccumulationSteps());
+    const bool completed = stretch::examples::liveMicroStep(*engine, live.get(), job.steps, [&] {
+      auto batch = loader->next();
+      torch::manual_seed(dropoutSeed(job.seed, engine->globalSteps(), micro++, engine->dpRank()));
+      auto loss = lossOf(engine->forward(batch.inputs.to(device)), batch.targets.to(device));
+      engine->backward(loss);
+      lossSum += loss.item<double>();
+      ++lossCount;
+      const bool boundary = engine->isGradientAccumulationBoundary();
+      engine->step();
+      if (!boundary)
+        return;
+      micro = 0;
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - stepBegan).count();
+      stepSeconds.push_back(seconds);
+      const double stepLoss =
+          allReduce(engine->processGroup().get(), lossSum / static_cast<double>(lossCount),
+                    stretch::comm::ReduceOp::Avg);
+      losses.push_back(stepLoss);
+      lossSum = 0;
+      lossCount = 0;
+      const std::int64_t step = engine->globalSteps();
+      if (engine->dpRank() == 0 && logEvery > 0 && (step % logEvery == 0 || step == job.steps)) {
+        spdlog::info(
+            "step {}/{} loss {:.4f} lr {:.3e} tokens/s {:.0f} step {:.3f} s (median {:.3f} s) "
+            "peak rss {:.0f} MiB generation {} world {} micro {} x {}",
+            step, job.steps, stepLoss, engine->learningRates().front(),
+            static_cast<double>(tokensPerStep) / seconds, seconds,
+            stretch::examples::median(stepSeconds),
+            static_cast<double>(stretch::examples::peakRssBytes()) / (1 << 20), generation,
+            engine->dpWorldSize(), engine->microBatchSize(), engine->gradientAccumulationSteps());
+      }
+      if (engine->dpRank() == 0 && evalEvery > 0 && step % evalEvery == 0 && step < job.steps) {
+        lastValidation =
+            validationLoss(model, corpus.validation, evalWindows, engine->microBatchSize(), device);
+        validations.push_back({{"step", step}, {"loss", lastValidation}});
+        spdlog::info("step {}: validation loss {:.4f} (unigram entropy {:.4f})", step,
+                     lastValidation, corpus.unigramEntropy);
+      }
+      stretch::examples::saveIfDue(*engine, job, step);
+      faults.afterStep(step, engine->dpRank());
+      stepBegan = std::chrono::steady_clock::now();
+    });
+    if (!completed) {
+      micro = 0;
+      lossSum = 0;
+      lossCount = 0;
+      stepBegan = std::chrono::steady_clock::now();
     }
-    if (rank == 0 && evalEvery > 0 && step % evalEvery == 0 && step < job.steps) {
-      lastValidation =
-          validationLoss(model, corpus.validation, evalWindows, engine->microBatchSize(), device);
-      validations.push_back({{"step", step}, {"loss", lastValidation}});
-      spdlog::info("step {}: validation loss {:.4f} (unigram entropy {:.4f})", step, lastValidation,
-                   corpus.unigramEntropy);
-    }
-    stretch::examples::saveIfDue(*engine, job, step);
-    faults.afterStep(step, rank);
-    stepBegan = std::chrono::steady_clock::now();
   }
 
-  const double peakRss =
-      allReduce(group.get(), static_cast<double>(stretch::examples::peakRssBytes()),
-                stretch::comm::ReduceOp::Max);
-  if (rank == 0) {
+  const double peakRss = allReduce(engine->processGroup().get(),
+                                   static_cast<double>(stretch::examples::peakRssBytes()),
+                                   stretch::comm::ReduceOp::Max);
+  if (engine->dpRank() == 0) {
     lastValidation =
         validationLoss(model, corpus.validation, evalWindows, engine->microBatchSize(), device);
     validations.push_back({{"step", engine->globalSteps()}, {"loss", lastValidation}});

@@ -30,6 +30,14 @@ class WorkerGroup {
   virtual void start(const StartWorkers& action) = 0;
   virtual void stop() = 0;
   virtual std::vector<WorkerExited> poll() = 0;
+  // Live recovery: starts generation `action` keeping the workers that still run and fit its
+  // layout (they continue in the new generation), stopping those that do not and starting only
+  // the missing ones. Returns false when this group cannot (the caller then stops and starts
+  // as usual). Exits reported afterwards carry action.generation.
+  virtual bool continueLive(const StartWorkers& /*action*/) { return false; }
+  // Whether continueLive(next) would keep workers running (asked before their generation is
+  // stopped).
+  virtual bool canContinueLive(const StartWorkers& /*next*/) const { return false; }
 };
 
 }  // namespace stretch::agent

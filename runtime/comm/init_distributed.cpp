@@ -388,6 +388,28 @@ std::shared_ptr<Store> redisStore(const DistributedEnv& env) {
 
 }  // namespace
 
+std::shared_ptr<ProcessGroup> buildGroup(const std::string& backend, std::shared_ptr<Store> store,
+                                         int rank, int size, Duration timeout,
+                                         const std::string& peerAddress, int localRank) {
+  BackendInit init;
+  init.store = std::move(store);
+  init.rank = rank;
+  init.size = size;
+  init.timeout = timeout;
+  init.groupName = "default";
+  init.host = localAddressTowards(peerAddress);
+  init.localRank = localRank;
+  auto built = createBackend(backend, init);
+  DeviceType device = DeviceType::Cpu;
+  for (const BackendInfo& info : registeredBackends()) {
+    if (info.name == backend)
+      device = info.device;
+  }
+  auto group = std::make_shared<ProcessGroup>(rank, size);
+  group->setBackend(device, std::move(built));
+  return group;
+}
+
 std::shared_ptr<ProcessGroup> initDistributed(const InitOptions& options) {
   {
     std::lock_guard lock(gDefaultMutex);
@@ -403,7 +425,6 @@ std::shared_ptr<ProcessGroup> initDistributed(const InitOptions& options) {
     }
   }
   const DistributedEnv env = discoverEnvironment(options, processEnvironment());
-  const std::string bindHost = localAddressTowards(env.masterAddr);
 
   std::shared_ptr<Store> store;
   if (env.worldSize == 1) {
@@ -430,23 +451,8 @@ std::shared_ptr<ProcessGroup> initDistributed(const InitOptions& options) {
 
   joinRendezvous(*store, env);
 
-  BackendInit init;
-  init.store = std::make_shared<PrefixStore>("default_pg", store);
-  init.rank = env.rank;
-  init.size = env.worldSize;
-  init.timeout = env.timeout;
-  init.groupName = "default";
-  init.host = bindHost;
-  init.localRank = env.localRank;
-  auto backend = createBackend(options.backend, init);
-
-  DeviceType device = DeviceType::Cpu;
-  for (const BackendInfo& info : registeredBackends()) {
-    if (info.name == options.backend)
-      device = info.device;
-  }
-  auto group = std::make_shared<ProcessGroup>(env.rank, env.worldSize);
-  group->setBackend(device, std::move(backend));
+  auto group = buildGroup(options.backend, std::make_shared<PrefixStore>("default_pg", store),
+                          env.rank, env.worldSize, env.timeout, env.masterAddr, env.localRank);
   group->setStore(store);
 
   std::lock_guard lock(gDefaultMutex);

@@ -72,6 +72,15 @@ DistributedEnv discoverEnvironment(const InitOptions& options, const Environment
 // returns the default group if one exists. Blocks until every rank has joined (timeout).
 std::shared_ptr<ProcessGroup> initDistributed(const InitOptions& options = {});
 
+// A group of `size` ranks whose backend (a registered name) rendezvouses through `store`,
+// already prefixed for this group: what initDistributed builds after discovery, for the groups
+// a job builds later (live recovery's generations, runtime/comm/live_generation.hpp). The
+// transport binds to this host's address towards `peerAddress` (the store's host). Collective:
+// blocks until every rank has joined (timeout). The group's store() is left unset.
+std::shared_ptr<ProcessGroup> buildGroup(const std::string& backend, std::shared_ptr<Store> store,
+                                         int rank, int size, Duration timeout,
+                                         const std::string& peerAddress, int localRank);
+
 // The default group, or nullptr before initDistributed / after destroyProcessGroup.
 std::shared_ptr<ProcessGroup> defaultGroup();
 bool isInitialized();

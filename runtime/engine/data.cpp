@@ -46,6 +46,18 @@ void DataLoader::setPosition(const SamplerState& position) {
   refill();
 }
 
+void DataLoader::reshard(int rank, int worldSize, std::int64_t microBatch,
+                         const SamplerState& position) {
+  if (microBatch < 1) {
+    throw ConfigError(ErrorDetail{"train_micro_batch_size_per_gpu", std::to_string(microBatch),
+                                  "a positive integer"});
+  }
+  sampler_ = DistributedSampler(data_.size(), worldSize, rank, sampler_.shuffle(), sampler_.seed(),
+                                sampler_.dropLast());
+  microBatch_ = microBatch;
+  setPosition(position);
+}
+
 Batch DataLoader::next() {
   if (cursor_ >= indices_.size()) {
     sampler_.setEpoch(sampler_.epoch() + 1);

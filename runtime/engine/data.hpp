@@ -46,6 +46,10 @@ class DataLoader {
   // Continues from `position`, possibly written by a job of another world size: every sample
   // of the epoch is still consumed exactly once (sampler.hpp).
   void setPosition(const SamplerState& position);
+  // The same data split over `worldSize` ranks as `rank` with `microBatch` samples per call,
+  // from `position` (live recovery: a new generation of another size). Throws like the
+  // constructor.
+  void reshard(int rank, int worldSize, std::int64_t microBatch, const SamplerState& position);
 
  private:
   void refill();

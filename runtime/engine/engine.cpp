@@ -156,7 +156,8 @@ void Engine::setUp(torch::nn::AnyModule model, const config::DsConfig& config,
     }
   }
   // Every rank starts from rank 0's weights (DeepSpeed's _broadcast_model), frozen ones too.
-  if (world > 1) {
+  // A live joiner gets the job's state from rejoin() instead.
+  if (world > 1 && !options.liveJoin) {
     group_->broadcast(toBufferView(flatParams_), 0)->wait();
     torch::NoGradGuard noGrad;
     for (auto& p : frozen) {
@@ -218,6 +219,8 @@ void Engine::setUp(torch::nn::AnyModule model, const config::DsConfig& config,
                                            world, options.dataSeed,
                                            /*shuffle=*/true, /*dropLast=*/false);
   }
+  if (loader_)
+    positionAtStep_ = loader_->position();
   if (dpRank() == 0) {
     spdlog::info(
         "stretch engine: {} parameters ({} trainable elements), {} on {}, ZeRO stage {}, "
@@ -478,6 +481,9 @@ void Engine::step() {
     timersAtStepStart_ = timers_;
     stepStart_.reset();
     lastStepEnd_ = Clock::now();
+    microStepsAtStep_ = microSteps_;
+    if (loader_)
+      positionAtStep_ = loader_->position();
   }
 }
 
@@ -518,10 +524,11 @@ class GradReadyHook final : public torch::autograd::FunctionPostHook {
 
 }  // namespace
 
-void Engine::setUpBuckets(std::int64_t total, std::int64_t size) {
+void Engine::computeBuckets(std::int64_t total, std::int64_t size) {
+  buckets_.clear();
   for (std::int64_t begin = 0; begin < total; begin += size)
     buckets_.push_back({begin, std::min(size, total - begin), {}, 0, nullptr});
-  paramBuckets_.resize(params_.size());
+  paramBuckets_.assign(params_.size(), {});
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const std::int64_t n = params_[i].numel();
     const std::int64_t offset = paramOffsets_[i];
@@ -533,6 +540,12 @@ void Engine::setUpBuckets(std::int64_t total, std::int64_t size) {
         buckets_[b].members.push_back(i);
       }
     }
+  }
+}
+
+void Engine::setUpBuckets(std::int64_t total, std::int64_t size) {
+  computeBuckets(total, size);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
     auto accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
     accumulator->add_post_hook(std::make_unique<GradReadyHook>([this, i] { onGradReady(i); }));
     accumulators_.push_back(std::move(accumulator));

@@ -71,6 +71,9 @@ struct InitOptions {
   std::optional<torch::Device> device;
   // Global world size for the elastic batch (default: the group's size).
   std::optional<std::int64_t> worldSize;
+  // Live recovery's joiner (a replacement worker or a new node, Engine::rejoin): skip the
+  // broadcast of rank 0's initial weights, because the job's state follows with rejoin().
+  bool liveJoin = false;
 };
 
 class Engine;
@@ -148,6 +151,8 @@ class Engine {
   std::int64_t bucketsLaunchedDuringBackward() const noexcept { return launchedDuringBackward_; }
   torch::nn::AnyModule& module() noexcept { return model_; }
   FlatOptimizer& optimizer() noexcept { return *optimizer_; }
+  // The data-parallel group the engine trains over (a new one after rejoin()).
+  const std::shared_ptr<comm::ProcessGroup>& processGroup() const noexcept { return group_; }
   LrSchedule* lrScheduler() noexcept { return scheduler_.get(); }
   DataLoader* dataLoader() noexcept { return loader_.get(); }
 
@@ -166,6 +171,28 @@ class Engine {
                                                  std::optional<std::string> tag = std::nullopt,
                                                  bool loadOptimizerStates = true,
                                                  bool loadLrSchedulerStates = true);
+
+  // ---- Live recovery (engine_live.cpp; runtime/engine/live_recovery.hpp drives it) ----
+  // Whether this engine can continue in a new group without a checkpoint: ZeRO stage 0, whose
+  // ranks each hold the whole state (ZeRO 1/2 partitions would die with their rank).
+  bool supportsLiveRecovery() const noexcept { return zeroStage_ == 0; }
+  // Drops the step in flight after a collective failed or a new generation was announced: the
+  // gradients gathered since the last completed step are zeroed and the micro-step count and
+  // the data loader go back to that step. Nothing of an unfinished step was applied (every
+  // collective of a ZeRO 0 step comes before the update), so the weights are those of the last
+  // step this rank completed. The engine lets go of its group (its connections close, so peers
+  // waiting on this rank fail at once); only rejoin() may follow. Local: no communication.
+  void abandonStep();
+  // Continues in `group` (a new generation) with `batch`, whose data-parallel size must be the
+  // group's size (ConfigError otherwise): the flat buffers are laid out for the new size, then
+  // every rank takes the state of the rank that completed the most steps (the lowest such
+  // rank): fp32 weights, optimizer state, loss scaler, LR scheduler, step counters, module
+  // buffers and the data position, sent by broadcast. A rank that never trained (a replacement
+  // or a new node, built with InitOptions::liveJoin) receives it like the others. Collective
+  // over `group`; every rank must have called abandonStep() (or just been initialised).
+  // Returns the number of completed steps the job continues from. ConfigError when
+  // supportsLiveRecovery() is false.
+  std::int64_t rejoin(std::shared_ptr<comm::ProcessGroup> group, const config::BatchTriple& batch);
 
  private:
   friend Initialized initialize(torch::nn::AnyModule, const config::DsConfig&, InitOptions);
@@ -196,6 +223,11 @@ class Engine {
   void finishOverlap();
   void printProgress();
   comm::Backend& backend() const;
+  // The flat buffers (and an fp16/bf16 model's fp32 master copy) re-laid out for the group's
+  // size, keeping the first numel_ elements; overlap buckets follow (engine_live.cpp).
+  void relayoutForWorld();
+  // Bucket boundaries over [0, total) and each parameter's buckets (no hooks).
+  void computeBuckets(std::int64_t total, std::int64_t size);
 
   config::DsConfig config_;
   config::BatchTriple batch_;
@@ -232,6 +264,9 @@ class Engine {
   Timers timersAtStepStart_;
   std::optional<std::chrono::steady_clock::time_point> stepStart_;
   std::chrono::steady_clock::time_point lastStepEnd_;
+  // Where the last completed step left the data loader and the micro-step count (abandonStep).
+  SamplerState positionAtStep_;
+  std::int64_t microStepsAtStep_ = 0;
   std::int64_t bucketElements_ = 500'000'000;
 
   // overlap_comm (ZeRO 0): buckets all-reduced during the boundary backward, launched from

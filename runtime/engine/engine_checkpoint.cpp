@@ -430,7 +430,13 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::string& dir,
   globalSteps_ = intField(model, "global_steps", modelFile);
   globalSamples_ = intField(model, "global_samples", modelFile);
   skippedSteps_ = intField(model, "skipped_steps", modelFile);
-  microSteps_ = intField(model, "micro_steps", modelFile);
+  // Rounded up to a multiple of this run's accumulation count, so that the first step after a
+  // resume at another world size (another accumulation count) has a whole accumulation.
+  const std::int64_t gas = batch_.gradientAccumulation;
+  microSteps_ = (intField(model, "micro_steps", modelFile) + gas - 1) / gas * gas;
+  microStepsAtStep_ = microSteps_;
+  if (loader_)
+    positionAtStep_ = loader_->position();
   if (flatGrads_.defined())
     flatGrads_.zero_();
   if (gradAccum32_.defined())

@@ -44,33 +44,64 @@ AgentResult runAgentLoop(const AgentLoopOptions& options, WorkerGroup& workers) 
   std::optional<Time> failureSeen;  // when the exit that caused the pending restart was reaped
   bool done = false;
 
+  bool liveNext = false;  // the StartWorkers that follows continues the running workers live
   auto execute = [&](const std::vector<Action>& actions) {
-    for (const Action& action : actions) {
+    for (std::size_t index = 0; index < actions.size(); ++index) {
+      const Action& action = actions[index];
       const Time now = clock();
       if (const auto* start = std::get_if<StartWorkers>(&action)) {
-        const auto step = start->resumeFromLatest && options.checkpointDir
-                              ? latestCheckpointStep(*options.checkpointDir)
-                              : std::nullopt;
-        if (log)
-          log->write(action, now, step);
-        workers.start(*start);
+        const bool live = liveNext;
+        liveNext = false;
+        std::optional<std::int64_t> step;
+        if (!live && start->resumeFromLatest && options.checkpointDir)
+          step = latestCheckpointStep(*options.checkpointDir);
+        bool continued = false;
+        if (live) {
+          continued = workers.continueLive(*start);
+          if (!continued) {
+            workers.stop();
+            if (start->resumeFromLatest && options.checkpointDir)
+              step = latestCheckpointStep(*options.checkpointDir);
+          }
+        }
+        if (log) {
+          auto record = recordOf(action, now, step);
+          if (options.liveRecovery && start->generation > 1)
+            record.recovery = continued ? "live" : "checkpoint";
+          log->write(record);
+        }
+        if (!continued)
+          workers.start(*start);
+        else
+          ++result.liveRecoveries;
         spdlog::info(
             "agent: generation {}: world size {} on {} node(s), batch {} = micro {} x "
-            "accumulation {} x {}{} ({})",
+            "accumulation {} x {}{} ({}{})",
             start->generation, start->worldSize, start->nodes.size(), start->batch.trainBatchSize,
             start->batch.microBatchPerGpu, start->batch.gradientAccumulation,
             start->dataParallelSize,
-            step ? fmt::format(", resuming from step {}", *step) : std::string(), start->reason);
+            step ? fmt::format(", resuming from step {}", *step) : std::string(), start->reason,
+            continued ? "; live: the running workers continue" : "");
         if (failureSeen) {
           result.recoveryTimes.push_back(clock() - *failureSeen);
           failureSeen.reset();
         }
         result.generations = start->generation;
       } else if (const auto* stop = std::get_if<StopWorkers>(&action)) {
-        if (log)
-          log->write(action, now);
-        spdlog::info("agent: stopping generation {}: {}", stop->generation, stop->reason);
-        workers.stop();
+        liveNext = options.liveRecovery && index + 1 < actions.size() &&
+                   std::holds_alternative<StartWorkers>(actions[index + 1]) &&
+                   workers.canContinueLive(std::get<StartWorkers>(actions[index + 1]));
+        if (log) {
+          auto record = recordOf(action, now);
+          if (options.liveRecovery)
+            record.recovery = liveNext ? "live" : "checkpoint";
+          log->write(record);
+        }
+        spdlog::info("agent: {} generation {}: {}",
+                     liveNext ? "leaving the running workers of" : "stopping", stop->generation,
+                     stop->reason);
+        if (!liveNext)
+          workers.stop();
       } else if (const auto* wait = std::get_if<Wait>(&action)) {
         if (log)
           log->write(action, now);

@@ -41,6 +41,7 @@ struct AgentResult {
   std::int64_t restarts = 0;
   std::uint64_t generations = 0;
   std::vector<Duration> recoveryTimes;  // failure reaped -> replacement workers started
+  std::int64_t liveRecoveries = 0;      // restarts that kept the running workers (live)
 };
 
 struct AgentLoopOptions {
@@ -54,6 +55,11 @@ struct AgentLoopOptions {
   Duration monitorInterval = std::chrono::seconds(1);
   const std::atomic<int>* stopSignal = nullptr;  // non-zero: stop (the signal number)
   Clock clock = agent::systemClock();
+  // Live recovery: a stop followed at once by a start keeps the running workers
+  // (WorkerGroup::continueLive) when the group says it can (canContinueLive); the event log then
+  // marks both records "recovery": "live", and a restart of every worker "recovery":
+  // "checkpoint". Off: every restart stops every worker (no "recovery" key).
+  bool liveRecovery = false;
 };
 
 // Runs the machine to Finish or Fail (or a stop request). Never throws for worker failures

@@ -501,6 +501,8 @@ AgentResult joinAsNode(const LaunchRequest& o, const JobSettings& job) {
 
 AgentResult runLaunch(const LaunchRequest& request) {
   LaunchRequest o = request;
+  if (o.recovery != "auto" && o.recovery != "restart")
+    throw LaunchError(ErrorDetail{"--recovery", o.recovery, "auto or restart"});
   if (o.hostfile.empty() && ::access(std::string(kDefaultHostfile).c_str(), F_OK) == 0) {
     o.hostfile = std::string(kDefaultHostfile);  // DeepSpeed's default (DLTS_HOSTFILE)
     spdlog::info("launch: using the hostfile {} (give --hostfile to choose another)", o.hostfile);
@@ -594,10 +596,30 @@ AgentResult runLaunch(const LaunchRequest& request) {
   std::shared_ptr<GenerationConfigs> configs;
   if (job.configJson)
     configs = std::make_shared<GenerationConfigs>(*job.configJson, logDir);
-  options.environment = [job, devices, masterAddr, configs](const agent::StartWorkers& start,
-                                                            const agent::NodeAssignment& node,
-                                                            std::int64_t localRank) {
-    return jobWorkerEnvironment(job, start, node, localRank, masterAddr, devices, configs.get());
+  // Live recovery: the agent serves the store its workers meet in after a failure (rank 0's
+  // rendezvous store dies with rank 0), on a free port of the master address.
+  std::string liveAddress;
+  if (o.recovery != "restart") {
+    comm::TcpStoreOptions storeOptions;
+    storeOptions.host = masterAddr;
+    storeOptions.port = 0;
+    storeOptions.isServer = true;
+    storeOptions.token = job.token;
+    storeOptions.timeout = std::chrono::seconds(30);
+    auto store = std::make_shared<comm::TcpStore>(storeOptions);
+    liveAddress = fmt::format("{}:{}", masterAddr, store->port());
+    options.liveStore = std::move(store);
+  }
+  options.environment = [job, devices, masterAddr, configs, liveAddress](
+                            const agent::StartWorkers& start, const agent::NodeAssignment& node,
+                            std::int64_t localRank) {
+    auto env =
+        jobWorkerEnvironment(job, start, node, localRank, masterAddr, devices, configs.get());
+    if (!liveAddress.empty()) {
+      env["STRETCH_AGENT_STORE"] = liveAddress;
+      env["STRETCH_NODE_ID"] = node.nodeId;
+    }
+    return env;
   };
   return runLocalAgent(options);
 }

@@ -51,6 +51,10 @@ struct LaunchRequest {
   bool savePid = false;       // --save_pid: write this pid to $TMPDIR/<pid>.deepspeed
   std::string eachRankLog;    // --enable_each_rank_log DIR: DeepSpeed's name for --log_dir
   std::optional<std::int64_t> maxRestarts;
+  // --recovery: "auto" (live recovery for workers that speak its protocol, the others restart)
+  // or "restart" (every failure restarts every worker). Live recovery runs on one host for now:
+  // the agent serves its workers a store on a free port of the master address.
+  std::string recovery = "auto";
   double monitorInterval = 1.0;
   std::string logDir;
   std::string eventLog;

@@ -3,8 +3,15 @@
 namespace stretch::launcher {
 
 AgentResult runLocalAgent(const LocalAgentOptions& options) {
+  std::optional<LiveRecoveryOptions> live;
+  if (options.liveStore) {
+    auto rules = std::make_shared<agent::WorldSizeRules>(options.config.training,
+                                                         options.config.modelParallelSize);
+    live = LiveRecoveryOptions{
+        options.liveStore, [rules](std::int64_t worldSize) { return rules->batchFor(worldSize); }};
+  }
   NodeWorkers workers(options.nodeId, options.command, options.environment, options.logDir,
-                      options.stopGrace);
+                      options.stopGrace, live);
   AgentLoopOptions loop;
   loop.config = options.config;
   loop.initialEvents = {agent::NodeJoined{options.nodeId, options.slots}};
@@ -13,6 +20,7 @@ AgentResult runLocalAgent(const LocalAgentOptions& options) {
   loop.monitorInterval = options.monitorInterval;
   loop.stopSignal = options.stopSignal;
   loop.clock = options.clock;
+  loop.liveRecovery = options.liveStore != nullptr;
   return runAgentLoop(loop, workers);
 }
 

@@ -27,6 +27,9 @@ struct LocalAgentOptions {
   Duration stopGrace = std::chrono::seconds(5);
   const std::atomic<int>* stopSignal = nullptr;  // non-zero: stop (the signal number)
   Clock clock = agent::systemClock();
+  // Live recovery (node_workers.hpp): the store this agent serves its workers; null: every
+  // failure restarts every worker.
+  std::shared_ptr<comm::Store> liveStore;
 };
 
 // A single-node job to its end (runAgentLoop over this node's NodeWorkers).

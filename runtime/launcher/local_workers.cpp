@@ -1,6 +1,7 @@
 #include "runtime/launcher/local_workers.hpp"
 
 #include <algorithm>
+#include <csignal>
 
 #include <fmt/format.h>
 
@@ -53,6 +54,36 @@ void LocalWorkerGroup::stop(std::chrono::milliseconds grace) {
     processes.push_back(&w.process);
   stopAll(processes, grace);
   workers_.clear();
+}
+
+std::vector<std::pair<int, pid_t>> LocalWorkerGroup::runningWorkers() const {
+  std::vector<std::pair<int, pid_t>> out;
+  for (const auto& w : workers_) {
+    if (w.process.running())
+      out.emplace_back(w.spec.localRank, w.process.pid());
+  }
+  return out;
+}
+
+void LocalWorkerGroup::stopLocalRanks(const std::vector<int>& localRanks,
+                                      std::chrono::milliseconds grace) {
+  std::vector<ChildProcess*> processes;
+  for (auto& w : workers_) {
+    if (std::find(localRanks.begin(), localRanks.end(), w.spec.localRank) != localRanks.end())
+      processes.push_back(&w.process);
+  }
+  stopAll(processes, grace);
+  std::erase_if(workers_, [&](const Worker& w) {
+    return std::find(localRanks.begin(), localRanks.end(), w.spec.localRank) != localRanks.end();
+  });
+}
+
+void LocalWorkerGroup::signalLocalRanks(const std::vector<int>& localRanks, int signal) {
+  for (auto& w : workers_) {
+    if (w.process.running() &&
+        std::find(localRanks.begin(), localRanks.end(), w.spec.localRank) != localRanks.end())
+      ::kill(w.process.pid(), signal);
+  }
 }
 
 int LocalWorkerGroup::running() const {

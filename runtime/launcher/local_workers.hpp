@@ -54,6 +54,14 @@ class LocalWorkerGroup {
   std::vector<WorkerExit> poll();
   void stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
 
+  // Live recovery (NodeWorkers::continueLive): the running workers as {local rank, pid}; stops
+  // the workers of the given local ranks (as stop() does) and forgets them; sends `signal` to
+  // the running workers of the given local ranks.
+  std::vector<std::pair<int, pid_t>> runningWorkers() const;
+  void stopLocalRanks(const std::vector<int>& localRanks,
+                      std::chrono::milliseconds grace = std::chrono::seconds(5));
+  void signalLocalRanks(const std::vector<int>& localRanks, int signal);
+
   // Workers started and not yet reaped.
   int running() const;
   std::vector<pid_t> pids() const;

@@ -1,5 +1,11 @@
 #include "runtime/launcher/node_workers.hpp"
 
+#include <algorithm>
+#include <csignal>
+#include <optional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "runtime/common/error.hpp"
@@ -12,37 +18,154 @@ using agent::StartWorkers;
 using agent::WorkerExited;
 
 NodeWorkers::NodeWorkers(std::string nodeId, WorkerCommand command, EnvironmentFor environment,
-                         std::filesystem::path logDir, Duration stopGrace)
+                         std::filesystem::path logDir, Duration stopGrace,
+                         std::optional<LiveRecoveryOptions> live)
     : nodeId_(std::move(nodeId)),
       command_(std::move(command)),
       environment_(std::move(environment)),
       logDir_(std::move(logDir)),
-      stopGrace_(stopGrace) {
+      stopGrace_(stopGrace),
+      live_(std::move(live)) {
   if (command_.argv.empty())
     throw ConfigError("launch: no program to run (expected PROGRAM [ARGS...])");
   if (!environment_)
     throw InternalError("NodeWorkers: no environment function");
+  if (live_ && (!live_->store || !live_->batchFor))
+    throw InternalError("NodeWorkers: live recovery without a store or batch rule");
+}
+
+std::vector<WorkerProcessSpec> NodeWorkers::specsFor(
+    const StartWorkers& action, const NodeAssignment& node, const std::vector<int>& localRanks,
+    const std::map<std::string, std::string>& extra) const {
+  std::vector<WorkerProcessSpec> specs;
+  for (const int local : localRanks) {
+    WorkerProcessSpec spec;
+    spec.localRank = local;
+    spec.globalRank = static_cast<int>(node.firstRank + local);
+    spec.env = environment_(action, node, local);
+    for (const auto& [name, value] : extra)
+      spec.env[name] = value;
+    auto invocation = workerInvocation(command_, local, node.localWorldSize);
+    for (auto& [name, value] : invocation.env)
+      spec.env[name] = std::move(value);
+    spec.argv = expandWorkerVariables(invocation.argv, invocation.programAt, spec.env);
+    specs.push_back(std::move(spec));
+  }
+  return specs;
 }
 
 void NodeWorkers::start(const StartWorkers& action) {
   generation_ = action.generation;
+  pendingTarget_.reset();
+  joiners_.clear();
+  members_.clear();
   for (const auto& node : action.nodes) {
     if (node.nodeId != nodeId_)
       continue;
-    std::vector<WorkerProcessSpec> specs;
-    for (std::int64_t local = 0; local < node.localWorldSize; ++local) {
-      WorkerProcessSpec spec;
-      spec.localRank = static_cast<int>(local);
-      spec.globalRank = static_cast<int>(node.firstRank + local);
-      spec.env = environment_(action, node, local);
-      auto invocation = workerInvocation(command_, local, node.localWorldSize);
-      for (auto& [name, value] : invocation.env)
-        spec.env[name] = std::move(value);
-      spec.argv = expandWorkerVariables(invocation.argv, invocation.programAt, spec.env);
-      specs.push_back(std::move(spec));
-    }
-    workers_.start(command_.argv, specs, logDir_, static_cast<int>(action.generation));
+    std::vector<int> locals;
+    for (std::int64_t local = 0; local < node.localWorldSize; ++local)
+      locals.push_back(static_cast<int>(local));
+    members_ = locals;
+    std::map<std::string, std::string> extra;
+    if (live_)
+      extra["STRETCH_LIVE_GENERATION"] = std::to_string(liveGeneration_);
+    workers_.start(command_.argv, specsFor(action, node, locals, extra), logDir_,
+                   static_cast<int>(action.generation));
   }
+}
+
+bool NodeWorkers::canContinueLive(const StartWorkers& next) const {
+  if (!live_ || next.nodes.size() != 1 || next.nodes.front().nodeId != nodeId_)
+    return false;
+  bool anyCapable = false;
+  for (const auto& [local, pid] : workers_.runningWorkers()) {
+    if (live_->store->check({comm::live_keys::capable(nodeId_, pid)})) {
+      anyCapable = anyCapable || local < next.nodes.front().localWorldSize;
+    } else if (std::find(joiners_.begin(), joiners_.end(), pid) == joiners_.end()) {
+      spdlog::info("agent: worker {} (pid {}) cannot continue live; restarting every worker", local,
+                   pid);
+      return false;  // a worker that does not speak the protocol
+    }
+  }
+  return anyCapable;
+}
+
+void NodeWorkers::publishLive(std::uint64_t generation, const StartWorkers& target,
+                              const std::vector<int>& localRanks,
+                              const config::BatchTriple& batch) {
+  comm::LiveGeneration record;
+  record.generation = generation;
+  record.agentGeneration = target.generation;
+  record.worldSize = static_cast<std::int64_t>(localRanks.size());
+  record.trainBatchSize = batch.trainBatchSize;
+  record.microBatch = batch.microBatchPerGpu;
+  record.gradientAccumulation = batch.gradientAccumulation;
+  record.nodes.push_back(
+      {nodeId_, 0, std::vector<std::int64_t>(localRanks.begin(), localRanks.end())});
+  comm::publishLiveGeneration(*live_->store, record);
+  spdlog::info(
+      "agent: live generation {}: {} worker(s) (local ranks {}), batch {} = micro {} x "
+      "accumulation {} x {}",
+      generation, localRanks.size(), fmt::join(localRanks, ","), batch.trainBatchSize,
+      batch.microBatchPerGpu, batch.gradientAccumulation, localRanks.size());
+}
+
+bool NodeWorkers::continueLive(const StartWorkers& action) {
+  if (!canContinueLive(action))
+    return false;
+  generation_ = action.generation;
+  const NodeAssignment node = action.nodes.front();
+  std::vector<int> survivors;
+  std::vector<int> others;
+  for (const auto& [local, pid] : workers_.runningWorkers()) {
+    if (local < node.localWorldSize &&
+        live_->store->check({comm::live_keys::capable(nodeId_, pid)}))
+      survivors.push_back(local);
+    else
+      others.push_back(local);
+  }
+  std::sort(survivors.begin(), survivors.end());
+  if (!others.empty())
+    workers_.stopLocalRanks(others,
+                            std::chrono::duration_cast<std::chrono::milliseconds>(stopGrace_));
+  std::vector<int> missing;
+  for (int local = 0; local < node.localWorldSize; ++local) {
+    if (!std::binary_search(survivors.begin(), survivors.end(), local))
+      missing.push_back(local);
+  }
+  pendingTarget_.reset();
+  if (missing.empty()) {
+    publishLive(++liveGeneration_, action, survivors, action.batch);
+    workers_.signalLocalRanks(survivors, SIGUSR1);
+    members_ = survivors;
+    return true;
+  }
+  if (survivors != members_) {
+    // The running group lost workers: the survivors go on alone while the replacements start,
+    // as many of them as make a valid world size (the others wait for the replacements).
+    for (auto n = static_cast<std::int64_t>(survivors.size()); n >= 1; --n) {
+      if (const auto batch = live_->batchFor(n)) {
+        const std::vector<int> interim(survivors.begin(), survivors.begin() + n);
+        publishLive(++liveGeneration_, action, interim, *batch);
+        workers_.signalLocalRanks(survivors, SIGUSR1);
+        members_ = interim;
+        break;
+      }
+    }
+  }
+  pendingGeneration_ = ++liveGeneration_;
+  pendingTarget_ = action;
+  pendingJoiners_ = static_cast<std::int64_t>(missing.size());
+  std::map<std::string, std::string> extra = {
+      {"STRETCH_LIVE_JOIN", "1"}, {"STRETCH_LIVE_GENERATION", std::to_string(pendingGeneration_)}};
+  workers_.start(command_.argv, specsFor(action, node, missing, extra), logDir_,
+                 static_cast<int>(action.generation));
+  joiners_.clear();
+  for (const auto& [local, pid] : workers_.runningWorkers()) {
+    if (std::binary_search(missing.begin(), missing.end(), local))
+      joiners_.push_back(pid);
+  }
+  return true;
 }
 
 void NodeWorkers::stop() {
@@ -51,6 +174,23 @@ void NodeWorkers::stop() {
 
 std::vector<WorkerExited> NodeWorkers::poll() {
   std::vector<WorkerExited> out;
+  if (pendingTarget_ &&
+      live_->store->add(comm::live_keys::ready(pendingGeneration_), 0) >= pendingJoiners_) {
+    // Every replacement is ready: the generation the state machine asked for, at the survivors'
+    // next step boundary.
+    std::vector<int> all;
+    for (std::int64_t local = 0; local < pendingTarget_->nodes.front().localWorldSize; ++local)
+      all.push_back(static_cast<int>(local));
+    std::vector<int> survivors;
+    for (const auto& [local, pid] : workers_.runningWorkers()) {
+      if (std::find(joiners_.begin(), joiners_.end(), pid) == joiners_.end())
+        survivors.push_back(local);
+    }
+    publishLive(pendingGeneration_, *pendingTarget_, all, pendingTarget_->batch);
+    workers_.signalLocalRanks(survivors, SIGUSR1);
+    members_ = all;
+    pendingTarget_.reset();
+  }
   for (const auto& worker : workers_.poll()) {
     const int code = worker.exit.signaled ? -worker.exit.signal() : worker.exit.code;
     if (code != 0) {
@@ -59,6 +199,29 @@ std::vector<WorkerExited> NodeWorkers::poll() {
                    worker.exit.describe());
     }
     out.push_back(WorkerExited{generation_, nodeId_, worker.localRank, code});
+  }
+  const bool finishing =
+      std::any_of(out.begin(), out.end(), [](const WorkerExited& e) { return e.exitCode == 0; });
+  if (finishing && !joiners_.empty()) {
+    // The survivors finished the job before the replacements took part: they have nothing left
+    // to do and end with it.
+    std::vector<int> waiting;
+    for (const auto& [local, pid] : workers_.runningWorkers()) {
+      if (std::find(joiners_.begin(), joiners_.end(), pid) != joiners_.end() &&
+          !live_->store->check({comm::live_keys::capable(nodeId_, pid)}))
+        waiting.push_back(local);
+    }
+    if (!waiting.empty()) {
+      workers_.stopLocalRanks(waiting,
+                              std::chrono::duration_cast<std::chrono::milliseconds>(stopGrace_));
+      for (const int local : waiting)
+        out.push_back(WorkerExited{generation_, nodeId_, local, 0});
+      spdlog::info(
+          "agent: the job finished before {} replacement worker(s) joined; they end with it",
+          waiting.size());
+    }
+    pendingTarget_.reset();
+    joiners_.clear();
   }
   return out;
 }

@@ -14,6 +14,9 @@
 #include <vector>
 
 #include "runtime/agent/worker_group.hpp"
+#include "runtime/comm/live_generation.hpp"
+#include "runtime/comm/store.hpp"
+#include "runtime/config/batch.hpp"
 #include "runtime/launcher/local_workers.hpp"
 #include "runtime/launcher/worker_command.hpp"
 
@@ -23,16 +26,38 @@ namespace stretch::launcher {
 using EnvironmentFor = std::function<std::map<std::string, std::string>(
     const agent::StartWorkers& start, const agent::NodeAssignment& node, std::int64_t localRank)>;
 
+// Live recovery on a single-node job (runtime/comm/live_generation.hpp): the store the agent
+// serves its workers and the batch of a world size (the elastic rules'; nullopt: not valid).
+struct LiveRecoveryOptions {
+  std::shared_ptr<comm::Store> store;
+  std::function<std::optional<config::BatchTriple>(std::int64_t worldSize)> batchFor;
+};
+
 // The worker processes one node runs for a job: a WorkerGroup over LocalWorkerGroup that starts
 // this node's part (its NodeAssignment) of every generation.
+//
+// With LiveRecoveryOptions (one node only), a failure need not restart every worker:
+// canContinueLive says whether every running worker speaks the protocol, and continueLive keeps
+// them. When workers are missing (one died), the survivors first continue alone in an interim
+// live generation (when their number is a valid world size), the replacements start with
+// STRETCH_LIVE_JOIN=1, and once they are all ready poll() publishes the generation the state
+// machine asked for and signals the survivors (SIGUSR1) to join it at their next step boundary.
 class NodeWorkers final : public agent::WorkerGroup {
  public:
   NodeWorkers(std::string nodeId, WorkerCommand command, EnvironmentFor environment,
-              std::filesystem::path logDir, agent::Duration stopGrace);
+              std::filesystem::path logDir, agent::Duration stopGrace,
+              std::optional<LiveRecoveryOptions> live = std::nullopt);
 
   void start(const agent::StartWorkers& action) override;
   void stop() override;
   std::vector<agent::WorkerExited> poll() override;
+  // Whether `next` can continue live: live recovery is on, `next` runs on this node only, and
+  // every running worker has said it can (its live/capable key) or is a replacement started
+  // live that is not ready yet (it is started again).
+  bool canContinueLive(const agent::StartWorkers& next) const override;
+  bool continueLive(const agent::StartWorkers& action) override;
+  // The live generations published so far (interim ones included).
+  std::uint64_t liveGeneration() const noexcept { return liveGeneration_; }
 
   int running() const { return workers_.running(); }
   std::vector<pid_t> pids() const { return workers_.pids(); }
@@ -45,6 +70,21 @@ class NodeWorkers final : public agent::WorkerGroup {
   agent::Duration stopGrace_;
   std::uint64_t generation_ = 0;
   LocalWorkerGroup workers_;
+
+  // Live recovery.
+  void publishLive(std::uint64_t generation, const agent::StartWorkers& target,
+                   const std::vector<int>& localRanks, const config::BatchTriple& batch);
+  std::vector<WorkerProcessSpec> specsFor(const agent::StartWorkers& action,
+                                          const agent::NodeAssignment& node,
+                                          const std::vector<int>& localRanks,
+                                          const std::map<std::string, std::string>& extra) const;
+  std::optional<LiveRecoveryOptions> live_;
+  std::uint64_t liveGeneration_ = 0;  // the last live generation published or reserved
+  std::vector<int> members_;          // local ranks of the current live group
+  std::vector<pid_t> joiners_;        // workers started into the running job
+  std::optional<agent::StartWorkers> pendingTarget_;  // published once its joiners are ready
+  std::uint64_t pendingGeneration_ = 0;
+  std::int64_t pendingJoiners_ = 0;
 };
 
 }  // namespace stretch::launcher

@@ -43,6 +43,8 @@ std::vector<std::string> gptJob(const fs::path& dir, int steps) {
           (dir / "events.jsonl").string(),
           "--checkpoint_dir",
           (dir / "ckpt").string(),
+          "--recovery",
+          "restart",
           STRETCH_TRAIN_GPT,
           "--config",
           gptConfig(),

@@ -332,6 +332,9 @@ inline std::vector<std::string> digitsTrainer(const fs::path& dir, int steps, in
           "--json"};
 }
 
+// `stretch launch` of the example job on `slots` local workers with --recovery restart: the
+// restart path (every worker restarted from the checkpoint), which these tests compare with an
+// uninterrupted run; live recovery has its own tests (live_recovery_test.cpp).
 inline std::vector<std::string> digitsJob(const fs::path& dir, int slots, int steps) {
   std::vector<std::string> args = {"--num_gpus",         std::to_string(slots),
                                    "--master_port",      std::to_string(freePort()),
@@ -340,7 +343,8 @@ inline std::vector<std::string> digitsJob(const fs::path& dir, int slots, int st
                                    "--monitor_interval", "1",
                                    "--log_dir",          (dir / "logs").string(),
                                    "--event_log",        (dir / "events.jsonl").string(),
-                                   "--checkpoint_dir",   (dir / "ckpt").string()};
+                                   "--checkpoint_dir",   (dir / "ckpt").string(),
+                                   "--recovery",         "restart"};
   const auto trainer = digitsTrainer(dir, steps, 40);
   args.insert(args.end(), trainer.begin(), trainer.end());
   return args;

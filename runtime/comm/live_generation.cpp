@@ -1,0 +1,117 @@
+#include "runtime/comm/live_generation.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "runtime/comm/errors.hpp"
+
+namespace stretch::comm {
+
+std::int64_t LiveGeneration::rankOf(const std::string& nodeId, std::int64_t localRank) const {
+  for (const auto& node : nodes) {
+    if (node.nodeId != nodeId)
+      continue;
+    const auto it = std::find(node.localRanks.begin(), node.localRanks.end(), localRank);
+    return it == node.localRanks.end() ? -1 : node.firstRank + (it - node.localRanks.begin());
+  }
+  return -1;
+}
+
+std::string formatLiveGeneration(const LiveGeneration& g) {
+  std::string out = fmt::format("{} {} {} {} {} {}\n", g.generation, g.agentGeneration, g.worldSize,
+                                g.trainBatchSize, g.microBatch, g.gradientAccumulation);
+  for (const auto& node : g.nodes) {
+    if (node.nodeId.empty() || node.nodeId.find_first_of(" \t\n") != std::string::npos) {
+      throw CommError(fmt::format("live generation {}: node id '{}' is empty or holds white space",
+                                  g.generation, node.nodeId));
+    }
+    out += fmt::format("{} {} {}\n", node.nodeId, node.firstRank, fmt::join(node.localRanks, ","));
+  }
+  return out;
+}
+
+LiveGeneration parseLiveGeneration(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  LiveGeneration g;
+  auto bad = [&](const std::string& what) {
+    return CommError(fmt::format("live generation record: line '{}': expected {}", line, what));
+  };
+  std::getline(in, line);
+  {
+    std::istringstream header(line);
+    std::string rest;
+    if (!(header >> g.generation >> g.agentGeneration >> g.worldSize >> g.trainBatchSize >>
+          g.microBatch >> g.gradientAccumulation) ||
+        (header >> rest) || g.worldSize < 1)
+      throw bad("\"N AGENT_GENERATION WORLD TRAIN MICRO GAS\" with WORLD >= 1");
+  }
+  std::int64_t ranks = 0;
+  while (std::getline(in, line)) {
+    if (line.empty())
+      continue;
+    std::istringstream fields(line);
+    LiveNode node;
+    std::string list;
+    std::string rest;
+    const std::string expected =
+        fmt::format("\"NODE FIRST L0,L1,...\" with FIRST = {} and ascending local ranks", ranks);
+    if (!(fields >> node.nodeId >> node.firstRank >> list) || (fields >> rest) ||
+        node.firstRank != ranks)
+      throw bad(expected);
+    std::istringstream items(list);
+    for (std::string item; std::getline(items, item, ',');) {
+      try {
+        std::size_t used = 0;
+        const auto local = std::stoll(item, &used);
+        if (used != item.size() || local < 0 ||
+            (!node.localRanks.empty() && local <= node.localRanks.back()))
+          throw bad(expected);
+        node.localRanks.push_back(local);
+      } catch (const std::logic_error&) {
+        throw bad(expected);
+      }
+    }
+    if (node.localRanks.empty())
+      throw bad(expected);
+    ranks += static_cast<std::int64_t>(node.localRanks.size());
+    g.nodes.push_back(std::move(node));
+  }
+  if (ranks != g.worldSize) {
+    throw CommError(
+        fmt::format("live generation {}: the nodes run {} workers, the world size is {}",
+                    g.generation, ranks, g.worldSize));
+  }
+  return g;
+}
+
+namespace live_keys {
+std::string generation(std::uint64_t n) {
+  return fmt::format("live/generation/{}", n);
+}
+std::string capable(const std::string& nodeId, std::int64_t pid) {
+  return fmt::format("live/capable/{}/{}", nodeId, pid);
+}
+std::string ready(std::uint64_t n) {
+  return fmt::format("live/ready/{}", n);
+}
+std::string groupPrefix(std::uint64_t n) {
+  return fmt::format("live/pg/{}", n);
+}
+}  // namespace live_keys
+
+void publishLiveGeneration(Store& store, const LiveGeneration& generation) {
+  store.set(live_keys::generation(generation.generation), formatLiveGeneration(generation));
+  store.set(live_keys::kLatest, std::to_string(generation.generation));
+}
+
+std::uint64_t latestLiveGeneration(Store& store) {
+  if (!store.check({live_keys::kLatest}))
+    return 0;
+  return std::stoull(store.get(live_keys::kLatest));
+}
+
+}  // namespace stretch::comm

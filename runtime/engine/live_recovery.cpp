@@ -1,0 +1,267 @@
+#include "runtime/engine/live_recovery.hpp"
+
+#include <csignal>
+#include <cstdlib>
+#include <thread>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "runtime/comm/errors.hpp"
+#include "runtime/comm/init_distributed.hpp"
+#include "runtime/comm/tcp_store.hpp"
+#include "runtime/common/error.hpp"
+
+namespace stretch::engine {
+
+namespace {
+
+volatile std::sig_atomic_t gAnnounced = 0;
+
+void onAnnouncement(int) {
+  gAnnounced = 1;
+}
+
+// How long one attempt to join a generation's group may take before the worker waits for a
+// newer generation instead (a member that died before joining never arrives).
+constexpr auto kRendezvousTimeout = std::chrono::seconds(20);
+
+std::int64_t integerVariable(const char* name, std::int64_t fallback, std::int64_t minimum) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0')
+    return fallback;
+  try {
+    std::size_t used = 0;
+    const auto value = std::stoll(text, &used);
+    if (used == std::string(text).size() && value >= minimum)
+      return value;
+  } catch (const std::exception&) {
+  }
+  throw ConfigError(ErrorDetail{name, text, fmt::format("an integer >= {}", minimum)});
+}
+
+// Generation N's rendezvous store: waits give up as soon as the agent publishes a newer
+// generation (a member died before joining; the rendezvous would otherwise wait out its timeout).
+class SupersedableStore final : public comm::Store {
+ public:
+  SupersedableStore(std::shared_ptr<comm::Store> inner, std::shared_ptr<comm::Store> root,
+                    std::uint64_t generation)
+      : comm::Store(inner->timeout()),
+        inner_(std::move(inner)),
+        root_(std::move(root)),
+        generation_(generation) {}
+
+  void set(const std::string& key, const std::string& value) override { inner_->set(key, value); }
+  std::string get(const std::string& key) override {
+    wait({key}, std::nullopt);
+    return inner_->get(key);
+  }
+  std::int64_t add(const std::string& key, std::int64_t delta) override {
+    return inner_->add(key, delta);
+  }
+  std::string compareSet(const std::string& key, const std::string& expected,
+                         const std::string& desired) override {
+    return inner_->compareSet(key, expected, desired);
+  }
+  bool check(const std::vector<std::string>& keys) override { return inner_->check(keys); }
+  void wait(const std::vector<std::string>& keys, std::optional<comm::Duration> timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(this->timeout());
+    while (true) {
+      const auto left = deadline - std::chrono::steady_clock::now();
+      try {
+        inner_->wait(keys,
+                     std::min<comm::Duration>(std::chrono::duration_cast<comm::Duration>(left),
+                                              std::chrono::milliseconds(20)));
+        return;
+      } catch (const comm::StoreTimeoutError&) {
+        if (comm::latestLiveGeneration(*root_) > generation_) {
+          throw comm::CommTimeoutError(fmt::format(
+              "live generation {} was superseded before its group formed", generation_));
+        }
+        if (std::chrono::steady_clock::now() >= deadline)
+          throw;
+      }
+    }
+  }
+  bool deleteKey(const std::string& key) override { return inner_->deleteKey(key); }
+  std::int64_t numKeys() override { return inner_->numKeys(); }
+
+ private:
+  std::shared_ptr<comm::Store> inner_;
+  std::shared_ptr<comm::Store> root_;
+  std::uint64_t generation_;
+};
+
+config::BatchTriple batchOf(const comm::LiveGeneration& record) {
+  config::BatchTriple batch;
+  batch.trainBatchSize = record.trainBatchSize;
+  batch.microBatchPerGpu = record.microBatch;
+  batch.gradientAccumulation = record.gradientAccumulation;
+  return batch;
+}
+
+}  // namespace
+
+std::unique_ptr<LiveRecovery> LiveRecovery::fromEnvironment() {
+  const char* address = std::getenv("STRETCH_AGENT_STORE");
+  if (address == nullptr || *address == '\0')
+    return nullptr;
+  const std::string text = address;
+  const auto colon = text.rfind(':');
+  int port = 0;
+  try {
+    if (colon != std::string::npos && colon > 0)
+      port = std::stoi(text.substr(colon + 1));
+  } catch (const std::exception&) {
+    port = 0;
+  }
+  if (port < 1 || port > 65535)
+    throw ConfigError(ErrorDetail{"STRETCH_AGENT_STORE", text, "HOST:PORT"});
+  comm::TcpStoreOptions options;
+  options.host = text.substr(0, colon);
+  options.port = port;
+  const char* token = std::getenv("STRETCH_STORE_TOKEN");
+  options.token = token != nullptr ? token : "";
+  options.timeout = std::chrono::seconds(30);
+  const char* node = std::getenv("STRETCH_NODE_ID");
+  const auto generation = integerVariable("STRETCH_LIVE_GENERATION", 0, 0);
+  const char* join = std::getenv("STRETCH_LIVE_JOIN");
+  const auto timeout = integerVariable("STRETCH_LIVE_TIMEOUT", 300, 1);
+  return std::make_unique<LiveRecovery>(
+      std::make_shared<comm::TcpStore>(options), options.host,
+      node != nullptr && *node != '\0' ? node : "localhost", integerVariable("LOCAL_RANK", 0, 0),
+      static_cast<std::uint64_t>(generation), join != nullptr && std::string(join) == "1",
+      std::chrono::seconds(timeout));
+}
+
+LiveRecovery::LiveRecovery(std::shared_ptr<comm::Store> store, std::string storeHost,
+                           std::string nodeId, std::int64_t localRank, std::uint64_t generation,
+                           bool joining, std::chrono::milliseconds timeout)
+    : store_(std::move(store)),
+      storeHost_(std::move(storeHost)),
+      nodeId_(std::move(nodeId)),
+      localRank_(localRank),
+      generation_(generation),
+      joining_(joining),
+      timeout_(timeout) {}
+
+comm::LiveGeneration LiveRecovery::waitForGeneration(std::uint64_t after) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while (true) {
+    const auto latest = comm::latestLiveGeneration(*store_);
+    if (latest > after)
+      return comm::parseLiveGeneration(store_->get(comm::live_keys::generation(latest)));
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw comm::CommTimeoutError(fmt::format(
+          "live recovery: worker {} of node {} waited {} s for a generation after {}; none came "
+          "(STRETCH_LIVE_TIMEOUT)",
+          localRank_, nodeId_, timeout_.count() / 1000, after));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+std::shared_ptr<comm::ProcessGroup> LiveRecovery::joinRecord(const comm::LiveGeneration& record) {
+  const std::int64_t rank = record.rankOf(nodeId_, localRank_);
+  if (rank < 0) {
+    // No place in this generation (an interim one of fewer survivors, or this worker is being
+    // stopped): the next one.
+    spdlog::info("live recovery: worker {} of node {} waits out generation {}", localRank_, nodeId_,
+                 record.generation);
+    return nullptr;
+  }
+  try {
+    return comm::buildGroup("gloo",
+                            std::make_shared<SupersedableStore>(
+                                std::make_shared<comm::PrefixStore>(
+                                    comm::live_keys::groupPrefix(record.generation), store_),
+                                store_, record.generation),
+                            static_cast<int>(rank), static_cast<int>(record.worldSize),
+                            kRendezvousTimeout, storeHost_, static_cast<int>(localRank_));
+  } catch (const comm::CommError& e) {
+    spdlog::warn("live recovery: generation {}'s group did not form ({}); waiting for the next",
+                 record.generation, e.what());
+    return nullptr;
+  }
+}
+
+std::shared_ptr<comm::ProcessGroup> LiveRecovery::joinGroup() {
+  // Ready: the agent publishes the generation that includes this worker once every worker it
+  // started for it is ready (the survivors train on meanwhile).
+  store_->add(comm::live_keys::ready(generation_), 1);
+  std::uint64_t after = generation_ > 0 ? generation_ - 1 : 0;
+  while (true) {
+    pending_ = waitForGeneration(after);
+    if (auto group = joinRecord(pending_)) {
+      generation_ = pending_.generation;
+      comm::setDefaultGroup(group);
+      return group;
+    }
+    after = pending_.generation;
+  }
+}
+
+void LiveRecovery::start(Engine& engine) {
+  if (joining_) {
+    try {
+      engine.rejoin(engine.processGroup(), batchOf(pending_));
+    } catch (const comm::CommError& e) {
+      spdlog::warn(
+          "live recovery: taking the job's state failed ({}); waiting for the next "
+          "generation",
+          e.what());
+      recover(engine);
+    }
+    joining_ = false;
+  }
+  struct sigaction action {};
+  action.sa_handler = onAnnouncement;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGUSR1, &action, nullptr);
+  if (engine.supportsLiveRecovery())
+    store_->set(comm::live_keys::capable(nodeId_, ::getpid()), "1");
+}
+
+bool LiveRecovery::announced() {
+  if (gAnnounced == 0)
+    return false;
+  gAnnounced = 0;
+  return comm::latestLiveGeneration(*store_) > generation_;
+}
+
+void LiveRecovery::recover(Engine& engine) {
+  const auto began = std::chrono::steady_clock::now();
+  engine.abandonStep();
+  comm::setDefaultGroup(nullptr);
+  std::uint64_t after = generation_;
+  while (true) {
+    const auto record = waitForGeneration(after);
+    auto group = joinRecord(record);
+    after = record.generation;
+    if (!group)
+      continue;
+    comm::setDefaultGroup(group);
+    try {
+      engine.rejoin(group, batchOf(record));
+    } catch (const comm::CommError& e) {
+      spdlog::warn(
+          "live recovery: generation {} failed while taking the state ({}); waiting for "
+          "the next",
+          record.generation, e.what());
+      engine.abandonStep();
+      comm::setDefaultGroup(nullptr);
+      continue;
+    }
+    generation_ = record.generation;
+    if (engine.dpRank() == 0) {
+      spdlog::info("live recovery: generation {} continues at step {} after {:.3f} s", generation_,
+                   engine.globalSteps(),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+    }
+    return;
+  }
+}
+
+}  // namespace stretch::engine

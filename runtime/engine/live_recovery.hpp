@@ -1,0 +1,98 @@
+#pragma once
+// LiveRecovery: a worker's side of live recovery under `stretch launch --recovery live|auto`
+// (docs/launch.md "Live recovery"; the store protocol is runtime/comm/live_generation.hpp).
+//
+// When a peer dies, the survivors' collectives fail (CommPeerError within milliseconds over
+// Gloo). recover() then abandons the step in flight (Engine::abandonStep), waits for the agent's
+// next generation record, joins that generation's group through the agent's store (which
+// outlives every worker) and calls Engine::rejoin: the survivors keep their processes and their
+// state, the replacement workers and new nodes receive it over the backend, and training goes on
+// from the last completed step: no process restarts, no checkpoint is read. A generation that
+// grows the job (a node joins) reaches running workers as SIGUSR1: they finish the step and
+// call recover() at the boundary (announced()).
+//
+// The loop a job writes (examples/common/job_support.hpp wraps it):
+//   auto live = LiveRecovery::fromEnvironment();        // null outside a live-capable launcher
+//   options.processGroup = live && live->joining() ? live->joinGroup() : initDistributed();
+//   options.liveJoin = live && live->joining();
+//   auto [engine, ...] = initialize(model, config, options);
+//   if (!options.liveJoin) { /* load a checkpoint */ }
+//   if (live) live->start(*engine);
+//   while (engine->globalSteps() < steps) {
+//     try { /* forward, backward, step */ if (boundary && live && live->announced())
+//     live->recover(*engine); } catch (const comm::CommError&) { if (!live ||
+//     !live->canRecover(*engine)) throw; live->recover(*engine); }
+//   }
+//
+// Variables (set by `stretch launch`): STRETCH_AGENT_STORE (HOST:PORT of the agent's store),
+// STRETCH_STORE_TOKEN, STRETCH_NODE_ID, LOCAL_RANK, STRETCH_LIVE_GENERATION (the live generation
+// the worker starts in, or for a joiner the one it waits for), STRETCH_LIVE_JOIN=1 for a worker
+// started into a running job; STRETCH_LIVE_TIMEOUT (seconds, default 300) bounds the wait
+// for a new generation. Not thread-safe; one per process (it owns the SIGUSR1 handler).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/comm/live_generation.hpp"
+#include "runtime/comm/process_group.hpp"
+#include "runtime/comm/store.hpp"
+#include "runtime/engine/engine.hpp"
+
+namespace stretch::engine {
+
+class LiveRecovery {
+ public:
+  // Null when STRETCH_AGENT_STORE is unset (no live-capable agent) or empty. Throws ConfigError
+  // naming the variable when one is malformed; connects to the agent's store.
+  static std::unique_ptr<LiveRecovery> fromEnvironment();
+
+  LiveRecovery(std::shared_ptr<comm::Store> store, std::string storeHost, std::string nodeId,
+               std::int64_t localRank, std::uint64_t generation, bool joining,
+               std::chrono::milliseconds timeout);
+
+  // This worker was started into a running job (a replacement or a new node's worker).
+  bool joining() const noexcept { return joining_; }
+  // A joiner's group: says it is ready, then joins the first generation from
+  // STRETCH_LIVE_GENERATION on that includes it. Build the engine over it with
+  // InitOptions::liveJoin, then call start().
+  std::shared_ptr<comm::ProcessGroup> joinGroup();
+
+  // After the engine is built (and, for a worker that is not joining, a checkpoint loaded): a
+  // joiner takes the job's state (Engine::rejoin); then the worker sets its live/capable key
+  // when the engine can recover live (ZeRO 0), so that the agent keeps it running through the
+  // next failure.
+  void start(Engine& engine);
+
+  // True at most once per announcement: the agent published a newer generation (SIGUSR1 came
+  // and the store says so). Cheap unless a signal came; call it at step boundaries.
+  bool announced();
+  // Whether recover() can take over after a failed collective (the engine supports it).
+  bool canRecover(const Engine& engine) const noexcept { return engine.supportsLiveRecovery(); }
+  // Abandons the step in flight, waits for the next generation (newer than this worker's), joins
+  // its group and continues there (Engine::rejoin). A worker with no place in the new generation
+  // waits to be stopped by its agent. Throws CommTimeoutError when no generation comes within
+  // the timeout.
+  void recover(Engine& engine);
+
+  std::uint64_t generation() const noexcept { return generation_; }
+
+ private:
+  // Waits for a record newer than `after`.
+  comm::LiveGeneration waitForGeneration(std::uint64_t after);
+  // Joins `record`'s group (this worker's rank in it); nullptr when the worker has no place in
+  // it or the rendezvous times out (a member died before joining), so that the caller waits for
+  // the next generation.
+  std::shared_ptr<comm::ProcessGroup> joinRecord(const comm::LiveGeneration& record);
+
+  std::shared_ptr<comm::Store> store_;
+  std::string storeHost_;
+  std::string nodeId_;
+  std::int64_t localRank_ = 0;
+  std::uint64_t generation_ = 0;
+  bool joining_ = false;
+  std::chrono::milliseconds timeout_;
+  comm::LiveGeneration pending_;  // a joiner's record, between joinGroup() and start()
+};
+
+}  // namespace stretch::engine

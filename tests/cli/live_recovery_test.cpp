@@ -1,0 +1,399 @@
+// Live recovery under `stretch launch` (the default --recovery auto), end to end with real
+// processes on loopback: 4 workers of the digits job or the GPT job, one SIGKILLed at a random
+// moment. The survivors must continue without a restart (an interim generation of the survivors
+// within 1 s of the kill), every step must be completed exactly once (the lost work is at most
+// the step in flight), and the final weights must be bitwise those of a run that trains the same
+// schedule of world sizes from checkpoints (`--recovery restart`, one launch per segment).
+// STRETCH_LIVE_TRIALS sets the number of random trials (the `slow` label runs 20).
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <climits>
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include "tests/cli/launch_support.hpp"
+#include "tests/support/test_support.hpp"
+
+namespace {
+
+using namespace stretch::test::launch;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+int liveTrials(int fallback) {
+  const char* v = std::getenv("STRETCH_LIVE_TRIALS");
+  return v != nullptr ? std::max(1, std::atoi(v)) : fallback;
+}
+
+std::int64_t unixNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A job: its program with its own options (without --steps and checkpoint options), its
+// config, and how many steps it trains.
+struct Job {
+  std::vector<std::string> program;
+  std::string config;
+  int steps = 0;
+  int workers = 4;
+  std::chrono::seconds limit = 300s;
+};
+
+Job digitsLiveJob() {
+  return {{STRETCH_TRAIN_DIGITS, "--config", digitsConfig()}, digitsConfig(), 600};
+}
+
+#ifdef STRETCH_TRAIN_GPT
+std::string gptConfig() {
+  return std::string(STRETCH_SOURCE) + "/fixtures/jobs/gpt/ds_config_elastic.json";
+}
+
+Job gptLiveJob() {
+  return {{STRETCH_TRAIN_GPT, "--config", gptConfig(), "--layers", "2", "--heads", "2", "--width",
+           "32", "--context", "32", "--dropout", "0.1", "--eval-every", "0", "--log-every", "10",
+           "--sample-chars", "20"},
+          gptConfig(),
+          60};
+}
+#endif
+
+// `stretch launch` of `job` on one host with `workers` slots; the job trains `steps` steps with
+// checkpoints in ckpt (--save-at / --resume as given), its output in dir/logs.
+std::vector<std::string> launchArgs(const Job& job, const fs::path& dir, int workers,
+                                    const std::string& recovery, int steps,
+                                    const std::vector<std::string>& checkpointing) {
+  std::vector<std::string> args = {"--num_gpus",     std::to_string(workers),
+                                   "--master_port",  std::to_string(freePort()),
+                                   "--config",       job.config,
+                                   "--recovery",     recovery,
+                                   "--max_restarts", "5",
+                                   "--log_dir",      (dir / "logs").string(),
+                                   "--event_log",    (dir / "events.jsonl").string()};
+  args.insert(args.end(), job.program.begin(), job.program.end());
+  args.insert(args.end(), {"--steps", std::to_string(steps), "--json"});
+  args.insert(args.end(), checkpointing.begin(), checkpointing.end());
+  return args;
+}
+
+// Per step of a run's STRETCH_TIMINGS_FILE: the world sizes that completed it and when the
+// first rank did (unix ns).
+struct StepInfo {
+  std::set<int> worlds;
+  std::int64_t firstNs = LLONG_MAX;
+};
+
+std::map<int, StepInfo> stepsOf(const fs::path& timings) {
+  std::map<int, StepInfo> steps;
+  std::ifstream in(timings);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty())
+      continue;
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("world_size"))
+      continue;  // a checkpoint line, or a line cut short by a kill
+    auto& s = steps[j["step"].get<int>()];
+    s.worlds.insert(j["world_size"].get<int>());
+    s.firstNs = std::min(s.firstNs, j["unix_ns"].get<std::int64_t>());
+  }
+  return steps;
+}
+
+struct Segment {
+  int first = 0;
+  int last = 0;
+  int world = 0;
+};
+
+// Consecutive steps completed by one world size.
+std::vector<Segment> scheduleOf(const std::map<int, StepInfo>& steps) {
+  std::vector<Segment> out;
+  for (const auto& [step, info] : steps) {
+    const int world = *info.worlds.begin();
+    if (!out.empty() && out.back().world == world && out.back().last + 1 == step)
+      out.back().last = step;
+    else
+      out.push_back({step, step, world});
+  }
+  return out;
+}
+
+std::string describe(const std::vector<Segment>& schedule) {
+  std::string out;
+  for (const auto& s : schedule)
+    out += std::to_string(s.first) + "-" + std::to_string(s.last) + "@" + std::to_string(s.world) +
+           " ";
+  return out;
+}
+
+// The summary rank 0 of the last generation printed, from any worker log under dir/logs.
+nlohmann::json finalSummary(const fs::path& dir, int steps) {
+  for (const auto& entry : fs::recursive_directory_iterator(dir / "logs")) {
+    if (entry.path().extension() != ".log")
+      continue;
+    const auto summary = summaryOf(stretch::test::readFileIfAny(entry.path()));
+    if (!summary.is_null() && summary.value("steps", 0) == steps)
+      return summary;
+  }
+  return {};
+}
+
+// The weights of `schedule` trained from checkpoints: one `--recovery restart` launch per
+// segment, each resuming from the previous one's checkpoint.
+std::string referenceDigest(const Job& job, const std::vector<Segment>& schedule) {
+  stretch::test::TempDir dir("stretch-live-ref");
+  const std::string ckpt = (dir.path() / "ckpt").string();
+  nlohmann::json summary;
+  for (const auto& segment : schedule) {
+    std::vector<std::string> checkpointing = {"--checkpoint-dir", ckpt, "--resume"};
+    if (segment.last < job.steps)
+      checkpointing.insert(checkpointing.end(), {"--save-at", std::to_string(segment.last)});
+    Launch launch(dir.path(), launchArgs(job, dir.path(), segment.world, "restart", segment.last,
+                                         checkpointing));
+    EXPECT_EQ(launch.wait(job.limit), 0) << launch.err();
+    summary = finalSummary(dir.path(), segment.last);
+    fs::remove_all(dir.path() / "logs");
+  }
+  return summary.value("weights_sha256", "");
+}
+
+struct LiveRun {
+  int status = -1;
+  std::map<int, StepInfo> steps;
+  std::vector<nlohmann::json> events;
+  nlohmann::json summary;
+  std::vector<std::int64_t> killNs;
+  std::string err;
+};
+
+// Runs `job` with live recovery and calls kill(launch, timings) once training is under way.
+LiveRun runWithKills(const Job& job, const fs::path& dir, const std::string& recovery,
+                     const std::function<std::vector<std::int64_t>(Launch&, const fs::path&)>& kill,
+                     const std::vector<std::string>& checkpointing = {}) {
+  const fs::path timings = dir / "timings.jsonl";
+  ::setenv("STRETCH_TIMINGS_FILE", timings.c_str(), 1);
+  Launch launch(dir, launchArgs(job, dir, job.workers, recovery, job.steps, checkpointing));
+  ::unsetenv("STRETCH_TIMINGS_FILE");
+  LiveRun run;
+  run.killNs = kill(launch, timings);
+  run.status = launch.wait(job.limit);
+  run.err = launch.err();
+  run.steps = stepsOf(timings);
+  run.events = eventsOf(dir / "events.jsonl");
+  run.summary = finalSummary(dir, job.steps);
+  return run;
+}
+
+// Waits until some rank completed step `step` (bounded: 120 s).
+bool waitForStep(const fs::path& timings, int step) {
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto steps = stepsOf(timings);
+    if (!steps.empty() && steps.rbegin()->first >= step)
+      return true;
+    std::this_thread::sleep_for(2ms);
+  }
+  return false;
+}
+
+// SIGKILLs `count` of the launcher's workers, chosen by `rng`, once step `atStep` is done;
+// returns the kill times.
+std::vector<std::int64_t> killWorkers(Launch& launch, const fs::path& timings, int atStep,
+                                      int count, std::mt19937& rng) {
+  if (!waitForStep(timings, atStep))
+    return {};
+  auto workers = launch.workers();
+  std::shuffle(workers.begin(), workers.end(), rng);
+  std::vector<std::int64_t> times;
+  for (int i = 0; i < count && i < static_cast<int>(workers.size()); ++i) {
+    times.push_back(unixNowNs());
+    ::kill(workers[static_cast<std::size_t>(i)], SIGKILL);
+  }
+  return times;
+}
+
+int countEvents(const std::vector<nlohmann::json>& events, const std::string& event,
+                const std::string& recovery) {
+  int n = 0;
+  for (const auto& e : events)
+    n += e.value("event", "") == event && e.value("recovery", "") == recovery ? 1 : 0;
+  return n;
+}
+
+// What every live trial must show: a clean end, live recovery only, each step completed once
+// by one world size, the survivors' first step within 1 s of the (first) kill, and the weights
+// of the same schedule trained from checkpoints.
+void expectLiveRecovery(const Job& job, const LiveRun& run, const std::string& what) {
+  ASSERT_EQ(run.status, 0) << what << ": " << run.err;
+  ASSERT_FALSE(run.killNs.empty()) << what << ": the run ended before the kill";
+  EXPECT_GE(countEvents(run.events, "stop_workers", "live"), 1) << what;
+  EXPECT_EQ(countEvents(run.events, "stop_workers", "checkpoint"), 0) << what;
+  ASSERT_EQ(static_cast<int>(run.steps.size()), job.steps) << what << ": a step is missing";
+  for (const auto& [step, info] : run.steps)
+    EXPECT_EQ(info.worlds.size(), 1u) << what << ": step " << step << " completed twice";
+  const auto schedule = scheduleOf(run.steps);
+  // The survivors' first completed step: the first one of a smaller world after the kill.
+  std::int64_t resumed = LLONG_MAX;
+  for (const auto& [step, info] : run.steps) {
+    if (info.firstNs > run.killNs.front() && *info.worlds.begin() < job.workers)
+      resumed = std::min(resumed, info.firstNs);
+  }
+  ASSERT_NE(resumed, LLONG_MAX) << what << ": no interim generation; schedule "
+                                << describe(schedule);
+  const double seconds = static_cast<double>(resumed - run.killNs.front()) / 1e9;
+  std::printf("%s: schedule %s; kill -> survivors' next completed step %.3f s\n", what.c_str(),
+              describe(schedule).c_str(), seconds);
+  EXPECT_LE(seconds, 1.0) << what;
+  ASSERT_TRUE(run.summary.contains("weights_sha256")) << what << ": " << run.err;
+  EXPECT_EQ(run.summary["weights_sha256"], referenceDigest(job, schedule))
+      << what << ": schedule " << describe(schedule);
+}
+
+void randomKillTrials(const Job& job, int trials, const std::string& name) {
+  std::random_device seeder;
+  const unsigned seed = seeder();
+  std::mt19937 rng(seed);
+  std::printf("%s: %d live-recovery trial(s) (seed %u)\n", name.c_str(), trials, seed);
+  for (int trial = 0; trial < trials; ++trial) {
+    stretch::test::TempDir dir("stretch-live");
+    const int atStep = 2 + static_cast<int>(rng() % static_cast<unsigned>(job.steps / 2));
+    const auto run = runWithKills(job, dir.path(), "auto", [&](Launch& launch, const fs::path& t) {
+      return killWorkers(launch, t, atStep, 1, rng);
+    });
+    expectLiveRecovery(job, run,
+                       name + " trial " + std::to_string(trial) + " (kill after step " +
+                           std::to_string(atStep) + ")");
+  }
+}
+
+TEST(LiveLaunch, AKilledDigitsWorkerCostsAtMostTheStepInFlight) {
+  randomKillTrials(digitsLiveJob(), liveTrials(2), "digits");
+}
+
+#ifdef STRETCH_TRAIN_GPT
+TEST(LiveLaunch, AKilledTransformerWorkerCostsAtMostTheStepInFlight) {
+  ::setenv("OMP_NUM_THREADS", "1", 1);
+  randomKillTrials(gptLiveJob(), liveTrials(1), "gpt");
+}
+#endif
+
+TEST(LiveLaunch, TwoWorkersKilledInOneStep) {
+  const Job job = digitsLiveJob();
+  std::mt19937 rng(7);
+  stretch::test::TempDir dir("stretch-live");
+  const auto run = runWithKills(job, dir.path(), "auto", [&](Launch& launch, const fs::path& t) {
+    return killWorkers(launch, t, 60, 2, rng);
+  });
+  expectLiveRecovery(job, run, "two kills");
+}
+
+TEST(LiveLaunch, AWorkerKilledDuringTheRecovery) {
+  const Job job = digitsLiveJob();
+  std::mt19937 rng(11);
+  stretch::test::TempDir dir("stretch-live");
+  const auto run = runWithKills(job, dir.path(), "auto", [&](Launch& launch, const fs::path& t) {
+    auto times = killWorkers(launch, t, 40, 1, rng);
+    // The next kill while the survivors regroup and the replacement starts.
+    std::this_thread::sleep_for(30ms);
+    auto more = killWorkers(launch, t, 0, 1, rng);
+    times.insert(times.end(), more.begin(), more.end());
+    return times;
+  });
+  expectLiveRecovery(job, run, "kill during recovery");
+}
+
+// A ZeRO 2 job cannot recover live (a rank's optimizer partition dies with it): the workers do
+// not offer it, and the agent restarts every worker from the checkpoint, as it says.
+TEST(LiveLaunch, AZero2JobRestartsFromItsCheckpoint) {
+  stretch::test::TempDir dir("stretch-live");
+  auto config = nlohmann::json::parse(stretch::test::readFileIfAny(digitsConfig()), nullptr, true,
+                                      /*ignore_comments=*/true);
+  config["zero_optimization"] = {{"stage", 2}};
+  const fs::path zero2 = dir.path() / "zero2.json";
+  std::ofstream(zero2) << config.dump();
+  Job job = digitsLiveJob();
+  job.config = zero2.string();
+  job.program = {STRETCH_TRAIN_DIGITS, "--config", zero2.string()};
+  job.workers = 2;
+  job.steps = 300;
+  std::mt19937 rng(3);
+  const auto run = runWithKills(
+      job, dir.path(), "auto",
+      [&](Launch& launch, const fs::path& t) { return killWorkers(launch, t, 100, 1, rng); },
+      {"--checkpoint-dir", (dir.path() / "ckpt").string(), "--save-every", "50", "--resume"});
+  ASSERT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(countEvents(run.events, "stop_workers", "live"), 0);
+  EXPECT_EQ(countEvents(run.events, "stop_workers", "checkpoint"), 1);
+  EXPECT_EQ(countEvents(run.events, "start_workers", "checkpoint"), 1);
+}
+
+// The figure the live path is for: the same kill with `--recovery restart` costs a restart of
+// every worker and the steps since the checkpoint. Prints both (docs/launch.md quotes them).
+TEST(LiveLaunch, ComparedWithTheRestartPath) {
+  const Job job = digitsLiveJob();
+  for (const std::string recovery : {"auto", "restart"}) {
+    stretch::test::TempDir dir("stretch-live");
+    std::mt19937 rng(5);
+    int lastBeforeKill = 0;
+    const auto run = runWithKills(
+        job, dir.path(), recovery,
+        [&](Launch& launch, const fs::path& t) {
+          auto times = killWorkers(launch, t, 130, 1, rng);
+          const auto steps = stepsOf(t);
+          lastBeforeKill = steps.empty() ? 0 : steps.rbegin()->first;
+          return times;
+        },
+        {"--checkpoint-dir", (dir.path() / "ckpt").string(), "--save-every", "100", "--resume"});
+    ASSERT_EQ(run.status, 0) << run.err;
+    ASSERT_FALSE(run.killNs.empty());
+    // The first step completed after the kill by a worker of the new generation: the first
+    // step record after the kill that is not the step every rank was finishing then.
+    std::int64_t next = LLONG_MAX;
+    int nextStep = 0;
+    for (const auto& [step, info] : run.steps) {
+      if (step > lastBeforeKill + 1 && info.firstNs > run.killNs.front() && info.firstNs < next) {
+        next = info.firstNs;
+        nextStep = step;
+      }
+    }
+    // Restarting from the checkpoint of step 100 completes steps 101.. again.
+    std::int64_t redone = 0;
+    std::ifstream in(dir.path() / "timings.jsonl");
+    std::set<std::pair<int, int>> seen;  // (step, rank) completed
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.contains("world_size"))
+        continue;
+      if (!seen.insert({j["step"].get<int>(), j["rank"].get<int>()}).second && j["rank"] == 0)
+        ++redone;
+    }
+    std::printf(
+        "recovery %s: kill after step %d -> step %d completed %.3f s later; %lld step(s) "
+        "trained twice\n",
+        recovery.c_str(), lastBeforeKill, nextStep,
+        static_cast<double>(next - run.killNs.front()) / 1e9, static_cast<long long>(redone));
+    if (recovery == "auto") {
+      EXPECT_EQ(redone, 0);
+      EXPECT_LE(static_cast<double>(next - run.killNs.front()) / 1e9, 1.0);
+    } else {
+      EXPECT_GT(redone, 0);
+    }
+  }
+}
+
+}  // namespace

@@ -1,0 +1,80 @@
+// The live-recovery record (runtime/comm/live_generation.hpp): text round trip, ranks of the
+// workers that take part, errors naming the line, and the two store helpers.
+
+#include "runtime/comm/live_generation.hpp"
+
+#include <gtest/gtest.h>
+
+#include "runtime/comm/errors.hpp"
+#include "runtime/comm/store.hpp"
+
+namespace {
+
+using namespace stretch::comm;
+
+LiveGeneration interim() {
+  LiveGeneration g;
+  g.generation = 3;
+  g.agentGeneration = 2;
+  g.worldSize = 5;
+  g.trainBatchSize = 48;
+  g.microBatch = 16;
+  g.gradientAccumulation = 1;
+  g.nodes = {{"n0", 0, {0, 1, 3}}, {"n1", 3, {1, 2}}};
+  return g;
+}
+
+TEST(LiveGeneration, RoundTripsThroughItsText) {
+  const auto g = interim();
+  const std::string text = formatLiveGeneration(g);
+  EXPECT_EQ(text, "3 2 5 48 16 1\nn0 0 0,1,3\nn1 3 1,2\n");
+  EXPECT_EQ(parseLiveGeneration(text), g);
+}
+
+TEST(LiveGeneration, RanksCountTheWorkersTakingPartInNodeOrder) {
+  const auto g = interim();
+  EXPECT_EQ(g.rankOf("n0", 0), 0);
+  EXPECT_EQ(g.rankOf("n0", 1), 1);
+  EXPECT_EQ(g.rankOf("n0", 2), -1);  // a survivor left out of the interim world
+  EXPECT_EQ(g.rankOf("n0", 3), 2);
+  EXPECT_EQ(g.rankOf("n1", 1), 3);
+  EXPECT_EQ(g.rankOf("n1", 2), 4);
+  EXPECT_EQ(g.rankOf("n2", 0), -1);
+}
+
+TEST(LiveGeneration, MalformedRecordsNameTheLine) {
+  const std::vector<std::string> bad = {
+      "",                               // no header
+      "3 2 5 48 16\nn0 0 0,1,2,3,4\n",  // a header field missing
+      "3 2 2 48 16 1\nn0 1 0,1\n",      // first rank not 0
+      "3 2 2 48 16 1\nn0 0 1,0\n",      // local ranks not ascending
+      "3 2 2 48 16 1\nn0 0 0,x\n",      // not a number
+      "3 2 3 48 16 1\nn0 0 0,1\n",      // 2 workers for a world of 3
+      "3 2 0 48 16 1\n",                // an empty world
+  };
+  for (const auto& text : bad) {
+    EXPECT_THROW(parseLiveGeneration(text), CommError) << text;
+  }
+  try {
+    parseLiveGeneration("3 2 2 48 16 1\nn0 1 0,1\n");
+  } catch (const CommError& e) {
+    EXPECT_NE(std::string(e.what()).find("n0 1 0,1"), std::string::npos) << e.what();
+  }
+  auto g = interim();
+  g.nodes[0].nodeId = "has space";
+  EXPECT_THROW(formatLiveGeneration(g), CommError);
+}
+
+TEST(LiveGeneration, PublishingSetsTheRecordThenLatest) {
+  HashStore store;
+  EXPECT_EQ(latestLiveGeneration(store), 0u);
+  const auto g = interim();
+  publishLiveGeneration(store, g);
+  EXPECT_EQ(latestLiveGeneration(store), 3u);
+  EXPECT_EQ(parseLiveGeneration(store.get(live_keys::generation(3))), g);
+  EXPECT_EQ(live_keys::capable("n0", 42), "live/capable/n0/42");
+  EXPECT_EQ(live_keys::ready(4), "live/ready/4");
+  EXPECT_EQ(live_keys::groupPrefix(4), "live/pg/4");
+}
+
+}  // namespace
