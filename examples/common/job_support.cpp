@@ -247,6 +247,9 @@ std::int64_t launcherGeneration() {
 int runJob(const std::string& program, const std::function<int()>& body) {
   try {
     return body();
+  } catch (const engine::JobFinishedElsewhere& e) {
+    spdlog::info("{}: {}", program, e.what());
+    return 0;
   } catch (const ConfigError& e) {
     std::cerr << program << ": error: " << e.what() << "\n";
     return 2;

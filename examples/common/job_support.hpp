@@ -114,7 +114,8 @@ std::int64_t peakRssBytes();
 std::int64_t launcherGeneration();
 
 // Runs a job's body and maps what escapes it to the jobs' exit statuses, with the message on
-// stderr prefixed by `program`: 0 from body, 2 for ConfigError / IoError (bad input), 1 for any
+// stderr prefixed by `program`: 0 from body (and for a live-recovery worker the job finished
+// without: engine::JobFinishedElsewhere), 2 for ConfigError / IoError (bad input), 1 for any
 // other exception.
 int runJob(const std::string& program, const std::function<int()>& body);
 

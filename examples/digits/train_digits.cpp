@@ -124,6 +124,8 @@ int runDigits(int argc, char** argv) {
       stepBegan = std::chrono::steady_clock::now();
     }
   }
+  if (live)
+    live->finish();  // workers still waiting for a generation have nothing left to do
   // The mean training loss of the last step, averaged over the data-parallel ranks.
   std::vector<double> reduced = {lastLoss};
   if (engine->dpWorldSize() > 1) {

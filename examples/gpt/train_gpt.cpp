@@ -315,6 +315,8 @@ int runGpt(int argc, char** argv) {
     }
   }
 
+  if (live)
+    live->finish();  // workers still waiting for a generation have nothing left to do
   const double peakRss = allReduce(engine->processGroup().get(),
                                    static_cast<double>(stretch::examples::peakRssBytes()),
                                    stretch::comm::ReduceOp::Max);

@@ -15,7 +15,10 @@
 //                              through a failure, and restarts every worker otherwise);
 //   live/ready/<N>             a counter: workers started into a running job add 1 when they are
 //                              ready to join; the agent publishes generation N once all are;
-//   live/pg/<N>/...            generation N's process-group rendezvous (a PrefixStore).
+//   live/pg/<N>/...            generation N's process-group rendezvous (a PrefixStore);
+//   live/finished              set by workers that trained the job's last step: workers still
+//                              waiting for a generation (a replacement, a survivor left out of
+//                              an interim one) have nothing left to do and end.
 // A worker keeps its node and local rank across generations; a node's entry lists the local
 // ranks taking part, and a worker's rank is the node's first rank plus its position in that list
 // (LiveGeneration::rankOf). The record's batch is the elastic solver's for its world size.
@@ -63,6 +66,7 @@ std::string capable(const std::string& nodeId, std::int64_t pid);
 std::string ready(std::uint64_t n);
 std::string groupPrefix(std::uint64_t n);
 inline constexpr const char* kLatest = "live/latest";
+inline constexpr const char* kFinished = "live/finished";
 }  // namespace live_keys
 
 // Writes the record, then live/latest.

@@ -75,6 +75,8 @@ class SupersedableStore final : public comm::Store {
                                               std::chrono::milliseconds(20)));
         return;
       } catch (const comm::StoreTimeoutError&) {
+        if (root_->check({comm::live_keys::kFinished}))
+          throw JobFinishedElsewhere("the job finished while this worker joined a generation");
         if (comm::latestLiveGeneration(*root_) > generation_) {
           throw comm::CommTimeoutError(fmt::format(
               "live generation {} was superseded before its group formed", generation_));
@@ -149,6 +151,12 @@ LiveRecovery::LiveRecovery(std::shared_ptr<comm::Store> store, std::string store
 comm::LiveGeneration LiveRecovery::waitForGeneration(std::uint64_t after) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   while (true) {
+    if (store_->check({comm::live_keys::kFinished})) {
+      throw JobFinishedElsewhere(
+          fmt::format("live recovery: worker {} of node {}: the job finished while it waited for "
+                      "a generation",
+                      localRank_, nodeId_));
+    }
     const auto latest = comm::latestLiveGeneration(*store_);
     if (latest > after)
       return comm::parseLiveGeneration(store_->get(comm::live_keys::generation(latest)));
@@ -222,6 +230,10 @@ void LiveRecovery::start(Engine& engine) {
   ::sigaction(SIGUSR1, &action, nullptr);
   if (engine.supportsLiveRecovery())
     store_->set(comm::live_keys::capable(nodeId_, ::getpid()), "1");
+}
+
+void LiveRecovery::finish() {
+  store_->set(comm::live_keys::kFinished, std::to_string(generation_));
 }
 
 bool LiveRecovery::announced() {

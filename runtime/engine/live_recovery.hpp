@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "runtime/comm/live_generation.hpp"
@@ -40,6 +41,13 @@
 #include "runtime/engine/engine.hpp"
 
 namespace stretch::engine {
+
+// Thrown to a worker waiting for a generation when the job finished without it (the others
+// trained the last step first). Not an error: the worker should end with status 0.
+class JobFinishedElsewhere : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class LiveRecovery {
  public:
@@ -70,12 +78,15 @@ class LiveRecovery {
   // Whether recover() can take over after a failed collective (the engine supports it).
   bool canRecover(const Engine& engine) const noexcept { return engine.supportsLiveRecovery(); }
   // Abandons the step in flight, waits for the next generation (newer than this worker's), joins
-  // its group and continues there (Engine::rejoin). A worker with no place in the new generation
-  // waits to be stopped by its agent. Throws CommTimeoutError when no generation comes within
-  // the timeout.
+  // its group and continues there (Engine::rejoin); a worker left out of a generation waits for
+  // the next. Throws CommTimeoutError when no generation comes within the timeout and
+  // JobFinishedElsewhere when the job finished meanwhile.
   void recover(Engine& engine);
 
   std::uint64_t generation() const noexcept { return generation_; }
+  // After the job's last step: workers still waiting for a generation end
+  // (JobFinishedElsewhere).
+  void finish();
 
  private:
   // Waits for a record newer than `after`.
