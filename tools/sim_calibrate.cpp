@@ -46,8 +46,11 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <netinet/in.h>
 #include <random>
 #include <string>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <vector>
 
 #include <fmt/format.h>
@@ -63,6 +66,34 @@
 namespace stretch::tools {
 
 namespace {
+
+// Whether nothing listens on 127.0.0.1:port now (a bind succeeds).
+bool loopbackPortFree(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0)
+    return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool free = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return free;
+}
+
+// The first P >= `from` (stepping by 2, wrapping within 20000-32767) with P and P + 1 free: a
+// launch's master port and its job store's.
+int nextFreePorts(int from) {
+  int port = from;
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    if (port + 1 > 32767)
+      port = 20000;
+    if (loopbackPortFree(port) && loopbackPortFree(port + 1))
+      return port;
+    port += 2;
+  }
+  return from;
+}
 
 namespace fs = std::filesystem;
 
@@ -321,7 +352,9 @@ nlohmann::json runCalibration(CalibrationOptions options) {
     }
   };
   std::mt19937 rng(std::random_device{}());
-  int port = 30000 + static_cast<int>(rng() % 20000);
+  // Below Linux's ephemeral range (32768-60999), where connections and Gloo's listening sockets
+  // take their ports; each run checks that its two ports are free (nextFreePorts).
+  int port = 20000 + 2 * static_cast<int>(rng() % 6000);
 
   auto checkpointArgs = [&](const fs::path& ckpt) {
     std::vector<std::string> args;
@@ -362,6 +395,7 @@ nlohmann::json runCalibration(CalibrationOptions options) {
       argv.insert(argv.end(), {"--hostfile", hostfile.string(), "--launcher", "local", "--log_dir",
                                (dir / ("logs-" + tag)).string()});
     }
+    port = nextFreePorts(port);
     const int master = port;
     port += 2;  // the controller's rendezvous takes the next port
     argv.insert(argv.end(),

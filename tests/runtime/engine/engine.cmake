@@ -12,6 +12,13 @@ stretch_add_test(engine_checkpoint_test
   LABELS unit
   TIMEOUT 300)
 
+# Live recovery's engine side: abandonStep / rejoin against a resume from a checkpoint.
+stretch_add_test(engine_live_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_live_test.cpp
+  DEPS stretch_engine
+  LABELS unit
+  TIMEOUT 300)
+
 # The engine on CUDA (skips without a device): fp32 vs CPU, fp16 with loss scaling, bf16,
 # checkpoints moving between CPU and GPU.
 stretch_add_test(engine_cuda_test
