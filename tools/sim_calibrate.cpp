@@ -46,11 +46,8 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <netinet/in.h>
 #include <random>
 #include <string>
-#include <sys/socket.h>
-#include <unistd.h>
 #include <vector>
 
 #include <fmt/format.h>
@@ -62,24 +59,11 @@
 #include "sim/collective_cost.hpp"
 #include "sim/monte_carlo.hpp"
 #include "sim/step_model.hpp"
+#include "tools/rank_launcher.hpp"
 
 namespace stretch::tools {
 
 namespace {
-
-// Whether nothing listens on 127.0.0.1:port now (a bind succeeds).
-bool loopbackPortFree(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0)
-    return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool free = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return free;
-}
 
 // The first P >= `from` (stepping by 2, wrapping within 20000-32767) with P and P + 1 free: a
 // launch's master port and its job store's.

@@ -52,18 +52,12 @@ AgentResult runAgentLoop(const AgentLoopOptions& options, WorkerGroup& workers) 
       if (const auto* start = std::get_if<StartWorkers>(&action)) {
         const bool live = liveNext;
         liveNext = false;
+        const bool continued = live && workers.continueLive(*start);
+        if (live && !continued)
+          workers.stop();  // the group could not keep its workers after all
         std::optional<std::int64_t> step;
-        if (!live && start->resumeFromLatest && options.checkpointDir)
+        if (!continued && start->resumeFromLatest && options.checkpointDir)
           step = latestCheckpointStep(*options.checkpointDir);
-        bool continued = false;
-        if (live) {
-          continued = workers.continueLive(*start);
-          if (!continued) {
-            workers.stop();
-            if (start->resumeFromLatest && options.checkpointDir)
-              step = latestCheckpointStep(*options.checkpointDir);
-          }
-        }
         if (log) {
           auto record = recordOf(action, now, step);
           if (options.liveRecovery && start->generation > 1)

@@ -34,6 +34,30 @@ NodeWorkers::NodeWorkers(std::string nodeId, WorkerCommand command, EnvironmentF
     throw InternalError("NodeWorkers: live recovery without a store or batch rule");
 }
 
+namespace {
+
+// 0, 1, ..., n - 1.
+std::vector<int> localRanksBelow(std::int64_t n) {
+  std::vector<int> out;
+  for (std::int64_t local = 0; local < n; ++local)
+    out.push_back(static_cast<int>(local));
+  return out;
+}
+
+}  // namespace
+
+std::chrono::milliseconds NodeWorkers::grace() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(stopGrace_);
+}
+
+bool NodeWorkers::speaksLive(pid_t pid) const {
+  return live_->store->check({comm::live_keys::capable(nodeId_, pid)});
+}
+
+bool NodeWorkers::isJoiner(pid_t pid) const {
+  return std::find(joiners_.begin(), joiners_.end(), pid) != joiners_.end();
+}
+
 std::vector<WorkerProcessSpec> NodeWorkers::specsFor(
     const StartWorkers& action, const NodeAssignment& node, const std::vector<int>& localRanks,
     const std::map<std::string, std::string>& extra) const {
@@ -62,9 +86,7 @@ void NodeWorkers::start(const StartWorkers& action) {
   for (const auto& node : action.nodes) {
     if (node.nodeId != nodeId_)
       continue;
-    std::vector<int> locals;
-    for (std::int64_t local = 0; local < node.localWorldSize; ++local)
-      locals.push_back(static_cast<int>(local));
+    const std::vector<int> locals = localRanksBelow(node.localWorldSize);
     members_ = locals;
     std::map<std::string, std::string> extra;
     if (live_)
@@ -79,9 +101,9 @@ bool NodeWorkers::canContinueLive(const StartWorkers& next) const {
     return false;
   bool anyCapable = false;
   for (const auto& [local, pid] : workers_.runningWorkers()) {
-    if (live_->store->check({comm::live_keys::capable(nodeId_, pid)})) {
+    if (speaksLive(pid)) {
       anyCapable = anyCapable || local < next.nodes.front().localWorldSize;
-    } else if (std::find(joiners_.begin(), joiners_.end(), pid) == joiners_.end()) {
+    } else if (!isJoiner(pid)) {
       spdlog::info("agent: worker {} (pid {}) cannot continue live; restarting every worker", local,
                    pid);
       return false;  // a worker that does not speak the protocol
@@ -118,16 +140,14 @@ bool NodeWorkers::continueLive(const StartWorkers& action) {
   std::vector<int> survivors;
   std::vector<int> others;
   for (const auto& [local, pid] : workers_.runningWorkers()) {
-    if (local < node.localWorldSize &&
-        live_->store->check({comm::live_keys::capable(nodeId_, pid)}))
+    if (local < node.localWorldSize && speaksLive(pid))
       survivors.push_back(local);
     else
       others.push_back(local);
   }
   std::sort(survivors.begin(), survivors.end());
   if (!others.empty())
-    workers_.stopLocalRanks(others,
-                            std::chrono::duration_cast<std::chrono::milliseconds>(stopGrace_));
+    workers_.stopLocalRanks(others, grace());
   std::vector<int> missing;
   for (int local = 0; local < node.localWorldSize; ++local) {
     if (!std::binary_search(survivors.begin(), survivors.end(), local))
@@ -155,7 +175,6 @@ bool NodeWorkers::continueLive(const StartWorkers& action) {
   }
   pendingGeneration_ = ++liveGeneration_;
   pendingTarget_ = action;
-  pendingJoiners_ = static_cast<std::int64_t>(missing.size());
   std::map<std::string, std::string> extra = {
       {"STRETCH_LIVE_JOIN", "1"}, {"STRETCH_LIVE_GENERATION", std::to_string(pendingGeneration_)}};
   workers_.start(command_.argv, specsFor(action, node, missing, extra), logDir_,
@@ -169,21 +188,19 @@ bool NodeWorkers::continueLive(const StartWorkers& action) {
 }
 
 void NodeWorkers::stop() {
-  workers_.stop(std::chrono::duration_cast<std::chrono::milliseconds>(stopGrace_));
+  workers_.stop(grace());
 }
 
 std::vector<WorkerExited> NodeWorkers::poll() {
   std::vector<WorkerExited> out;
-  if (pendingTarget_ &&
-      live_->store->add(comm::live_keys::ready(pendingGeneration_), 0) >= pendingJoiners_) {
+  if (pendingTarget_ && live_->store->add(comm::live_keys::ready(pendingGeneration_), 0) >=
+                            static_cast<std::int64_t>(joiners_.size())) {
     // Every replacement is ready: the generation the state machine asked for, at the survivors'
     // next step boundary.
-    std::vector<int> all;
-    for (std::int64_t local = 0; local < pendingTarget_->nodes.front().localWorldSize; ++local)
-      all.push_back(static_cast<int>(local));
+    const std::vector<int> all = localRanksBelow(pendingTarget_->nodes.front().localWorldSize);
     std::vector<int> survivors;
     for (const auto& [local, pid] : workers_.runningWorkers()) {
-      if (std::find(joiners_.begin(), joiners_.end(), pid) == joiners_.end())
+      if (!isJoiner(pid))
         survivors.push_back(local);
     }
     publishLive(pendingGeneration_, *pendingTarget_, all, pendingTarget_->batch);
@@ -207,13 +224,11 @@ std::vector<WorkerExited> NodeWorkers::poll() {
     // to do and end with it.
     std::vector<int> waiting;
     for (const auto& [local, pid] : workers_.runningWorkers()) {
-      if (std::find(joiners_.begin(), joiners_.end(), pid) != joiners_.end() &&
-          !live_->store->check({comm::live_keys::capable(nodeId_, pid)}))
+      if (isJoiner(pid) && !speaksLive(pid))
         waiting.push_back(local);
     }
     if (!waiting.empty()) {
-      workers_.stopLocalRanks(waiting,
-                              std::chrono::duration_cast<std::chrono::milliseconds>(stopGrace_));
+      workers_.stopLocalRanks(waiting, grace());
       for (const int local : waiting)
         out.push_back(WorkerExited{generation_, nodeId_, local, 0});
       spdlog::info(

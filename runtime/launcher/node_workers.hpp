@@ -56,8 +56,6 @@ class NodeWorkers final : public agent::WorkerGroup {
   // live that is not ready yet (it is started again).
   bool canContinueLive(const agent::StartWorkers& next) const override;
   bool continueLive(const agent::StartWorkers& action) override;
-  // The live generations published so far (interim ones included).
-  std::uint64_t liveGeneration() const noexcept { return liveGeneration_; }
 
   int running() const { return workers_.running(); }
   std::vector<pid_t> pids() const { return workers_.pids(); }
@@ -71,7 +69,12 @@ class NodeWorkers final : public agent::WorkerGroup {
   std::uint64_t generation_ = 0;
   LocalWorkerGroup workers_;
 
+  std::chrono::milliseconds grace() const;
   // Live recovery.
+  // The worker has said it can continue live (its live/capable key).
+  bool speaksLive(pid_t pid) const;
+  // The worker was started into the running job for the pending generation.
+  bool isJoiner(pid_t pid) const;
   void publishLive(std::uint64_t generation, const agent::StartWorkers& target,
                    const std::vector<int>& localRanks, const config::BatchTriple& batch);
   std::vector<WorkerProcessSpec> specsFor(const agent::StartWorkers& action,
@@ -82,9 +85,8 @@ class NodeWorkers final : public agent::WorkerGroup {
   std::uint64_t liveGeneration_ = 0;  // the last live generation published or reserved
   std::vector<int> members_;          // local ranks of the current live group
   std::vector<pid_t> joiners_;        // workers started into the running job
-  std::optional<agent::StartWorkers> pendingTarget_;  // published once its joiners are ready
+  std::optional<agent::StartWorkers> pendingTarget_;  // published once all joiners are ready
   std::uint64_t pendingGeneration_ = 0;
-  std::int64_t pendingJoiners_ = 0;
 };
 
 }  // namespace stretch::launcher
