@@ -222,17 +222,6 @@ void LiveRecovery::partitionsLost(Engine& engine, const PartitionsLostError& e) 
 }
 
 void LiveRecovery::start(Engine& engine) {
-  if (!engine.device().is_cpu()) {
-    // The groups a generation builds are Gloo's, which reduce CPU buffers only.
-    onCpu_ = false;
-    if (engine.dpRank() == 0) {
-      spdlog::warn(
-          "live recovery: not available on {} yet (its groups are Gloo, CPU only); a failure "
-          "restarts every worker from the checkpoint",
-          engine.device().str());
-    }
-    return;
-  }
   // ZeRO 1/2: every completed step is copied to the buddy from now on (joiners start with the
   // state they receive, the others with the state they have).
   // The buddy is a node's worth of ranks away, on the next node of a multi-node job.

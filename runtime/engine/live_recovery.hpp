@@ -77,11 +77,8 @@ class LiveRecovery {
   // True at most once per announcement: the agent published a newer generation (SIGUSR1 came
   // and the store says so). Cheap unless a signal came; call it at step boundaries.
   bool announced();
-  // Whether recover() can take over after a failed collective (the engine supports it, and it
-  // trains on the CPU).
-  bool canRecover(const Engine& engine) const noexcept {
-    return onCpu_ && engine.supportsLiveRecovery();
-  }
+  // Whether recover() can take over after a failed collective (the engine supports it).
+  bool canRecover(const Engine& engine) const noexcept { return engine.supportsLiveRecovery(); }
   // Abandons the step in flight, waits for the next generation (newer than this worker's), joins
   // its group and continues there (Engine::rejoin); a worker left out of a generation waits for
   // the next. Throws CommTimeoutError when no generation comes within the timeout,
@@ -113,9 +110,6 @@ class LiveRecovery {
   std::int64_t localRank_ = 0;
   std::uint64_t generation_ = 0;
   bool joining_ = false;
-  // The live generations' groups are Gloo (CPU buffers): an engine on a GPU keeps the restart
-  // path (start() says so).
-  bool onCpu_ = true;
   std::chrono::milliseconds timeout_;
   comm::LiveGeneration pending_;  // a joiner's record, between joinGroup() and start()
 };
