@@ -117,18 +117,6 @@ void recordCheckpoint(StepTimingsFile* timings, const char* event, int rank, std
 
 }  // namespace
 
-GenericDict Engine::scalerState() const {
-  auto scaler = newDict();
-  if (scaler_) {
-    const auto s = scaler_->state();
-    scaler.insert("cur_scale", s.curScale);
-    scaler.insert("cur_iter", s.curIter);
-    scaler.insert("last_overflow_iter", s.lastOverflowIter);
-    scaler.insert("cur_hysteresis", s.curHysteresis);
-  }
-  return scaler;
-}
-
 std::string Engine::saveCheckpoint(const std::string& dir, std::optional<std::string> tag,
                                    const StateDict& clientState) {
   if (dir.empty())
@@ -186,7 +174,14 @@ std::string Engine::saveCheckpoint(const std::string& dir, std::optional<std::st
     auto scheduler = newDict();
     if (scheduler_)
       scheduler.insert(std::string(kLastBatchIterationKey), scheduler_->lastBatchIteration());
-    auto scaler = scalerState();
+    auto scaler = newDict();
+    if (scaler_) {
+      const auto s = scaler_->state();
+      scaler.insert("cur_scale", s.curScale);
+      scaler.insert("cur_iter", s.curIter);
+      scaler.insert("last_overflow_iter", s.lastOverflowIter);
+      scaler.insert("cur_hysteresis", s.curHysteresis);
+    }
     auto sampler = newDict();
     if (loader_) {
       sampler.insert("epoch", loader_->position().epoch);
