@@ -262,4 +262,13 @@ int runJob(const std::string& program, const std::function<int()>& body) {
   }
 }
 
+std::optional<PartitionCopyFigures> partitionCopyFigures(const engine::Engine& engine) {
+  if (!engine.partitionCopiesEnabled())
+    return std::nullopt;
+  return PartitionCopyFigures{
+      engine.partitionCopyBytes(),
+      engine.timers().partitionCopy /
+          static_cast<double>(std::max<std::int64_t>(1, engine.partitionCopyCount()))};
+}
+
 }  // namespace stretch::examples

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,15 @@ std::int64_t parameterCount(torch::nn::Module& model);
 
 // The median of the values (0 when there are none).
 double median(std::vector<double> values);
+
+// Live recovery's ZeRO 1/2 partition copies on this rank, for a job's summary
+// ("partition_copy_bytes", "partition_copy_ms_per_step"): the host bytes they take and the
+// time a step spends on them; nullopt when the engine makes none.
+struct PartitionCopyFigures {
+  std::int64_t bytes = 0;
+  double msPerStep = 0;
+};
+std::optional<PartitionCopyFigures> partitionCopyFigures(const engine::Engine& engine);
 
 // This process's peak resident set size so far, in bytes (getrusage's ru_maxrss).
 std::int64_t peakRssBytes();

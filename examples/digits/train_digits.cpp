@@ -147,7 +147,12 @@ int runDigits(int argc, char** argv) {
                             {"parameters", stretch::examples::parameterCount(*model)},
                             {"step_seconds_median", stretch::examples::median(stepSeconds)},
                             {"micro_batch", engine->microBatchSize()},
-                            {"gradient_accumulation_steps", engine->gradientAccumulationSteps()}};
+                            {"gradient_accumulation_steps", engine->gradientAccumulationSteps()},
+                            {"optimizer_state_bytes", engine->optimizerStateBytes()}};
+      if (const auto copies = stretch::examples::partitionCopyFigures(*engine)) {
+        out["partition_copy_bytes"] = copies->bytes;  // live recovery, ZeRO 1/2 (docs/launch.md)
+        out["partition_copy_ms_per_step"] = copies->msPerStep;
+      }
       std::cout << out.dump() << "\n";
     } else {
       std::cout << fmt::format(

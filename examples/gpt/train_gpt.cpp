@@ -357,7 +357,12 @@ int runGpt(int argc, char** argv) {
                             {"tokens_per_second", tokensPerSecond},
                             {"peak_rss_bytes", static_cast<std::int64_t>(peakRss)},
                             {"weights_sha256", stretch::examples::weightsDigest(*model)},
+                            {"optimizer_state_bytes", engine->optimizerStateBytes()},
                             {"sample", sample}};
+      if (const auto copies = stretch::examples::partitionCopyFigures(*engine)) {
+        out["partition_copy_bytes"] = copies->bytes;  // live recovery, ZeRO 1/2 (docs/launch.md)
+        out["partition_copy_ms_per_step"] = copies->msPerStep;
+      }
       std::cout << out.dump() << "\n";
     } else {
       std::cout << fmt::format(

@@ -34,6 +34,8 @@ std::shared_ptr<Work> Backend::barrier(const CollectiveOptions&) {
   throwUnsupported(OpType::Barrier);
 }
 
+void Backend::abort(std::string_view) {}
+
 std::shared_ptr<Backend> Backend::createSubgroup(const std::vector<int>&, const std::string&) {
   throwUnsupportedSubgroups();
 }

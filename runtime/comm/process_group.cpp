@@ -132,6 +132,11 @@ std::shared_ptr<Work> ProcessGroup::barrier(const CollectiveOptions& options) {
   return run(OpType::Barrier, BufferView{}, 0, [&](Backend& b) { return b.barrier(options); });
 }
 
+void ProcessGroup::abort(std::string_view reason) {
+  for (auto& [type, backend] : backends_)
+    backend->abort(reason);
+}
+
 std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(std::vector<int> ranks) {
   const int id = nextGroupId_++;
   if (ranks.empty())

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/comm/backend.hpp"
@@ -60,6 +61,8 @@ class ProcessGroup {
   std::shared_ptr<Work> recv(BufferView buffer, int peer, int tag = 0,
                              const CollectiveOptions& options = {});
   std::shared_ptr<Work> barrier(const CollectiveOptions& options = {});
+  // Backend::abort on every backend of the group: this rank leaves it without waiting for anyone.
+  void abort(std::string_view reason);
 
   // A sub-group of the group ranks `ranks` (any order, no duplicates). Must be called by every
   // rank of this group with the same list, in the same order relative to other newGroup calls

@@ -45,7 +45,10 @@ Initialized initialize(torch::nn::AnyModule model, const config::DsConfig& confi
   return {engine, engine->optimizer_, engine->loader_, engine->scheduler_};
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  // The last step's copy exchange, so that no transfer outlives the group (peers finish theirs).
+  finishCopyExchange(/*tolerateFailure=*/true);
+}
 
 void Engine::setUp(torch::nn::AnyModule model, const config::DsConfig& config,
                    InitOptions& options) {
@@ -430,6 +433,9 @@ void Engine::step() {
     reduceMs = msSince(reduceStart);
     timers_.allreduce += reduceMs;
 
+    // The previous step's copies reached every buddy before any rank can complete this step
+    // (its gather of the weights needs every rank past this point): copyPartitions.
+    finishCopyExchange(/*tolerateFailure=*/false);
     const double scale = scaler_ ? scaler_->curScale() : 1.0;
     const bool checkOverflow = scaler_ || (config_.bf16.enabled && config_.bf16.checkGradOverflow);
     const bool overflow = checkOverflow && anyRankOverflowed(grad32);
@@ -458,6 +464,14 @@ void Engine::step() {
     }
   }
   ++microSteps_;
+  if (boundary) {
+    microStepsAtStep_ = microSteps_;
+    if (loader_)
+      positionAtStep_ = loader_->position();
+    // Live recovery (ZeRO 1/2): the completed step's partitions to host memory, and to the
+    // buddy while the next step computes.
+    copyPartitions();
+  }
   const double stepMs = msSince(start);
   timers_.step += stepMs;
   if (boundary) {
@@ -481,9 +495,6 @@ void Engine::step() {
     timersAtStepStart_ = timers_;
     stepStart_.reset();
     lastStepEnd_ = Clock::now();
-    microStepsAtStep_ = microSteps_;
-    if (loader_)
-      positionAtStep_ = loader_->position();
   }
 }
 

@@ -48,6 +48,7 @@
 #include <torch/types.h>
 
 #include "runtime/comm/process_group.hpp"
+#include "runtime/common/error.hpp"
 #include "runtime/config/ds_config.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
 #include "runtime/engine/data.hpp"
@@ -104,7 +105,13 @@ struct Timers {
   double backward = 0;
   double allreduce = 0;
   double step = 0;
+  // Live recovery's ZeRO 1/2 partition copies (copyPartitions), inside `step`.
+  double partitionCopy = 0;
 };
+
+// Live recovery of a ZeRO 1/2 job is impossible: a partition died with every rank that held a
+// copy of it (the job falls back to its last checkpoint). The message names the partitions.
+STRETCH_DECLARE_ERROR(PartitionsLostError, Error);
 
 // What loadCheckpoint found.
 struct LoadedCheckpoint {
@@ -174,24 +181,54 @@ class Engine {
 
   // ---- Live recovery (engine_live.cpp; runtime/engine/live_recovery.hpp drives it) ----
   // Whether this engine can continue in a new group without a checkpoint: ZeRO stage 0, whose
-  // ranks each hold the whole state (ZeRO 1/2 partitions would die with their rank).
-  bool supportsLiveRecovery() const noexcept { return zeroStage_ == 0; }
+  // ranks each hold the whole state, or ZeRO 1/2 with partition copies on.
+  bool supportsLiveRecovery() const noexcept { return zeroStage_ == 0 || partitionCopies_; }
+  // ZeRO 1/2: from now on every completed step ends with copyPartitions(). Local (no
+  // communication); every rank of the group must call it, with the same distance, before the
+  // next step (or rejoin). A rank's buddy is `buddyDistance` ranks further (mod the world size;
+  // 1 when the distance is a multiple of it): pass the ranks per node so that a copy lives on
+  // another node than its partition. No effect for ZeRO 0, whose ranks each hold the whole
+  // state. ConfigError for a distance below 1.
+  void enablePartitionCopies(int buddyDistance = 1);
+  bool partitionCopiesEnabled() const noexcept { return partitionCopies_; }
+  // Copies this rank's optimizer partition (fp32 weights and optimizer tensors, with the
+  // counters, scheduler, loss scaler and data position of the step) into host memory and starts
+  // sending it to its buddy (enablePartitionCopies: the next rank by default) and receiving
+  // its ward's (the rank it is the buddy of). The exchange runs while the next step computes and is
+  // waited for before that step's first collective, so no rank completes step k + 1 before every
+  // partition of step k is on its owner and its buddy. The last two steps' copies are kept, of its
+  // own partition and of its ward's: a failure anywhere leaves every partition of one of the last
+  // two steps on some survivor unless a rank and its buddy die together (at most one completed
+  // step is trained again). Memory: 4 x (1 + optimizer tensors) x 4 bytes per element of the
+  // partition (48 bytes per element with Adam: 4x the partition's own state); traffic: 1/4 of
+  // that per step, sent and received. Collective; step() calls it at every boundary once
+  // enablePartitionCopies() was called.
+  void copyPartitions();
+  // Host bytes the copies take now (0 without them), and how many copies this rank made.
+  std::int64_t partitionCopyBytes() const;
+  std::int64_t partitionCopyCount() const noexcept { return partitionCopyCount_; }
   // Drops the step in flight after a collective failed or a new generation was announced: the
   // gradients gathered since the last completed step are zeroed and the micro-step count and
-  // the data loader go back to that step. Nothing of an unfinished step was applied (every
-  // collective of a ZeRO 0 step comes before the update), so the weights are those of the last
-  // step this rank completed. The engine lets go of its group (its connections close, so peers
-  // waiting on this rank fail at once); only rejoin() may follow. Local: no communication.
+  // the data loader go back to that step. ZeRO 0: nothing of an unfinished step was applied
+  // (every collective of a step comes before the update), so the weights are those of the last
+  // step this rank completed; ZeRO 1/2: a partition may be updated and the weights half
+  // gathered, which rejoin() replaces from the copies. The engine lets go of its group (its
+  // connections close, so peers waiting on this rank fail at once); only rejoin() may follow.
+  // Local: no communication.
   void abandonStep();
   // Continues in `group` (a new generation) with `batch`, whose data-parallel size must be the
-  // group's size (ConfigError otherwise): the flat buffers are laid out for the new size, then
-  // every rank takes the state of the rank that completed the most steps (the lowest such
-  // rank): fp32 weights, optimizer state, loss scaler, LR scheduler, step counters, module
-  // buffers and the data position, sent by broadcast. A rank that never trained (a replacement
-  // or a new node, built with InitOptions::liveJoin) receives it like the others. Collective
-  // over `group`; every rank must have called abandonStep() (or just been initialised).
-  // Returns the number of completed steps the job continues from. ConfigError when
-  // supportsLiveRecovery() is false.
+  // group's size (ConfigError otherwise), laying the flat buffers out for the new size.
+  //  - ZeRO 0: every rank takes the state of the rank that completed the most steps (the
+  //    lowest such rank): fp32 weights, optimizer state, loss scaler, LR scheduler, step
+  //    counters, module buffers and the data position, sent by broadcast.
+  //  - ZeRO 1/2: the ranks pool the copies they hold (copyPartitions) and continue from the
+  //    latest step whose every partition survives (partition_plan.hpp): each partition is
+  //    broadcast from its owner or its buddy, every rank takes its slice of the new layout.
+  //    PartitionsLostError (on every rank alike) when a partition died with all its copies.
+  // A rank that never trained (a replacement or a new node, built with InitOptions::liveJoin)
+  // receives the state like the others. Collective over `group`; every rank must have called
+  // abandonStep() (or just been initialised). Returns the number of completed steps the job
+  // continues from. ConfigError when supportsLiveRecovery() is false.
   std::int64_t rejoin(std::shared_ptr<comm::ProcessGroup> group, const config::BatchTriple& batch);
 
  private:
@@ -228,6 +265,25 @@ class Engine {
   void relayoutForWorld();
   // Bucket boundaries over [0, total) and each parameter's buckets (no hooks).
   void computeBuckets(std::int64_t total, std::int64_t size);
+  // Waits for the copy exchange copyPartitions started; the ward's copy counts once received.
+  // A failed exchange throws its CommError, or with `tolerateFailure` leaves the copy empty.
+  void finishCopyExchange(bool tolerateFailure);
+  // The buddy's distance in the current group (enablePartitionCopies).
+  int buddyDistance() const noexcept;
+  // Live recovery (engine_live.cpp): the state every rank holds alike (optimizer scalars,
+  // module buffers, scheduler, loss scaler, counters, data position of the last completed
+  // step), and installing it with the optimizer tensors of this rank's (new) partition.
+  c10::impl::GenericDict replicatedState() const;
+  // The loss scaler's state as checkpoints and live recovery carry it (empty without fp16).
+  c10::impl::GenericDict scalerState() const;
+  void applyReplicatedState(const c10::impl::GenericDict& state,
+                            const std::map<std::string, torch::Tensor>& optimizerTensors);
+  // ZeRO 0's and ZeRO 1/2's halves of rejoin(): the state dict to apply and, laid out for the
+  // new group, the weights and optimizer tensors; return the index of the rank it came from.
+  int rejoinReplicated(c10::impl::GenericDict& state,
+                       std::map<std::string, torch::Tensor>& optimizerTensors);
+  int rejoinPartitioned(c10::impl::GenericDict& state,
+                        std::map<std::string, torch::Tensor>& optimizerTensors);
 
   config::DsConfig config_;
   config::BatchTriple batch_;
@@ -292,6 +348,28 @@ class Engine {
   static constexpr std::int64_t kZero2MaxBucketElements = std::int64_t{1} << 22;
   std::vector<int> paramPending_;
   double zero2ReduceSeconds_ = 0;
+
+  // Live recovery's copies of ZeRO 1/2 partitions (copyPartitions): the last two of this
+  // rank's own and of its ward's, in host memory.
+  struct PartitionCopy {
+    std::int64_t step = -1;  // -1: empty or being written
+    std::int64_t world = 0;
+    std::int64_t partition = -1;
+    std::vector<std::string> keys;  // the optimizer tensors after the fp32 weights
+    torch::Tensor data;             // fp32, CPU: (1 + keys) x partition elements
+    c10::IValue replicated;         // own copies: replicatedState() of the step
+  };
+  bool partitionCopies_ = false;
+  int buddyDistance_ = 1;
+  PartitionCopy ownCopies_[2];
+  PartitionCopy wardCopies_[2];
+  int newestOwn_ = 0;
+  int newestWard_ = 0;
+  std::int64_t partitionCopyCount_ = 0;
+  // The exchange in flight: the send of the own copy, the receive into wardCopies_[slot].
+  std::shared_ptr<comm::Work> copySend_;
+  std::shared_ptr<comm::Work> copyReceive_;
+  int copyReceiveSlot_ = 0;
 };
 
 }  // namespace stretch::engine

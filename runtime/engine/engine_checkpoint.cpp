@@ -117,6 +117,18 @@ void recordCheckpoint(StepTimingsFile* timings, const char* event, int rank, std
 
 }  // namespace
 
+GenericDict Engine::scalerState() const {
+  auto scaler = newDict();
+  if (scaler_) {
+    const auto s = scaler_->state();
+    scaler.insert("cur_scale", s.curScale);
+    scaler.insert("cur_iter", s.curIter);
+    scaler.insert("last_overflow_iter", s.lastOverflowIter);
+    scaler.insert("cur_hysteresis", s.curHysteresis);
+  }
+  return scaler;
+}
+
 std::string Engine::saveCheckpoint(const std::string& dir, std::optional<std::string> tag,
                                    const StateDict& clientState) {
   if (dir.empty())
@@ -174,14 +186,7 @@ std::string Engine::saveCheckpoint(const std::string& dir, std::optional<std::st
     auto scheduler = newDict();
     if (scheduler_)
       scheduler.insert(std::string(kLastBatchIterationKey), scheduler_->lastBatchIteration());
-    auto scaler = newDict();
-    if (scaler_) {
-      const auto s = scaler_->state();
-      scaler.insert("cur_scale", s.curScale);
-      scaler.insert("cur_iter", s.curIter);
-      scaler.insert("last_overflow_iter", s.lastOverflowIter);
-      scaler.insert("cur_hysteresis", s.curHysteresis);
-    }
+    auto scaler = scalerState();
     auto sampler = newDict();
     if (loader_) {
       sampler.insert("epoch", loader_->position().epoch);

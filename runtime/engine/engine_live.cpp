@@ -1,9 +1,12 @@
-// Engine::abandonStep / rejoin: live recovery's engine side. A generation's survivors and its
-// joiners end up with the state of the rank that completed the most steps, sent over the new
-// group as the same pickled dict on every rank (so every rank applies identical bytes and the
-// replicas stay bitwise equal). The driver (store protocol, new groups) is live_recovery.cpp.
+// Engine::abandonStep / rejoin / copyPartitions: live recovery's engine side. A generation's
+// survivors and its joiners end up with one state, sent over the new group so that every rank
+// applies identical bytes and the replicas stay bitwise equal: ZeRO 0 takes the state of the
+// rank that completed the most steps; ZeRO 1/2 rebuild the latest step whose every partition
+// survives from the owners' and buddies' host copies (partition_plan.hpp). The driver (store
+// protocol, new groups) is live_recovery.cpp.
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <span>
 
@@ -11,9 +14,11 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "runtime/comm/errors.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
 #include "runtime/engine/engine.hpp"
+#include "runtime/engine/partition_plan.hpp"
 #include "runtime/engine/tensor_view.hpp"
 
 namespace stretch::engine {
@@ -21,6 +26,9 @@ namespace stretch::engine {
 namespace {
 
 using GenericDict = c10::impl::GenericDict;
+
+// The tag of the buddy copies' point-to-point messages.
+constexpr int kCopyTag = 0x5350;
 
 GenericDict newDict() {
   return GenericDict(c10::StringType::get(), c10::AnyType::get());
@@ -33,17 +41,64 @@ const c10::IValue& entry(const GenericDict& dict, const std::string& key) {
   return it->value();
 }
 
+// `bytes` of rank `root` on every rank of `group`.
+void broadcastBytes(comm::ProcessGroup& group, std::vector<char>& bytes, int root) {
+  std::vector<std::int64_t> length = {static_cast<std::int64_t>(bytes.size())};
+  group.broadcast(comm::BufferView::of(std::span(length)), root)->wait();
+  bytes.resize(static_cast<std::size_t>(length[0]));
+  std::span<std::uint8_t> raw(reinterpret_cast<std::uint8_t*>(bytes.data()), bytes.size());
+  group.broadcast(comm::BufferView::of(raw), root)->wait();
+}
+
+// Elements [begin, begin + size) of `full` (fp32, at least `valid` long), zeros past `valid`.
+torch::Tensor sliceOrZeros(const torch::Tensor& full, std::int64_t valid, std::int64_t begin,
+                           std::int64_t size, const torch::TensorOptions& options) {
+  auto out = torch::zeros({size}, options);
+  const std::int64_t end = std::min(begin + size, valid);
+  if (begin < end)
+    out.narrow(0, 0, end - begin).copy_(full.narrow(0, begin, end - begin));
+  return out;
+}
+
+std::string joinKeys(const std::vector<std::string>& keys) {
+  std::string out;
+  for (const auto& k : keys)
+    out += (out.empty() ? "" : "\n") + k;
+  return out;
+}
+
+std::vector<std::string> splitKeys(const std::string& joined) {
+  std::vector<std::string> out;
+  std::size_t begin = 0;
+  while (begin < joined.size()) {
+    const std::size_t end = std::min(joined.find('\n', begin), joined.size());
+    out.push_back(joined.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 void Engine::abandonStep() {
-  // Let go of the old group now (a group with the same rank and size and no backend stays, for
-  // dpRank() and logs): its connections close, so peers still waiting in a collective with this
-  // rank fail at once instead of at their timeout.
+  // The copy exchange of the last completed step first: it completes unless a peer died (whose
+  // closed connection fails it at once).
+  finishCopyExchange(/*tolerateFailure=*/true);
+  // Leave the old group now: its connections close, so peers still waiting in a collective with
+  // this rank fail at once instead of at their timeout. Aborted rather than only released, for
+  // other owners (the job's InitOptions, the default group) may keep its backend alive. A group
+  // with the same rank and size and no backend stays, for dpRank() and logs.
+  group_->abort(
+      fmt::format("rank {} abandoned step {} for live recovery", group_->rank(), globalSteps_ + 1));
   group_ = std::make_shared<comm::ProcessGroup>(group_->rank(), group_->size());
   if (flatGrads_.defined())
     flatGrads_.zero_();
   if (gradAccum32_.defined())
     gradAccum32_.zero_();
+  if (zeroStage_ == 2) {
+    for (auto& p : params_)
+      p.mutable_grad().reset();
+  }
   for (auto& b : buckets_)
     b.work.reset();
   overlapActive_ = false;
@@ -54,36 +109,345 @@ void Engine::abandonStep() {
   stepStart_.reset();
 }
 
+void Engine::enablePartitionCopies(int buddyDistance) {
+  if (buddyDistance < 1) {
+    throw ConfigError(
+        ErrorDetail{"buddy distance", std::to_string(buddyDistance), "a positive number of ranks"});
+  }
+  buddyDistance_ = buddyDistance;
+  if (zeroStage_ >= 1)
+    partitionCopies_ = true;
+}
+
+int Engine::buddyDistance() const noexcept {
+  // A distance that is a multiple of the world size would make a rank its own buddy.
+  const int world = dpWorldSize();
+  return world > 1 && buddyDistance_ % world != 0 ? buddyDistance_ % world : 1;
+}
+
+std::int64_t Engine::partitionCopyBytes() const {
+  std::int64_t bytes = 0;
+  for (const auto* copies : {ownCopies_, wardCopies_}) {
+    for (int i = 0; i < 2; ++i) {
+      if (copies[i].data.defined())
+        bytes += copies[i].data.numel() * static_cast<std::int64_t>(sizeof(float));
+    }
+  }
+  return bytes;
+}
+
+void Engine::copyPartitions() {
+  if (!partitionCopies_)
+    return;
+  const auto start = std::chrono::steady_clock::now();
+  torch::NoGradGuard noGrad;
+  const int rank = dpRank();
+  const int world = dpWorldSize();
+  const std::int64_t size = partitionSize_;
+  std::vector<std::string> keys;
+  std::vector<torch::Tensor> tensors;
+  for (const auto& [key, t] : optimizer_->stateTensors()) {
+    if (t.defined()) {
+      keys.push_back(key);
+      tensors.push_back(t);
+    }
+  }
+  const std::int64_t length = (1 + static_cast<std::int64_t>(keys.size())) * size;
+  const auto hostFloat = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCPU);
+
+  // This rank's own partition into the older of its two buffers.
+  finishCopyExchange(/*tolerateFailure=*/false);  // the previous one, if nothing waited yet
+  const int ownSlot = 1 - newestOwn_;
+  PartitionCopy& own = ownCopies_[ownSlot];
+  own.step = -1;
+  if (!own.data.defined() || own.data.numel() != length)
+    own.data = torch::empty({length}, hostFloat);
+  own.data.narrow(0, 0, size).copy_(master_);
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    own.data.narrow(0, static_cast<std::int64_t>(1 + i) * size, size).copy_(tensors[i]);
+  own.world = world;
+  own.partition = rank;
+  own.keys = keys;
+  own.replicated = replicatedState();
+  own.step = globalSteps_;
+  newestOwn_ = ownSlot;
+
+  // Sent to the buddy and the ward's received while the next step computes (every partition is
+  // the same size); finishCopyExchange() waits before that step's first collective.
+  if (world > 1) {
+    const int wardSlot = 1 - newestWard_;
+    PartitionCopy& ward = wardCopies_[wardSlot];
+    ward.step = -1;
+    if (!ward.data.defined() || ward.data.numel() != length)
+      ward.data = torch::empty({length}, hostFloat);
+    ward.world = world;
+    const int distance = buddyDistance();
+    ward.partition = (rank + world - distance) % world;
+    ward.keys = keys;
+    copySend_ = group_->send(toBufferView(own.data), (rank + distance) % world, kCopyTag);
+    copyReceive_ =
+        group_->recv(toBufferView(ward.data), static_cast<int>(ward.partition), kCopyTag);
+    copyReceiveSlot_ = wardSlot;
+  }
+  ++partitionCopyCount_;
+  timers_.partitionCopy +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+void Engine::finishCopyExchange(bool tolerateFailure) {
+  if (!copySend_ && !copyReceive_)
+    return;
+  const auto start = std::chrono::steady_clock::now();
+  auto send = std::move(copySend_);
+  auto receive = std::move(copyReceive_);
+  try {
+    if (send)
+      send->wait();
+    if (receive) {
+      receive->wait();
+      // The ward's copy of the step its own copy was made at (the rank's own newest).
+      wardCopies_[copyReceiveSlot_].step = ownCopies_[newestOwn_].step;
+      newestWard_ = copyReceiveSlot_;
+    }
+  } catch (const comm::CommError&) {
+    if (!tolerateFailure)
+      throw;
+  }
+  timers_.partitionCopy +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
 void Engine::relayoutForWorld() {
   const int world = group_->size();
-  const std::int64_t padded = ((numel_ + world - 1) / world) * world;
+  const int rank = group_->rank();
+  const int partitions = zeroStage_ >= 1 ? world : 1;
+  const std::int64_t size = (numel_ + partitions - 1) / partitions;
+  const std::int64_t padded =
+      zeroStage_ >= 1 ? size * world : ((numel_ + world - 1) / world) * world;
+  torch::NoGradGuard noGrad;
   if (padded != flatParams_.numel()) {
-    torch::NoGradGuard noGrad;
     auto params = torch::zeros({padded}, flatParams_.options());
     params.narrow(0, 0, numel_).copy_(flatParams_.narrow(0, 0, numel_));
     flatParams_ = params;
-    flatGrads_ = torch::zeros({padded}, flatParams_.options());
+    if (zeroStage_ != 2)
+      flatGrads_ = torch::zeros({padded}, flatParams_.options());
     for (std::size_t i = 0; i < params_.size(); ++i) {
       auto& p = params_[i];
       const std::int64_t n = p.numel();
       p.set_data(flatParams_.narrow(0, paramOffsets_[i], n).view(p.sizes()));
-      p.mutable_grad() = flatGrads_.narrow(0, paramOffsets_[i], n).view(p.sizes());
-    }
-    if (dtype_ == torch::kFloat32) {
-      master_ = flatParams_;
-    } else {
-      auto master = torch::zeros({padded}, master_.options());
-      master.narrow(0, 0, numel_).copy_(master_.narrow(0, 0, numel_));
-      master_ = master;
+      if (flatGrads_.defined())
+        p.mutable_grad() = flatGrads_.narrow(0, paramOffsets_[i], n).view(p.sizes());
+      else
+        p.mutable_grad().reset();
     }
   }
-  partitionSize_ = numel_;
-  const bool overlap = world > 1 && config_.zero.overlapCommEffective();
+  partitionSize_ = size;
+  if (zeroStage_ >= 1) {
+    // The rank's slice of the new layout (rejoinPartitioned fills an fp16/bf16 model's copy).
+    auto slice = flatParams_.narrow(0, rank * size, size);
+    master_ = dtype_ == torch::kFloat32 ? slice : slice.to(torch::kFloat32).clone();
+    if (zeroStage_ == 2)
+      gradAccum32_ = torch::zeros({size}, master_.options());
+  } else if (dtype_ == torch::kFloat32) {
+    master_ = flatParams_;
+  } else if (master_.numel() != padded) {
+    auto master = torch::zeros({padded}, master_.options());
+    master.narrow(0, 0, numel_).copy_(master_.narrow(0, 0, numel_));
+    master_ = master;
+  }
+  const bool overlap = zeroStage_ == 0 && world > 1 && config_.zero.overlapCommEffective();
   if (overlap && accumulators_.empty())
     setUpOverlap();
-  else if (!accumulators_.empty())
+  else if (zeroStage_ == 0 && !accumulators_.empty())
     computeBuckets(flatGrads_.numel(), bucketElements_);
   overlapEnabled_ = overlap;
+}
+
+GenericDict Engine::replicatedState() const {
+  auto state = newDict();
+  auto scalars = newDict();
+  for (const auto& [key, v] : optimizer_->scalarState())
+    scalars.insert(key, v);
+  state.insert("scalars", scalars);
+  auto buffers = newDict();
+  for (const auto& item : model_.ptr()->named_buffers(true))
+    buffers.insert(item.key(), item.value().detach().to(torch::kCPU).clone());
+  state.insert("buffers", buffers);
+  state.insert("lr_last_batch_iteration",
+               scheduler_ ? scheduler_->lastBatchIteration() : std::int64_t{0});
+  state.insert("scaler", scalerState());
+  state.insert("epoch", positionAtStep_.epoch);
+  state.insert("consumed", positionAtStep_.consumed);
+  state.insert("global_steps", globalSteps_);
+  state.insert("global_samples", globalSamples_);
+  state.insert("skipped_steps", skippedSteps_);
+  state.insert("micro_steps", microStepsAtStep_);
+  return state;
+}
+
+void Engine::applyReplicatedState(const GenericDict& state,
+                                  const std::map<std::string, torch::Tensor>& optimizerTensors) {
+  torch::NoGradGuard noGrad;
+  std::map<std::string, double> scalars;
+  for (const auto& item : entry(state, "scalars").toGenericDict())
+    scalars[item.key().toStringRef()] = item.value().toDouble();
+  optimizer_->loadState(optimizerTensors, scalars);
+  const GenericDict buffers = entry(state, "buffers").toGenericDict();
+  for (const auto& item : model_.ptr()->named_buffers(true))
+    item.value().copy_(entry(buffers, item.key()).toTensor());
+  if (scheduler_) {
+    LrScheduleState s;
+    s.lastBatchIteration = entry(state, "lr_last_batch_iteration").toInt();
+    scheduler_->loadState(s);
+    applySchedule(scheduler_->getLr());
+  }
+  if (scaler_) {
+    const GenericDict saved = entry(state, "scaler").toGenericDict();
+    auto s = scaler_->state();
+    s.curScale = entry(saved, "cur_scale").toDouble();
+    s.curIter = entry(saved, "cur_iter").toInt();
+    s.lastOverflowIter = entry(saved, "last_overflow_iter").toInt();
+    s.curHysteresis = entry(saved, "cur_hysteresis").toInt();
+    scaler_->loadState(s);
+  }
+  globalSteps_ = entry(state, "global_steps").toInt();
+  globalSamples_ = entry(state, "global_samples").toInt();
+  skippedSteps_ = entry(state, "skipped_steps").toInt();
+  // A step starts at a multiple of the (possibly new) accumulation count.
+  const std::int64_t gas = batch_.gradientAccumulation;
+  microSteps_ = (entry(state, "micro_steps").toInt() + gas - 1) / gas * gas;
+  microStepsAtStep_ = microSteps_;
+  positionAtStep_ = {entry(state, "epoch").toInt(), entry(state, "consumed").toInt()};
+  if (loader_)
+    loader_->reshard(dpRank(), dpWorldSize(), batch_.microBatchPerGpu, positionAtStep_);
+  if (flatGrads_.defined())
+    flatGrads_.zero_();
+  if (gradAccum32_.defined())
+    gradAccum32_.zero_();
+  stepStart_.reset();
+  timersAtStepStart_ = timers_;
+}
+
+int Engine::rejoinReplicated(GenericDict& state,
+                             std::map<std::string, torch::Tensor>& optimizerTensors) {
+  const int rank = dpRank();
+  const int world = dpWorldSize();
+  // Who continues: the lowest rank that completed the most steps. (A rank can be one step
+  // ahead: it finished a step's last collective before a peer's connection broke.)
+  std::vector<std::int64_t> most = {globalSteps_};
+  group_->allReduce(comm::BufferView::of(std::span(most)), comm::ReduceOp::Max)->wait();
+  std::vector<std::int64_t> source = {globalSteps_ == most[0] ? rank : world};
+  group_->allReduce(comm::BufferView::of(std::span(source)), comm::ReduceOp::Min)->wait();
+  const int root = static_cast<int>(source[0]);
+
+  std::vector<char> bytes;
+  if (rank == root) {
+    auto mine = replicatedState();
+    mine.insert("fp32", master_.narrow(0, 0, numel_).detach().to(torch::kCPU).clone());
+    auto tensors = newDict();
+    for (const auto& [key, t] : optimizer_->stateTensors()) {
+      if (t.defined())
+        tensors.insert(key, t.narrow(0, 0, numel_).detach().to(torch::kCPU).clone());
+    }
+    mine.insert("state", tensors);
+    bytes = serializeState(mine);
+  }
+  broadcastBytes(*group_, bytes, root);
+  state = deserializeState(bytes, "live state").toGenericDict();
+
+  relayoutForWorld();
+  torch::NoGradGuard noGrad;
+  master_.narrow(0, 0, numel_).copy_(entry(state, "fp32").toTensor().to(master_.device()));
+  for (const auto& item : entry(state, "state").toGenericDict()) {
+    auto t = torch::zeros({master_.numel()}, master_.options());
+    t.narrow(0, 0, numel_).copy_(item.value().toTensor().to(master_.device()));
+    optimizerTensors[item.key().toStringRef()] = t;
+  }
+  publishMaster();
+  return root;
+}
+
+int Engine::rejoinPartitioned(GenericDict& state,
+                              std::map<std::string, torch::Tensor>& optimizerTensors) {
+  const int rank = dpRank();
+  const int world = dpWorldSize();
+  // What every rank holds, pooled; every rank plans alike from the same reports.
+  std::vector<HeldCopy> mine;
+  for (int slot = 0; slot < 2; ++slot) {
+    const PartitionCopy& own = ownCopies_[slot];
+    if (own.step >= 0) {
+      mine.push_back({true, own.step, own.world, own.partition,
+                      static_cast<std::int64_t>(own.keys.size()), slot});
+    }
+    const PartitionCopy& ward = wardCopies_[slot];
+    if (ward.step >= 0) {
+      mine.push_back({false, ward.step, ward.world, ward.partition,
+                      static_cast<std::int64_t>(ward.keys.size()), slot});
+    }
+  }
+  const std::vector<std::int64_t> encoded = encodeHeld(mine);
+  std::vector<std::int64_t> pooled(encoded.size() * static_cast<std::size_t>(world));
+  {
+    std::vector<std::int64_t> input = encoded;
+    group_
+        ->allGather(comm::BufferView::of(std::span(input)), comm::BufferView::of(std::span(pooled)))
+        ->wait();
+  }
+  const auto held = decodeHeld(pooled, world);
+  const auto plan = planPartitionRecovery(held);
+  if (!plan) {
+    throw PartitionsLostError(fmt::format(
+        "live recovery of ZeRO stage {} is impossible: {}; the job restarts from its last "
+        "checkpoint",
+        zeroStage_, describeLostPartitions(held, buddyDistance_)));
+  }
+  const auto copyAt = [this](const PartitionSource& source) -> const PartitionCopy& {
+    return source.own ? ownCopies_[source.slot] : wardCopies_[source.slot];
+  };
+
+  // The replicated state of the step, with the names of the optimizer tensors.
+  std::vector<char> bytes;
+  if (rank == plan->replicated.rank) {
+    const PartitionCopy& own = copyAt(plan->replicated);
+    auto replicated = own.replicated.toGenericDict().copy();
+    replicated.insert("state_keys", joinKeys(own.keys));
+    bytes = serializeState(replicated);
+  }
+  broadcastBytes(*group_, bytes, plan->replicated.rank);
+  state = deserializeState(bytes, "live state").toGenericDict();
+  const std::vector<std::string> keys = splitKeys(entry(state, "state_keys").toStringRef());
+  if (static_cast<std::int64_t>(keys.size()) != plan->stateTensors)
+    throw InternalError("live state: the optimizer tensors' names do not match the copies");
+
+  // Every partition of the old layout, from its owner or its buddy: rows of the whole state
+  // (the fp32 weights, then each optimizer tensor) on every rank.
+  const std::int64_t oldSize = (numel_ + plan->world - 1) / plan->world;
+  const std::int64_t rows = 1 + plan->stateTensors;
+  const auto hostFloat = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCPU);
+  auto whole = torch::zeros({rows, oldSize * plan->world}, hostFloat);
+  for (std::int64_t p = 0; p < plan->world; ++p) {
+    const PartitionSource& source = plan->partitions[static_cast<std::size_t>(p)];
+    torch::Tensor buffer =
+        rank == source.rank ? copyAt(source).data : torch::empty({rows * oldSize}, hostFloat);
+    group_->broadcast(toBufferView(buffer), source.rank)->wait();
+    whole.narrow(1, p * oldSize, oldSize).copy_(buffer.view({rows, oldSize}));
+  }
+
+  // This rank's slice of the new layout.
+  relayoutForWorld();
+  torch::NoGradGuard noGrad;
+  const auto onDevice = master_.options();
+  flatParams_.narrow(0, 0, numel_).copy_(whole[0].narrow(0, 0, numel_).to(flatParams_.device()));
+  flatParams_.narrow(0, numel_, flatParams_.numel() - numel_).zero_();
+  const std::int64_t begin = rank * partitionSize_;
+  if (dtype_ != torch::kFloat32)  // an fp32 model's master is its slice of flatParams_
+    master_.copy_(sliceOrZeros(whole[0], numel_, begin, partitionSize_, hostFloat));
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    optimizerTensors[keys[k]] = sliceOrZeros(whole[static_cast<std::int64_t>(1 + k)], numel_, begin,
+                                             partitionSize_, hostFloat)
+                                    .to(onDevice);
+  }
+  return plan->replicated.rank;
 }
 
 std::int64_t Engine::rejoin(std::shared_ptr<comm::ProcessGroup> group,
@@ -91,8 +455,8 @@ std::int64_t Engine::rejoin(std::shared_ptr<comm::ProcessGroup> group,
   if (!supportsLiveRecovery()) {
     throw ConfigError(ErrorDetail{
         "zero_optimization.stage", std::to_string(zeroStage_),
-        "0 for live recovery (a ZeRO 1/2 partition dies with its rank; the job restarts from "
-        "its checkpoint instead)"});
+        "0 for live recovery, or partition copies on (Engine::enablePartitionCopies): a ZeRO "
+        "1/2 partition without a copy dies with its rank"});
   }
   if (!group)
     throw InternalError("rejoin: no process group");
@@ -105,113 +469,20 @@ std::int64_t Engine::rejoin(std::shared_ptr<comm::ProcessGroup> group,
   }
   group_ = std::move(group);
   batch_ = batch;
-  const int rank = dpRank();
-  const int world = dpWorldSize();
-
-  // Who continues: the lowest rank that completed the most steps. (A rank can be one step
-  // ahead: it finished a step's last collective before a peer's connection broke.)
-  std::vector<std::int64_t> most = {globalSteps_};
-  group_->allReduce(comm::BufferView::of(std::span(most)), comm::ReduceOp::Max)->wait();
-  std::vector<std::int64_t> source = {globalSteps_ == most[0] ? rank : world};
-  group_->allReduce(comm::BufferView::of(std::span(source)), comm::ReduceOp::Min)->wait();
-  const int root = static_cast<int>(source[0]);
-
-  std::vector<char> bytes;
-  if (rank == root) {
-    auto state = newDict();
-    state.insert("fp32", master_.narrow(0, 0, numel_).detach().to(torch::kCPU).clone());
-    auto tensors = newDict();
-    for (const auto& [key, t] : optimizer_->stateTensors()) {
-      if (t.defined())
-        tensors.insert(key, t.narrow(0, 0, numel_).detach().to(torch::kCPU).clone());
-    }
-    state.insert("state", tensors);
-    auto scalars = newDict();
-    for (const auto& [key, v] : optimizer_->scalarState())
-      scalars.insert(key, v);
-    state.insert("scalars", scalars);
-    auto buffers = newDict();
-    for (const auto& item : model_.ptr()->named_buffers(true))
-      buffers.insert(item.key(), item.value().detach().to(torch::kCPU).clone());
-    state.insert("buffers", buffers);
-    state.insert("lr_last_batch_iteration",
-                 scheduler_ ? scheduler_->lastBatchIteration() : std::int64_t{0});
-    if (scaler_) {
-      const auto s = scaler_->state();
-      state.insert("cur_scale", s.curScale);
-      state.insert("cur_iter", s.curIter);
-      state.insert("last_overflow_iter", s.lastOverflowIter);
-      state.insert("cur_hysteresis", s.curHysteresis);
-    }
-    state.insert("epoch", positionAtStep_.epoch);
-    state.insert("consumed", positionAtStep_.consumed);
-    state.insert("global_steps", globalSteps_);
-    state.insert("global_samples", globalSamples_);
-    state.insert("skipped_steps", skippedSteps_);
-    state.insert("micro_steps", microStepsAtStep_);
-    bytes = serializeState(state);
-  }
-  std::vector<std::int64_t> length = {static_cast<std::int64_t>(bytes.size())};
-  group_->broadcast(comm::BufferView::of(std::span(length)), root)->wait();
-  bytes.resize(static_cast<std::size_t>(length[0]));
-  std::span<std::uint8_t> raw(reinterpret_cast<std::uint8_t*>(bytes.data()), bytes.size());
-  group_->broadcast(comm::BufferView::of(raw), root)->wait();
-  const GenericDict state = deserializeState(bytes, "live state").toGenericDict();
-
-  relayoutForWorld();
-  {
-    torch::NoGradGuard noGrad;
-    master_.narrow(0, 0, numel_).copy_(entry(state, "fp32").toTensor().to(master_.device()));
-    std::map<std::string, torch::Tensor> tensors;
-    for (const auto& item : entry(state, "state").toGenericDict()) {
-      auto t = torch::zeros({master_.numel()}, master_.options());
-      t.narrow(0, 0, numel_).copy_(item.value().toTensor().to(master_.device()));
-      tensors[item.key().toStringRef()] = t;
-    }
-    std::map<std::string, double> scalars;
-    for (const auto& item : entry(state, "scalars").toGenericDict())
-      scalars[item.key().toStringRef()] = item.value().toDouble();
-    optimizer_->loadState(tensors, scalars);
-    publishMaster();
-    const GenericDict buffers = entry(state, "buffers").toGenericDict();
-    for (const auto& item : model_.ptr()->named_buffers(true))
-      item.value().copy_(entry(buffers, item.key()).toTensor());
-  }
-  if (scheduler_) {
-    LrScheduleState s;
-    s.lastBatchIteration = entry(state, "lr_last_batch_iteration").toInt();
-    scheduler_->loadState(s);
-    applySchedule(scheduler_->getLr());
-  }
-  if (scaler_) {
-    auto s = scaler_->state();
-    s.curScale = entry(state, "cur_scale").toDouble();
-    s.curIter = entry(state, "cur_iter").toInt();
-    s.lastOverflowIter = entry(state, "last_overflow_iter").toInt();
-    s.curHysteresis = entry(state, "cur_hysteresis").toInt();
-    scaler_->loadState(s);
-  }
-  globalSteps_ = entry(state, "global_steps").toInt();
-  globalSamples_ = entry(state, "global_samples").toInt();
-  skippedSteps_ = entry(state, "skipped_steps").toInt();
-  // A step starts at a multiple of the (possibly new) accumulation count.
-  const std::int64_t gas = batch_.gradientAccumulation;
-  microSteps_ = (entry(state, "micro_steps").toInt() + gas - 1) / gas * gas;
-  microStepsAtStep_ = microSteps_;
-  positionAtStep_ = {entry(state, "epoch").toInt(), entry(state, "consumed").toInt()};
-  if (loader_)
-    loader_->reshard(rank, world, batch_.microBatchPerGpu, positionAtStep_);
-  if (flatGrads_.defined())
-    flatGrads_.zero_();
-  stepStart_.reset();
-  timersAtStepStart_ = timers_;
-  if (rank == 0) {
+  GenericDict state = newDict();
+  std::map<std::string, torch::Tensor> optimizerTensors;
+  const int source = zeroStage_ == 0 ? rejoinReplicated(state, optimizerTensors)
+                                     : rejoinPartitioned(state, optimizerTensors);
+  applyReplicatedState(state, optimizerTensors);
+  if (dpRank() == 0) {
     spdlog::info(
-        "stretch engine: continuing live at step {} on {} rank(s) (state of rank {}, {} bytes), "
+        "stretch engine: continuing live at step {} on {} rank(s) (state of rank {}{}), "
         "train_batch_size {} = micro batch {} x gradient accumulation {} x {}",
-        globalSteps_, world, root, bytes.size(), batch_.trainBatchSize, batch_.microBatchPerGpu,
-        batch_.gradientAccumulation, world);
+        globalSteps_, dpWorldSize(), source,
+        zeroStage_ == 0 ? "" : ", partitions from their owners' or buddies' copies",
+        batch_.trainBatchSize, batch_.microBatchPerGpu, batch_.gradientAccumulation, dpWorldSize());
   }
+  copyPartitions();
   return globalSteps_;
 }
 

@@ -210,10 +210,41 @@ std::shared_ptr<comm::ProcessGroup> LiveRecovery::joinGroup() {
   }
 }
 
+void LiveRecovery::partitionsLost(Engine& engine, const PartitionsLostError& e) {
+  // Every member of the group decided alike: none can continue live. Each withdraws its offer
+  // before any exits, so that the agent restarts the job from its checkpoint at the first exit.
+  store_->deleteKey(comm::live_keys::capable(nodeId_, ::getpid()));
+  try {
+    engine.processGroup()->barrier()->wait();
+  } catch (const comm::CommError&) {
+  }
+  spdlog::error("{}", e.what());
+}
+
 void LiveRecovery::start(Engine& engine) {
+  if (!engine.device().is_cpu()) {
+    // The groups a generation builds are Gloo's, which reduce CPU buffers only.
+    onCpu_ = false;
+    if (engine.dpRank() == 0) {
+      spdlog::warn(
+          "live recovery: not available on {} yet (its groups are Gloo, CPU only); a failure "
+          "restarts every worker from the checkpoint",
+          engine.device().str());
+    }
+    return;
+  }
+  // ZeRO 1/2: every completed step is copied to the buddy from now on (joiners start with the
+  // state they receive, the others with the state they have).
+  // The buddy is a node's worth of ranks away, on the next node of a multi-node job.
+  engine.enablePartitionCopies(static_cast<int>(integerVariable("LOCAL_WORLD_SIZE", 1, 1)));
+  if (!joining_)
+    engine.copyPartitions();
   if (joining_) {
     try {
       engine.rejoin(engine.processGroup(), batchOf(pending_));
+    } catch (const PartitionsLostError& e) {
+      partitionsLost(engine, e);
+      throw;
     } catch (const comm::CommError& e) {
       spdlog::warn(
           "live recovery: taking the job's state failed ({}); waiting for the next "
@@ -257,6 +288,9 @@ void LiveRecovery::recover(Engine& engine) {
     comm::setDefaultGroup(group);
     try {
       engine.rejoin(group, batchOf(record));
+    } catch (const PartitionsLostError& e) {
+      partitionsLost(engine, e);
+      throw;
     } catch (const comm::CommError& e) {
       spdlog::warn(
           "live recovery: generation {} failed while taking the state ({}); waiting for "

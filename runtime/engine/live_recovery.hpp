@@ -66,21 +66,29 @@ class LiveRecovery {
   // InitOptions::liveJoin, then call start().
   std::shared_ptr<comm::ProcessGroup> joinGroup();
 
-  // After the engine is built (and, for a worker that is not joining, a checkpoint loaded): a
-  // joiner takes the job's state (Engine::rejoin); then the worker sets its live/capable key
-  // when the engine can recover live (ZeRO 0), so that the agent keeps it running through the
-  // next failure.
+  // After the engine is built (and, for a worker that is not joining, a checkpoint loaded):
+  // turns on a ZeRO 1/2 engine's partition copies (Engine::copyPartitions: collective, every
+  // worker of the generation calls start()), a joiner takes the job's state (Engine::rejoin);
+  // then the worker sets its live/capable key, so that the agent keeps it running through the
+  // next failure. Throws PartitionsLostError (after withdrawing the key) when a joiner's
+  // generation lost a partition with all its copies.
   void start(Engine& engine);
 
   // True at most once per announcement: the agent published a newer generation (SIGUSR1 came
   // and the store says so). Cheap unless a signal came; call it at step boundaries.
   bool announced();
-  // Whether recover() can take over after a failed collective (the engine supports it).
-  bool canRecover(const Engine& engine) const noexcept { return engine.supportsLiveRecovery(); }
+  // Whether recover() can take over after a failed collective (the engine supports it, and it
+  // trains on the CPU).
+  bool canRecover(const Engine& engine) const noexcept {
+    return onCpu_ && engine.supportsLiveRecovery();
+  }
   // Abandons the step in flight, waits for the next generation (newer than this worker's), joins
   // its group and continues there (Engine::rejoin); a worker left out of a generation waits for
-  // the next. Throws CommTimeoutError when no generation comes within the timeout and
-  // JobFinishedElsewhere when the job finished meanwhile.
+  // the next. Throws CommTimeoutError when no generation comes within the timeout,
+  // JobFinishedElsewhere when the job finished meanwhile and PartitionsLostError (after
+  // withdrawing its live/capable key, as every member of the group does) when a ZeRO 1/2
+  // partition died with all its copies: the worker exits and the agent restarts the job from
+  // its checkpoint.
   void recover(Engine& engine);
 
   std::uint64_t generation() const noexcept { return generation_; }
@@ -91,6 +99,9 @@ class LiveRecovery {
  private:
   // Waits for a record newer than `after`.
   comm::LiveGeneration waitForGeneration(std::uint64_t after);
+  // A ZeRO 1/2 partition died with its copies: withdraws this worker's live/capable key, waits
+  // for the group's other members to do the same (a barrier), logs why.
+  void partitionsLost(Engine& engine, const PartitionsLostError& e);
   // Joins `record`'s group (this worker's rank in it); nullptr when the worker has no place in
   // it or the rendezvous times out (a member died before joining), so that the caller waits for
   // the next generation.
@@ -102,6 +113,9 @@ class LiveRecovery {
   std::int64_t localRank_ = 0;
   std::uint64_t generation_ = 0;
   bool joining_ = false;
+  // The live generations' groups are Gloo (CPU buffers): an engine on a GPU keeps the restart
+  // path (start() says so).
+  bool onCpu_ = true;
   std::chrono::milliseconds timeout_;
   comm::LiveGeneration pending_;  // a joiner's record, between joinGroup() and start()
 };

@@ -310,6 +310,12 @@ class OpTracker {
     std::lock_guard lock(mutex_);
     return error_;
   }
+  // Waits until no closure of this operation is queued or running (after abort(), queued ones
+  // skip their Gloo calls).
+  void waitForPosts() {
+    std::unique_lock lock(mutex_);
+    drained_.wait(lock, [&] { return pendingPosts_ == 0; });
+  }
   // Stops further posting and waits until no closure of this operation is queued or running;
   // afterwards the buffers may be destroyed.
   void finish() {
@@ -421,6 +427,15 @@ struct GlooBackend::Impl {
         return;
       broken = true;
       brokenReason = messageOf(error);
+      // This side's pending operations fail now: closing the connections wakes only waits on
+      // a peer's closing, so a point-to-point message posted before the failure (a live-recovery
+      // partition copy) would otherwise wait out its whole timeout. Their posts drain first: a
+      // post inside Gloo on a pair that is being closed would deadlock with the close, which
+      // holds the pair and waits for the I/O thread.
+      for (auto* tracker : active)
+        tracker->abort(error);
+      for (auto* tracker : active)
+        tracker->waitForPosts();
     }
     // Called from the worker or a point-to-point waiter, never from Gloo's I/O thread: closing
     // a pair there leaves its already-polled events to be dispatched to the closed pair, which
@@ -432,10 +447,10 @@ struct GlooBackend::Impl {
     }
   }
 
-  // Registers a running operation; false when the backend is being destroyed.
+  // Registers a running operation; false when the backend is broken or being destroyed.
   bool enter(OpTracker* tracker) {
     std::lock_guard lock(stateMutex);
-    if (closing)
+    if (closing || broken)
       return false;
     active.insert(tracker);
     return true;
@@ -448,6 +463,10 @@ struct GlooBackend::Impl {
   std::exception_ptr destroyedError(const std::string& what) const {
     return std::make_exception_ptr(CommError(
         fmt::format("{}: the backend was destroyed before the operation completed", what)));
+  }
+  // Why enter() refused an operation.
+  std::exception_ptr refusedError(const std::string& what) const {
+    return isBroken() ? brokenError(what) : destroyedError(what);
   }
 
   std::shared_ptr<Work> enqueue(Task task) {
@@ -600,7 +619,7 @@ void GlooBackend::Impl::runTask(Task& task) {
   }
   OpTracker tracker;
   if (!enter(&tracker)) {
-    task.work->markFailed(destroyedError(task.description));
+    task.work->markFailed(refusedError(task.description));
     return;
   }
   std::exception_ptr error;
@@ -646,7 +665,7 @@ std::shared_ptr<Work> GlooBackend::Impl::pointToPoint(OpType op, BufferView buff
                  (static_cast<std::uint64_t>(number) << 8);
   }
   if (!enter(&task->tracker)) {
-    work->markFailed(destroyedError(task->description));
+    work->markFailed(refusedError(task->description));
     return work;
   }
   // Each message is three: the receiver's capacity (part 0, recv -> send), the sender's length
@@ -1012,6 +1031,12 @@ std::shared_ptr<Work> GlooBackend::barrier(const CollectiveOptions& options) {
       {OpType::Barrier, what, timeoutOf(options), 0,
        std::make_shared<CompletionWork>(OpType::Barrier, timeoutOf(options), what),
        [](collectives::Channel& c) { collectives::barrier(c); }});
+}
+
+void GlooBackend::abort(std::string_view reason) {
+  impl_->breakWith(std::make_exception_ptr(
+      CommError(fmt::format("gloo group '{}' rank {} of {} left the group: {}", impl_->groupName,
+                            rank(), size(), reason))));
 }
 
 std::shared_ptr<Backend> GlooBackend::createSubgroup(const std::vector<int>& ranks,

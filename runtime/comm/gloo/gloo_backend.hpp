@@ -89,6 +89,7 @@ class GlooBackend final : public Backend {
   // default timeout).
   std::shared_ptr<Backend> createSubgroup(const std::vector<int>& ranks,
                                           const std::string& groupName) override;
+  void abort(std::string_view reason) override;
 
   struct Impl;
 

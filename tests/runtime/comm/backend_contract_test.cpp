@@ -553,6 +553,50 @@ TEST_P(BackendContract, WaitWithATimeoutReturnsControlToTheCaller) {
   EXPECT_EQ(v, std::vector<float>(4, 3.0f));
 }
 
+// A failure breaks the whole backend: this rank's point-to-point messages posted before it fail
+// with it instead of waiting out their timeout. abort() leaves the group the same way, and peers
+// waiting in a collective with the rank fail fast although its backend object lives on.
+TEST_P(BackendContract, AFailureOrAnAbortEndsEveryPendingOperationAtOnce) {
+  if (GetParam() == "in_process" || GetParam() == "sim")
+    GTEST_SKIP() << "the in-process and simulated backends have no connections to close";
+  {
+    World world = makeWorld(GetParam(), 2, 20s);
+    std::vector<float> in(8), out(8, 1.0f), v(8, 1.0f);
+    auto recv = world[0].recv(BufferView::of(std::span(in)), 1, 7);
+    auto send = world[0].send(BufferView::of(std::span(out)), 1, 8);
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_THROW(world[0].allReduce(BufferView::of(std::span(v)), ReduceOp::Sum, {300ms})->wait(),
+                 CommTimeoutError);
+    EXPECT_THROW(recv->wait(), CommError);
+    EXPECT_THROW(send->wait(), CommError);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  }
+  {
+    World world = makeWorld(GetParam(), 3, 20s);
+    std::vector<float> in(8), a(8, 1.0f), b(8, 1.0f), c(8, 1.0f);
+    auto recv = world[0].recv(BufferView::of(std::span(in)), 2, 3);
+    auto peer1 = world[1].allReduce(BufferView::of(std::span(a)), ReduceOp::Sum);
+    auto peer2 = world[2].allReduce(BufferView::of(std::span(b)), ReduceOp::Sum);
+    const auto start = std::chrono::steady_clock::now();
+    world[0].abort("the test leaves");
+    try {
+      recv->wait();
+      ADD_FAILURE() << "a recv completed after its rank left the group";
+    } catch (const CommError& e) {
+      EXPECT_NE(std::string(e.what()).find("the test leaves"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(peer1->wait(), CommError);
+    EXPECT_THROW(peer2->wait(), CommError);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+    try {
+      world[0].allReduce(BufferView::of(std::span(c)), ReduceOp::Sum)->wait();
+      ADD_FAILURE() << "an all_reduce ran after its rank left the group";
+    } catch (const CommError& e) {
+      EXPECT_NE(std::string(e.what()).find("the test leaves"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sub-groups
 

@@ -33,3 +33,10 @@ stretch_add_test(engine_params_test
   DEPS stretch_engine
   LABELS unit
   TIMEOUT 300)
+
+# Live recovery of ZeRO 1/2: the plan that picks the step and the holder of every partition
+# from what the survivors hold (rapidcheck over histories cut short anywhere; seed printed).
+stretch_add_test(partition_plan_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/partition_plan_test.cpp
+  DEPS stretch_engine rapidcheck
+  LABELS unit property)

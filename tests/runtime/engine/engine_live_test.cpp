@@ -1,7 +1,9 @@
 // Engine::abandonStep / rejoin (live recovery's engine side) with ranks as threads: survivors of
 // a 4-rank job and a joiner built with InitOptions::liveJoin continue as 3 ranks and end bitwise
 // where a 3-rank resume from the 4-rank job's checkpoint ends; a step abandoned half-way changes
-// nothing; the overlap buckets follow the new layout; errors for what cannot rejoin.
+// nothing; the overlap buckets follow the new layout; ZeRO 1/2 (fp32 and bf16) rebuild the
+// state from the partition copies (a dead rank's from its buddy) and fail alike on every rank
+// when a rank and its buddy died; errors for what cannot rejoin.
 
 #include <atomic>
 #include <string>
@@ -29,16 +31,16 @@ TensorDataset dataset() {
   return {torch::randn({96, 6}), torch::randn({96, 3})};
 }
 
-std::string configFor(int stage, bool overlap = false) {
+std::string configFor(int stage, bool overlap = false, bool bf16 = false) {
   return fmt::format(
-      R"({{"train_batch_size": 24, "gradient_accumulation_steps": 1,
+      R"({{"train_batch_size": 24, "gradient_accumulation_steps": 1, "bf16": {{"enabled": {}}},
           "zero_optimization": {{"stage": {}, "overlap_comm": {}, "reduce_bucket_size": 50}},
           "gradient_clipping": 1.0,
           "optimizer": {{"type": "AdamW", "params": {{"lr": 0.01, "weight_decay": 0.01}}}},
           "scheduler": {{"type": "WarmupDecayLR",
                         "params": {{"warmup_num_steps": 3, "total_num_steps": 40,
                                    "warmup_max_lr": 0.01}}}}}})",
-      stage, overlap ? "true" : "false");
+      bf16 ? "true" : "false", stage, overlap ? "true" : "false");
 }
 
 config::BatchTriple batchFor(int world) {
@@ -58,44 +60,79 @@ void trainSteps(Engine& engine, DataLoader& loader, std::int64_t steps) {
   const std::int64_t target = engine.globalSteps() + steps;
   while (engine.globalSteps() < target) {
     auto batch = loader.next();
-    engine.backward(torch::mse_loss(engine.forward(batch.inputs), batch.targets));
+    // bf16 models take bf16 inputs; the loss is taken in fp32.
+    const auto out = engine.forward(batch.inputs.to(engine.dtype())).to(torch::kFloat32);
+    engine.backward(torch::mse_loss(out, batch.targets));
     engine.step();
   }
 }
 
-// 4 ranks train `before` steps and save; 3 ranks resume from the checkpoint and train `after`.
-Result viaCheckpoint(const std::string& config, int before, int after) {
+// Four ranks' models (seeded alike) and a joiner's (other weights: its state must come from
+// rejoin).
+std::vector<Mlp> fourAndAJoiner() {
+  std::vector<Mlp> models;
+  for (int r = 0; r < 5; ++r) {
+    torch::manual_seed(r == 4 ? 42 : 0);
+    models.emplace_back(6, 12, 3);
+  }
+  return models;
+}
+
+InitOptions rankOptions(const TensorDataset& data) {
+  InitOptions options;
+  options.device = torch::Device(torch::kCPU);
+  options.trainingData = data;
+  options.dataSeed = 5;
+  return options;
+}
+
+Result resultOf(Engine& engine, Mlp& model, const Initialized& init) {
+  return {test::flatWeights(*model),
+          {engine.globalSteps(), engine.microSteps(), engine.globalSamples(),
+           init.lrScheduler->lastBatchIteration(), init.dataLoader->position().consumed}};
+}
+
+// A joiner built straight into `group` with InitOptions::liveJoin: its state comes from
+// rejoin(); then it trains `after` steps.
+void runJoiner(Mlp& model, const config::DsConfig& parsed, InitOptions options,
+               const std::shared_ptr<comm::ProcessGroup>& group, int after, bool copies) {
+  options.processGroup = group;
+  options.liveJoin = true;
+  auto init = initialize(torch::nn::AnyModule(model), parsed, options);
+  if (copies)
+    init.engine->enablePartitionCopies();
+  init.engine->rejoin(group, batchFor(group->size()));
+  trainSteps(*init.engine, *init.dataLoader, after);
+}
+
+// 4 ranks train `before` steps and save; `resumed` ranks resume from the checkpoint and train
+// `after`.
+Result viaCheckpoint(const std::string& config, int before, int after, int resumed = 3) {
   stretch::test::TempDir dir("stretch-live-engine");
   const auto parsed = test::parse(config);
   const TensorDataset data = dataset();
   Result out;
-  for (const int world : {4, 3}) {
+  for (const bool resumedPhase : {false, true}) {
+    const int world = resumedPhase ? resumed : 4;
     auto groups = test::makeGroups(world);
     std::vector<Mlp> models;
     for (int r = 0; r < world; ++r) {
-      torch::manual_seed(world == 4 ? 0 : 99);
+      torch::manual_seed(resumedPhase ? 99 : 0);
       models.emplace_back(6, 12, 3);
     }
     comm::runRankThreads(world, [&](int r) {
-      InitOptions options;
+      InitOptions options = rankOptions(data);
       options.processGroup = groups.groups[static_cast<std::size_t>(r)];
-      options.device = torch::Device(torch::kCPU);
-      options.trainingData = data;
-      options.dataSeed = 5;
       auto init =
           initialize(torch::nn::AnyModule(models[static_cast<std::size_t>(r)]), parsed, options);
-      if (world == 3) {
+      if (resumedPhase) {
         ASSERT_TRUE(init.engine->loadCheckpoint(dir.path().native()).has_value());
       }
-      trainSteps(*init.engine, *init.dataLoader, world == 4 ? before : after);
-      if (world == 4)
+      trainSteps(*init.engine, *init.dataLoader, resumedPhase ? after : before);
+      if (!resumedPhase)
         init.engine->saveCheckpoint(dir.path().native());
-      if (r == 0 && world == 3) {
-        out.weights = test::flatWeights(*models[0]);
-        out.counters = {init.engine->globalSteps(), init.engine->microSteps(),
-                        init.engine->globalSamples(), init.lrScheduler->lastBatchIteration(),
-                        init.dataLoader->position().consumed};
-      }
+      if (r == 0 && resumedPhase)
+        out = resultOf(*init.engine, models[0], init);
     });
   }
   return out;
@@ -110,27 +147,16 @@ Result viaRejoin(const std::string& config, int before, int after, bool overlap 
   const TensorDataset data = dataset();
   auto oldGroups = test::makeGroups(4);
   auto newGroups = test::makeGroups(3);
-  std::vector<Mlp> models;
-  for (int r = 0; r < 5; ++r) {
-    torch::manual_seed(r == 4 ? 42 : 0);  // the joiner starts from other weights
-    models.emplace_back(6, 12, 3);
-  }
+  std::vector<Mlp> models = fourAndAJoiner();
   Result out;
   std::atomic<int> abandoned{0};
   comm::runRankThreads(5, [&](int r) {
-    InitOptions options;
-    options.device = torch::Device(torch::kCPU);
-    options.trainingData = data;
-    options.dataSeed = 5;
+    InitOptions options = rankOptions(data);
     if (r == 4) {
       // The joiner: built straight into the new group, its state comes from rejoin().
       while (abandoned.load() < 3)
         std::this_thread::yield();
-      options.processGroup = newGroups.groups[2];
-      options.liveJoin = true;
-      auto init = initialize(torch::nn::AnyModule(models[4]), parsed, options);
-      init.engine->rejoin(newGroups.groups[2], batchFor(3));
-      trainSteps(*init.engine, *init.dataLoader, after);
+      runJoiner(models[4], parsed, options, newGroups.groups[2], after, /*copies=*/false);
       return;
     }
     options.processGroup = oldGroups.groups[static_cast<std::size_t>(r)];
@@ -154,13 +180,133 @@ Result viaRejoin(const std::string& config, int before, int after, bool overlap 
     EXPECT_EQ(engine.dpWorldSize(), 3);
     EXPECT_EQ(engine.microBatchSize(), 8);
     trainSteps(engine, *init.dataLoader, after);
-    if (r == 0) {
-      out.weights = test::flatWeights(*models[0]);
-      out.counters = {engine.globalSteps(), engine.microSteps(), engine.globalSamples(),
-                      init.lrScheduler->lastBatchIteration(), init.dataLoader->position().consumed};
-    }
+    if (r == 0)
+      out = resultOf(engine, models[0], init);
   });
   return out;
+}
+
+// ZeRO 1/2 with partition copies: 4 ranks train `before` steps; rank 3 dies; the survivors'
+// live weights are spoiled as a half-applied update would leave them (the copies must be what
+// counts); then old ranks 2, 0, 1 (in that order) and, with `joiner`, a new rank continue.
+Result viaPartitionCopies(const std::string& config, int before, int after, bool joiner) {
+  const auto parsed = test::parse(config);
+  const TensorDataset data = dataset();
+  const int newWorld = joiner ? 4 : 3;
+  auto oldGroups = test::makeGroups(4);
+  auto newGroups = test::makeGroups(newWorld);
+  const int newRankOf[3] = {1, 2, 0};  // old rank -> new rank
+  std::vector<Mlp> models = fourAndAJoiner();
+  Result out;
+  std::atomic<int> abandoned{0};
+  comm::runRankThreads(5, [&](int r) {
+    InitOptions options = rankOptions(data);
+    if (r == 4) {
+      if (!joiner)
+        return;
+      while (abandoned.load() < 3)
+        std::this_thread::yield();
+      runJoiner(models[4], parsed, options, newGroups.groups[3], after, /*copies=*/true);
+      return;
+    }
+    options.processGroup = oldGroups.groups[static_cast<std::size_t>(r)];
+    auto init =
+        initialize(torch::nn::AnyModule(models[static_cast<std::size_t>(r)]), parsed, options);
+    auto& engine = *init.engine;
+    EXPECT_FALSE(engine.supportsLiveRecovery());
+    engine.enablePartitionCopies();
+    EXPECT_TRUE(engine.supportsLiveRecovery());
+    engine.copyPartitions();
+    trainSteps(engine, *init.dataLoader, before);
+    // Own and ward copies of the last two steps: 4 x (weights + Adam's 2 tensors) x 4 bytes
+    // per element of the partition.
+    std::int64_t numel = 0;
+    for (const auto& p : models[static_cast<std::size_t>(r)]->parameters())
+      numel += p.numel();
+    const std::int64_t partition = (numel + 3) / 4;
+    EXPECT_EQ(engine.partitionCopyBytes(), 4 * 12 * partition);
+    EXPECT_GT(engine.timers().partitionCopy, 0.0);
+    if (r == 3)
+      return;  // dies
+    auto batch = init.dataLoader->next();
+    engine.forward(batch.inputs.to(engine.dtype()));  // the step in flight: no collective yet
+    {
+      torch::NoGradGuard noGrad;
+      for (auto& p : models[static_cast<std::size_t>(r)]->parameters())
+        p.add_(1.0);
+    }
+    engine.abandonStep();
+    ++abandoned;
+    const int newRank = newRankOf[r];
+    engine.rejoin(newGroups.groups[static_cast<std::size_t>(newRank)], batchFor(newWorld));
+    EXPECT_EQ(engine.dpWorldSize(), newWorld);
+    EXPECT_EQ(engine.dpRank(), newRank);
+    trainSteps(engine, *init.dataLoader, after);
+    if (r == 0)
+      out = resultOf(engine, models[0], init);
+  });
+  return out;
+}
+
+TEST(EngineLive, Zero1And2RebuildTheStateFromTheCopies) {
+  for (const int stage : {1, 2}) {
+    for (const bool joiner : {false, true}) {
+      const std::string config = configFor(stage);
+      const Result expected = viaCheckpoint(config, 4, 5, joiner ? 4 : 3);
+      const Result live = viaPartitionCopies(config, 4, 5, joiner);
+      ASSERT_TRUE(expected.weights.defined());
+      ASSERT_TRUE(live.weights.defined()) << "stage " << stage;
+      EXPECT_TRUE(torch::equal(live.weights, expected.weights))
+          << "stage " << stage << (joiner ? " with a joiner" : "");
+      EXPECT_EQ(live.counters, expected.counters) << "stage " << stage;
+    }
+  }
+}
+
+TEST(EngineLive, ABf16ModelsFp32MasterPartitionIsRebuiltToo) {
+  const std::string config = configFor(1, /*overlap=*/false, /*bf16=*/true);
+  const Result expected = viaCheckpoint(config, 4, 5, 4);
+  const Result live = viaPartitionCopies(config, 4, 5, /*joiner=*/true);
+  ASSERT_TRUE(live.weights.defined());
+  EXPECT_TRUE(torch::equal(live.weights, expected.weights));
+  EXPECT_EQ(live.counters, expected.counters);
+}
+
+TEST(EngineLive, ARankAndItsBuddyDeadLoseAPartitionOnEveryRankAlike) {
+  const auto parsed = test::parse(configFor(1));
+  const TensorDataset data = dataset();
+  auto oldGroups = test::makeGroups(4);
+  auto newGroups = test::makeGroups(2);
+  std::vector<Mlp> models;
+  for (int r = 0; r < 4; ++r) {
+    torch::manual_seed(0);
+    models.emplace_back(6, 12, 3);
+  }
+  std::atomic<int> lost{0};
+  comm::runRankThreads(4, [&](int r) {
+    InitOptions options;
+    options.device = torch::Device(torch::kCPU);
+    options.trainingData = data;
+    options.processGroup = oldGroups.groups[static_cast<std::size_t>(r)];
+    auto init =
+        initialize(torch::nn::AnyModule(models[static_cast<std::size_t>(r)]), parsed, options);
+    init.engine->enablePartitionCopies();
+    init.engine->copyPartitions();
+    trainSteps(*init.engine, *init.dataLoader, 3);
+    if (r == 1 || r == 2)
+      return;  // rank 1 and its buddy die
+    init.engine->abandonStep();
+    try {
+      init.engine->rejoin(newGroups.groups[r == 0 ? 0 : 1], batchFor(2));
+      ADD_FAILURE() << "rank " << r << " rejoined without partition 1";
+    } catch (const PartitionsLostError& e) {
+      EXPECT_NE(std::string(e.what()).find("partition 1 (held by old ranks 1 and 2)"),
+                std::string::npos)
+          << e.what();
+      ++lost;
+    }
+  });
+  EXPECT_EQ(lost.load(), 2);
 }
 
 TEST(EngineLive, SurvivorsAndAJoinerEndWhereAResumeFromTheCheckpointEnds) {
@@ -190,7 +336,8 @@ TEST(EngineLive, WhatCannotRejoinIsAConfigErrorNamingTheKey) {
     options.processGroup = groups.groups[0];
     options.device = torch::Device(torch::kCPU);
     auto init = initialize(torch::nn::AnyModule(model), test::parse(configFor(stage)), options);
-    EXPECT_EQ(init.engine->supportsLiveRecovery(), stage == 0);
+    EXPECT_EQ(init.engine->supportsLiveRecovery(), stage == 0);  // ZeRO 2: copies off
+    EXPECT_THROW(init.engine->enablePartitionCopies(0), ConfigError);
     auto fresh = test::makeGroups(1);
     try {
       // ZeRO 2: no live recovery; ZeRO 0: a batch that does not fit a group of one.
