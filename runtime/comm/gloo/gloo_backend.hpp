@@ -27,8 +27,9 @@
 //    counted from the moment it starts running. A peer that does not take part in time makes
 //    the operation fail with CommTimeoutError; a peer whose connection breaks (process killed)
 //    makes it fail with CommPeerError. Either way the backend is then broken, as Gloo's context
-//    is: its connections are closed (so peers fail fast too), and every later operation fails
-//    with CommError quoting the first failure. Build a new backend (an elastic restart does).
+//    is: its connections are closed (so peers fail fast too), its other pending operations fail
+//    at once, and every later operation fails with CommError quoting the first failure. Build a
+//    new backend (an elastic restart does). abort() breaks it the same way on purpose.
 //  - Zero-count buffers and groups of one complete at once. CUDA buffers throw
 //    CommUnsupportedError; shape, root and peer errors throw CommError before anything is sent.
 //  - Destruction never waits for a peer: queued and running operations fail with CommError
