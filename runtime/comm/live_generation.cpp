@@ -103,6 +103,64 @@ std::string groupPrefix(std::uint64_t n) {
 }
 }  // namespace live_keys
 
+int liveBuddyDistance(int distance, int world) {
+  return world > 1 && distance > 0 && distance % world != 0 ? distance % world : 1;
+}
+
+std::vector<int> interimMembers(const std::vector<int>& members, std::vector<int> survivors,
+                                int distance, std::size_t count) {
+  // Survivors in rank order (their position in `members`).
+  const auto rankOf = [&](int id) {
+    return std::find(members.begin(), members.end(), id) - members.begin();
+  };
+  std::sort(survivors.begin(), survivors.end(),
+            [&](int a, int b) { return rankOf(a) < rankOf(b); });
+  count = std::min(count, survivors.size());
+  const std::vector<int> first(survivors.begin(),
+                               survivors.begin() + static_cast<std::ptrdiff_t>(count));
+  const int world = static_cast<int>(members.size());
+  if (world < 2 || count == 0 || count == survivors.size())
+    return first;
+  const int d = liveBuddyDistance(distance, world);
+  const auto covers = [&](const std::vector<bool>& chosen) {
+    for (int p = 0; p < world; ++p) {
+      if (!chosen[static_cast<std::size_t>(p)] &&
+          !chosen[static_cast<std::size_t>((p + d) % world)])
+        return false;
+    }
+    return true;
+  };
+  // Choices in lexicographic order of survivor positions; a node has few workers, and the
+  // search stops after a bounded number of choices (then the first `count` stay).
+  std::vector<std::size_t> pick(count);
+  for (std::size_t i = 0; i < count; ++i)
+    pick[i] = i;
+  for (int tries = 0; tries < 100000; ++tries) {
+    std::vector<bool> chosen(static_cast<std::size_t>(world), false);
+    for (const auto i : pick) {
+      const auto r = rankOf(survivors[i]);
+      if (r < world)
+        chosen[static_cast<std::size_t>(r)] = true;
+    }
+    if (covers(chosen)) {
+      std::vector<int> out;
+      for (const auto i : pick)
+        out.push_back(survivors[i]);
+      return out;
+    }
+    // The next combination.
+    std::size_t k = count;
+    while (k > 0 && pick[k - 1] == survivors.size() - count + (k - 1))
+      --k;
+    if (k == 0)
+      break;
+    ++pick[k - 1];
+    for (std::size_t j = k; j < count; ++j)
+      pick[j] = pick[j - 1] + 1;
+  }
+  return first;
+}
+
 void publishLiveGeneration(Store& store, const LiveGeneration& generation) {
   store.set(live_keys::generation(generation.generation), formatLiveGeneration(generation));
   store.set(live_keys::kLatest, std::to_string(generation.generation));

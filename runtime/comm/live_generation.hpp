@@ -69,6 +69,22 @@ inline constexpr const char* kLatest = "live/latest";
 inline constexpr const char* kFinished = "live/finished";
 }  // namespace live_keys
 
+// ZeRO 1/2 partition copies (Engine::enablePartitionCopies): rank r of a `world`-rank generation
+// keeps its own partition and a copy of partition (r - d) mod world, where d is
+// liveBuddyDistance(distance, world) and `distance` the worker's LOCAL_WORLD_SIZE (so that on
+// several nodes the copy is on the next node). A distance that would make a rank its own buddy
+// becomes 1.
+int liveBuddyDistance(int distance, int world);
+
+// The `count` survivors that train in an interim generation (a failure left more survivors than
+// the largest valid world size): the first, in rank order, whose own partitions and copies
+// together hold every partition of the generation that lost workers, so that no survivor left
+// out takes a partition's last copy with it; the first `count` survivors when no choice does.
+// `members` are that generation's workers in rank order, `survivors` those still alive (ids as
+// in `members`, any order), `distance` as for liveBuddyDistance. Returns ids in rank order.
+std::vector<int> interimMembers(const std::vector<int>& members, std::vector<int> survivors,
+                                int distance, std::size_t count);
+
 // Writes the record, then live/latest.
 void publishLiveGeneration(Store& store, const LiveGeneration& generation);
 // The number in live/latest; 0 before the first record.

@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "runtime/comm/errors.hpp"
+#include "runtime/comm/live_generation.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
 #include "runtime/engine/engine.hpp"
@@ -120,9 +121,8 @@ void Engine::enablePartitionCopies(int buddyDistance) {
 }
 
 int Engine::buddyDistance() const noexcept {
-  // A distance that is a multiple of the world size would make a rank its own buddy.
-  const int world = dpWorldSize();
-  return world > 1 && buddyDistance_ % world != 0 ? buddyDistance_ % world : 1;
+  // The layout the agent assumes when it picks an interim generation's members.
+  return comm::liveBuddyDistance(buddyDistance_, dpWorldSize());
 }
 
 std::int64_t Engine::partitionCopyBytes() const {

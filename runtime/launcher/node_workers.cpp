@@ -162,10 +162,12 @@ bool NodeWorkers::continueLive(const StartWorkers& action) {
   }
   if (survivors != members_) {
     // The running group lost workers: the survivors go on alone while the replacements start,
-    // as many of them as make a valid world size (the others wait for the replacements).
+    // as many of them as make a valid world size (the others wait for the replacements), chosen
+    // so that those who wait take no ZeRO partition's last copy with them.
     for (auto n = static_cast<std::int64_t>(survivors.size()); n >= 1; --n) {
       if (const auto batch = live_->batchFor(n)) {
-        const std::vector<int> interim(survivors.begin(), survivors.begin() + n);
+        const std::vector<int> interim = comm::interimMembers(
+            members_, survivors, node.localWorldSize, static_cast<std::size_t>(n));
         publishLive(++liveGeneration_, action, interim, *batch);
         workers_.signalLocalRanks(survivors, SIGUSR1);
         members_ = interim;

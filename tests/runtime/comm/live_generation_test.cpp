@@ -3,6 +3,8 @@
 
 #include "runtime/comm/live_generation.hpp"
 
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "runtime/comm/errors.hpp"
@@ -40,6 +42,33 @@ TEST(LiveGeneration, RanksCountTheWorkersTakingPartInNodeOrder) {
   EXPECT_EQ(g.rankOf("n1", 1), 3);
   EXPECT_EQ(g.rankOf("n1", 2), 4);
   EXPECT_EQ(g.rankOf("n2", 0), -1);
+}
+
+TEST(LiveGeneration, ABuddyIsAnotherRankAtTheLocalWorldSizeWhereThatIsOne) {
+  EXPECT_EQ(liveBuddyDistance(4, 4), 1);  // one node of 4: the next rank
+  EXPECT_EQ(liveBuddyDistance(4, 3), 1);
+  EXPECT_EQ(liveBuddyDistance(4, 8), 4);  // two nodes of 4: the same slot on the next node
+  EXPECT_EQ(liveBuddyDistance(8, 3), 2);
+  EXPECT_EQ(liveBuddyDistance(4, 1), 1);
+  EXPECT_EQ(liveBuddyDistance(0, 4), 1);
+}
+
+// One node of 4 workers, one dead, room for 2 (a job whose valid world sizes are 1, 2 and 4):
+// the first 2 survivors would leave out the dead rank's buddy or the owner of the partition the
+// dead rank held a copy of in 3 of the 4 cases.
+TEST(LiveGeneration, AnInterimWorldKeepsTheSurvivorsThatHoldEveryPartition) {
+  const std::vector<int> members = {0, 1, 2, 3};
+  EXPECT_EQ(interimMembers(members, {1, 2, 3}, 4, 2), (std::vector<int>{1, 3}));
+  EXPECT_EQ(interimMembers(members, {0, 2, 3}, 4, 2), (std::vector<int>{0, 2}));
+  EXPECT_EQ(interimMembers(members, {0, 1, 3}, 4, 2), (std::vector<int>{1, 3}));
+  EXPECT_EQ(interimMembers(members, {0, 1, 2}, 4, 2), (std::vector<int>{0, 2}));
+  // Ids are the members' (local ranks of a node where not every slot takes part), in rank order.
+  EXPECT_EQ(interimMembers({5, 2, 7, 9}, {9, 7, 2}, 4, 2), (std::vector<int>{2, 9}));
+  // No choice holds partition 0 (its owner and its buddy are dead): the first survivors.
+  EXPECT_EQ(interimMembers(members, {3, 2}, 1, 1), (std::vector<int>{2}));
+  // Room for every survivor, or for none.
+  EXPECT_EQ(interimMembers(members, {3, 0, 1}, 1, 3), (std::vector<int>{0, 1, 3}));
+  EXPECT_TRUE(interimMembers(members, {0, 1}, 1, 0).empty());
 }
 
 TEST(LiveGeneration, MalformedRecordsNameTheLine) {
