@@ -37,8 +37,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 int faultTrials() {
-  const char* v = std::getenv("STRETCH_LAUNCH_FAULT_TRIALS");
-  return v != nullptr ? std::max(1, std::atoi(v)) : 3;
+  return stretch::test::positiveFromEnvironment("STRETCH_LAUNCH_FAULT_TRIALS", 3);
 }
 
 // 1, 2 and 4 workers: the same global batch (48) split differently, so the same training up to

@@ -36,8 +36,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 int liveTrials(int fallback) {
-  const char* v = std::getenv("STRETCH_LIVE_TRIALS");
-  return v != nullptr ? std::max(1, std::atoi(v)) : fallback;
+  return stretch::test::positiveFromEnvironment("STRETCH_LIVE_TRIALS", fallback);
 }
 
 std::int64_t unixNowNs() {
@@ -53,10 +52,7 @@ struct Job {
   std::string config;
   int steps = 0;
   int workers = 4;
-  std::chrono::seconds limit =
-      std::getenv("STRETCH_LIVE_LIMIT_S") != nullptr
-          ? std::chrono::seconds(std::atoi(std::getenv("STRETCH_LIVE_LIMIT_S")))
-          : 300s;
+  std::chrono::seconds limit{stretch::test::positiveFromEnvironment("STRETCH_LIVE_LIMIT_S", 300)};
   // ZeRO 1/2: a step whose partition copies a dead rank never sent is trained again by the new
   // generation (its optimizer state died with the rank), so each kill may redo one step.
   int zeroStage = 0;

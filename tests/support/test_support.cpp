@@ -1,5 +1,6 @@
 #include "tests/support/test_support.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -63,6 +64,11 @@ std::string readFileIfAny(const std::filesystem::path& path) {
   std::ostringstream out;
   out << in.rdbuf();
   return out.str();
+}
+
+int positiveFromEnvironment(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::max(1, std::atoi(v)) : fallback;
 }
 
 TempDir::TempDir(const std::string& prefix) {

@@ -19,6 +19,10 @@ std::string readFile(const std::filesystem::path& path);
 // Whole file as a string, "" when it is missing or unreadable (files a test polls for, /proc).
 std::string readFileIfAny(const std::filesystem::path& path);
 
+// The positive integer in environment variable `name` (at least 1: trial counts, limits), or
+// `fallback` when it is not set.
+int positiveFromEnvironment(const char* name, int fallback);
+
 // A fresh directory under $TMPDIR (or /tmp) named <prefix>-XXXXXX, removed with everything in
 // it on destruction. path() is empty when it could not be created.
 class TempDir {
