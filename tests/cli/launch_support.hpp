@@ -5,6 +5,7 @@
 // the processes a test left behind. Needs STRETCH_CLI, STRETCH_TRAIN_DIGITS and
 // STRETCH_SOURCE defined by the test target.
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <chrono>
 #include <cstdint>
@@ -55,16 +56,33 @@ inline bool portIsFree(int port) {
   return free;
 }
 
-// A random port P in [20000, 40000) such that P and P + 1 (the launcher's job store) are free
+// The ports a test may pick: below the kernel's ephemeral range (the source ports of outgoing
+// connections, 32768-60999 by default), 12,000 of them, or above it when it starts too low.
+// A port in that range can be taken by any connection on the machine between the check below
+// and the bind of the worker that hosts the job's store (seconds later, after LibTorch loads):
+// that worker then fails at every restart, which is how 1 in about 80 of CI's live-recovery
+// trials ended ("worker rank 0 exited with code 1 ... max_restarts (5) exhausted").
+inline std::pair<int, int> testPortRange() {
+  int low = 32768;
+  int high = 60999;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
+  if (low >= 13024)
+    return {low - 12000, low};
+  return {std::min(high + 1, 65000), 65534};
+}
+
+// A random port P from testPortRange() such that P and P + 1 (the launcher's job store) are free
 // at the moment of the call; tests running at the same time draw from different sequences.
 inline int freePort() {
   static std::mt19937 rng(static_cast<unsigned>(::getpid()));
+  const auto [first, last] = testPortRange();
+  const auto span = static_cast<unsigned>(std::max(1, last - first - 1));
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const int port = 20000 + static_cast<int>(rng() % 19998);
+    const int port = first + static_cast<int>(rng() % span);
     if (portIsFree(port) && portIsFree(port + 1))
       return port;
   }
-  return 20000 + static_cast<int>(rng() % 19998);
+  return first + static_cast<int>(rng() % span);
 }
 
 // The children of process `pid` (for a launcher: its workers or agents).

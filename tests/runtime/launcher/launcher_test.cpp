@@ -15,6 +15,7 @@
 
 #include "runtime/common/error.hpp"
 #include "runtime/launcher/hostfile.hpp"
+#include "runtime/launcher/launch.hpp"
 #include "runtime/launcher/launch_error.hpp"
 #include "runtime/launcher/remote.hpp"
 #include "runtime/launcher/worker_env.hpp"
@@ -882,6 +883,22 @@ TEST(SlurmHostlist, MalformedListsAreErrorsNamingTheVariable) {
                 HasSubstr("SLURM_JOB_NODELIST = " + bad + ": expected a Slurm host list"))
         << bad;
   }
+}
+
+// Rank 0 binds --master_port at every restart; in the ephemeral range an outgoing connection
+// can take it in between (seen in CI: every restart failed "Address already in use").
+TEST(MasterPort, APortInTheEphemeralRangeIsWarnedAbout) {
+  const auto warning = ephemeralPortWarning(40000, "32768\t60999\n");
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_THAT(*warning, HasSubstr("--master_port 40000"));
+  EXPECT_THAT(*warning, HasSubstr("32768-60999"));
+  EXPECT_THAT(*warning, HasSubstr("below 32768"));
+  EXPECT_TRUE(ephemeralPortWarning(32768, "32768 60999").has_value());
+  EXPECT_TRUE(ephemeralPortWarning(60999, "32768 60999").has_value());
+  EXPECT_FALSE(ephemeralPortWarning(29500, "32768\t60999\n").has_value());
+  EXPECT_FALSE(ephemeralPortWarning(61000, "32768\t60999\n").has_value());
+  EXPECT_FALSE(ephemeralPortWarning(40000, "").has_value());
+  EXPECT_FALSE(ephemeralPortWarning(40000, "not a range").has_value());
 }
 
 }  // namespace
