@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <climits>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
@@ -168,9 +169,19 @@ std::string describe(const std::vector<Segment>& schedule) {
   return out;
 }
 
+// The files under dir/logs (none when the launch never started).
+std::vector<fs::directory_entry> workerLogs(const fs::path& dir) {
+  std::vector<fs::directory_entry> out;
+  std::error_code error;
+  for (fs::recursive_directory_iterator it(dir / "logs", error), end; !error && it != end;
+       it.increment(error))
+    out.push_back(*it);
+  return out;
+}
+
 // The summary rank 0 of the last generation printed, from any worker log under dir/logs.
 nlohmann::json finalSummary(const fs::path& dir, int steps) {
-  for (const auto& entry : fs::recursive_directory_iterator(dir / "logs")) {
+  for (const auto& entry : workerLogs(dir)) {
     if (entry.path().extension() != ".log")
       continue;
     const auto summary = summaryOf(stretch::test::readFileIfAny(entry.path()));
@@ -222,12 +233,12 @@ LiveRun runWithKills(const Job& job, const fs::path& dir, const std::string& rec
   run.err = launch.err();
   if (run.status != 0) {
     // What the workers said last, for the failure message (their logs go with `dir`).
-    for (const auto& entry : fs::recursive_directory_iterator(dir / "logs")) {
+    for (const auto& entry : workerLogs(dir)) {
       if (entry.path().extension() != ".log")
         continue;
       const std::string text = stretch::test::readFileIfAny(entry.path());
-      run.err += "\n--- " + fs::relative(entry.path(), dir).string() + " (last 1500 bytes):\n" +
-                 text.substr(text.size() > 1500 ? text.size() - 1500 : 0);
+      run.err += "\n--- " + fs::relative(entry.path(), dir).string() + " (last 800 bytes):\n" +
+                 text.substr(text.size() > 800 ? text.size() - 800 : 0);
     }
   }
   run.steps = stepsOf(timings);
@@ -284,8 +295,9 @@ void expectLiveRecovery(const Job& job, const LiveRun& run, const std::string& w
   int redone = 0;
   for (const auto& [step, info] : run.steps) {
     redone += info.worlds.size() > 1 ? 1 : 0;
-    if (job.zeroStage == 0)
+    if (job.zeroStage == 0) {
       EXPECT_EQ(info.worlds.size(), 1u) << what << ": step " << step << " completed twice";
+    }
   }
   EXPECT_LE(redone, static_cast<int>(run.killNs.size())) << what << ": steps trained twice";
   const auto schedule = scheduleOf(run.steps);
@@ -298,16 +310,18 @@ void expectLiveRecovery(const Job& job, const LiveRun& run, const std::string& w
   ASSERT_NE(resumed, LLONG_MAX) << what << ": no interim generation; schedule "
                                 << describe(schedule);
   const double seconds = static_cast<double>(resumed - run.killNs.front()) / 1e9;
-  std::printf("%s: schedule %s; kill -> survivors' next completed step %.3f s; %d step(s) redone\n",
-              what.c_str(), describe(schedule).c_str(), seconds, redone);
+  std::string copies;
   if (run.summary.contains("partition_copy_bytes")) {
-    std::printf(
-        "%s: rank 0's partition copies: %.3f ms per step, %lld bytes (optimizer state "
-        "%lld bytes)\n",
-        what.c_str(), run.summary["partition_copy_ms_per_step"].get<double>(),
-        static_cast<long long>(run.summary["partition_copy_bytes"].get<std::int64_t>()),
-        static_cast<long long>(run.summary.value("optimizer_state_bytes", 0)));
+    copies = fmt::format("; rank 0's partition copies {:.3f} ms/step, {} B (optimizer state {} B)",
+                         run.summary["partition_copy_ms_per_step"].get<double>(),
+                         run.summary["partition_copy_bytes"].get<std::int64_t>(),
+                         run.summary.value("optimizer_state_bytes", std::int64_t{0}));
   }
+  std::printf(
+      "%s: schedule %s; kill -> survivors' next completed step %.3f s; %d step(s) "
+      "redone%s\n",
+      what.c_str(), describe(schedule).c_str(), seconds, redone, copies.c_str());
+  std::fflush(stdout);
   EXPECT_LE(seconds, 1.0) << what;
   ASSERT_TRUE(run.summary.contains("weights_sha256")) << what << ": " << run.err;
   EXPECT_EQ(run.summary["weights_sha256"], referenceDigest(job, schedule))
@@ -315,10 +329,15 @@ void expectLiveRecovery(const Job& job, const LiveRun& run, const std::string& w
 }
 
 void randomKillTrials(const Job& job, int trials, const std::string& name) {
-  std::random_device seeder;
-  const unsigned seed = seeder();
+  // STRETCH_LIVE_SEED replays a printed seed's trials (kill steps and victims; the kills'
+  // moments within a step still vary).
+  const char* given = std::getenv("STRETCH_LIVE_SEED");
+  const unsigned seed = given != nullptr && *given != '\0'
+                            ? static_cast<unsigned>(std::strtoul(given, nullptr, 10))
+                            : std::random_device{}();
   std::mt19937 rng(seed);
-  std::printf("%s: %d live-recovery trial(s) (seed %u)\n", name.c_str(), trials, seed);
+  std::printf("%s: %d live-recovery trial(s) (seed %u; STRETCH_LIVE_SEED=%u replays them)\n",
+              name.c_str(), trials, seed, seed);
   for (int trial = 0; trial < trials; ++trial) {
     stretch::test::TempDir dir("stretch-live");
     const int atStep = 2 + static_cast<int>(rng() % static_cast<unsigned>(job.steps / 2));
@@ -376,6 +395,54 @@ TEST(LiveLaunch, AWorkerKilledDuringTheRecovery) {
     return times;
   });
   expectLiveRecovery(job, run, "kill during recovery");
+}
+
+// The end of the job meets the replacement's arrival: a worker dies early, the survivors pause
+// (STRETCH_FAULT_PAUSE_AT_STEPS) after step `pauseAt` until the agent has published the
+// generation that takes the replacement back, then go on. Paused after the second-to-last step,
+// they grow for the last one; paused after the last one, they finish without it and the
+// replacement has nothing left to do. Both end cleanly with the weights of their schedule.
+void replacementArrivesAtTheEnd(const Job& job, int pauseAt, const std::string& what) {
+  stretch::test::TempDir dir("stretch-live");
+  const fs::path faults = dir.path() / "faults";
+  fs::create_directories(faults);
+  ::setenv("STRETCH_FAULT_DIR", faults.c_str(), 1);
+  ::setenv("STRETCH_FAULT_PAUSE_AT_STEPS", std::to_string(pauseAt).c_str(), 1);
+  std::mt19937 rng(static_cast<unsigned>(pauseAt));
+  bool published = false;
+  const auto run = runWithKills(job, dir.path(), "auto", [&](Launch& launch, const fs::path& t) {
+    auto times = killWorkers(launch, t, 5, 1, rng);
+    const fs::path reached = faults / ("pause_" + std::to_string(pauseAt) + ".reached");
+    const auto deadline = std::chrono::steady_clock::now() + 90s;
+    while (std::chrono::steady_clock::now() < deadline && !published) {
+      published = fs::exists(reached) &&
+                  launch.out().find(": 4 worker(s) (local ranks") != std::string::npos;
+      std::this_thread::sleep_for(5ms);
+    }
+    std::ofstream(faults / ("pause_" + std::to_string(pauseAt) + ".release")) << "\n";
+    return times;
+  });
+  ::unsetenv("STRETCH_FAULT_DIR");
+  ::unsetenv("STRETCH_FAULT_PAUSE_AT_STEPS");
+  EXPECT_TRUE(published) << what << ": the replacement's generation never came; " << run.err;
+  expectLiveRecovery(job, run, what);
+  const auto schedule = scheduleOf(run.steps);
+  ASSERT_FALSE(schedule.empty());
+  EXPECT_EQ(schedule.back().world, pauseAt < job.steps ? 4 : 3)
+      << what << ": schedule " << describe(schedule);
+}
+
+TEST(LiveLaunch, TheReplacementArrivesForTheLastStepOrAfterIt) {
+  for (const int stage : {0, 1}) {
+    stretch::test::TempDir config("stretch-live-config");
+    Job job = withZeroStage(digitsLiveJob(), stage, config.path());
+    job.steps = 60;
+    for (const int pauseAt : {job.steps - 1, job.steps}) {
+      replacementArrivesAtTheEnd(
+          job, pauseAt,
+          "zero " + std::to_string(stage) + ", paused after step " + std::to_string(pauseAt));
+    }
+  }
 }
 
 // SIGKILLs the workers of local ranks `ranks` (of the first generation) once step `atStep` is
@@ -465,7 +532,7 @@ TEST(LiveLaunch, ARankKilledWithItsBuddyFallsBackToTheCheckpoint) {
   EXPECT_GE(countEvents(run.events, "start_workers", "checkpoint"), 1);
   ASSERT_EQ(static_cast<int>(run.steps.size()), job.steps);
   std::string logs;
-  for (const auto& entry : fs::recursive_directory_iterator(dir.path() / "logs")) {
+  for (const auto& entry : workerLogs(dir.path())) {
     if (entry.path().extension() == ".log")
       logs += stretch::test::readFileIfAny(entry.path());
   }
