@@ -42,47 +42,9 @@ namespace stretch::test::launch {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-// Whether nothing listens on 127.0.0.1:port (a bind succeeds now).
-inline bool portIsFree(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0)
-    return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool free = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return free;
-}
-
-// The ports a test may pick: below the kernel's ephemeral range (the source ports of outgoing
-// connections, 32768-60999 by default), 12,000 of them, or above it when it starts too low.
-// A port in that range can be taken by any connection on the machine between the check below
-// and the bind of the worker that hosts the job's store (seconds later, after LibTorch loads):
-// that worker then fails at every restart, which is how 1 in about 80 of CI's live-recovery
-// trials ended ("worker rank 0 exited with code 1 ... max_restarts (5) exhausted").
-inline std::pair<int, int> testPortRange() {
-  int low = 32768;
-  int high = 60999;
-  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
-  if (low >= 13024)
-    return {low - 12000, low};
-  return {std::min(high + 1, 65000), 65534};
-}
-
-// A random port P from testPortRange() such that P and P + 1 (the launcher's job store) are free
-// at the moment of the call; tests running at the same time draw from different sequences.
+// A free port P for --master_port whose P + 1 (the launcher's job store) is free too.
 inline int freePort() {
-  static std::mt19937 rng(static_cast<unsigned>(::getpid()));
-  const auto [first, last] = testPortRange();
-  const auto span = static_cast<unsigned>(std::max(1, last - first - 1));
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    const int port = first + static_cast<int>(rng() % span);
-    if (portIsFree(port) && portIsFree(port + 1))
-      return port;
-  }
-  return first + static_cast<int>(rng() % span);
+  return stretch::test::freeTestPort(1);
 }
 
 // The children of process `pid` (for a launcher: its workers or agents).

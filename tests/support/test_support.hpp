@@ -23,6 +23,18 @@ std::string readFileIfAny(const std::filesystem::path& path);
 // `fallback` when it is not set.
 int positiveFromEnvironment(const char* name, int fallback);
 
+// Whether nothing listens on 127.0.0.1:port (a bind succeeds now).
+bool portIsFree(int port);
+
+// A random loopback port P such that P and the next `alsoFree` ports are free at the moment of
+// the call, drawn below the kernel's ephemeral range (the source ports of outgoing connections,
+// 32768-60999 by default; above it when the range starts too low). A port inside that range can
+// be taken by any connection on the machine between this check and the bind of the process
+// that serves on it (seconds later for a worker that loads LibTorch first): a launched job's
+// rank 0 then failed at every restart, 1 in about 80 of CI's live-recovery trials. Tests running
+// at the same time draw from different sequences.
+int freeTestPort(int alsoFree = 0);
+
 // A fresh directory under $TMPDIR (or /tmp) named <prefix>-XXXXXX, removed with everything in
 // it on destruction. path() is empty when it could not be created.
 class TempDir {

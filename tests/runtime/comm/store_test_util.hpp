@@ -23,23 +23,9 @@ namespace stretch::comm::test {
 // Temporary directories come from the shared test support.
 using stretch::test::TempDir;
 
-// A loopback port nobody listened on a moment ago (the kernel's pick for an ephemeral bind).
+// A loopback port nobody listens on (stretch::test::freeTestPort: outside the ephemeral range).
 inline int freeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
+  return stretch::test::freeTestPort();
 }
 
 // Forked children that are killed and reaped when the guard goes, whatever the test did.
