@@ -1058,8 +1058,8 @@ std::string reasons(const Planning& p, const Plan& plan, const Recommendation& r
         p.input.scenario.job.recovery.live
             ? fmt::format(
                   "under live recovery costs the step in flight and {:g} s of reconfiguration "
-                  "(a {:.0f} s restart plus the work since the last checkpoint only when no node "
-                  "survives)",
+                  "(a {:.0f} s restart plus the work since the last checkpoint only when no worker "
+                  "survives, or a ZeRO partition is lost with its copy)",
                   p.input.scenario.job.recovery.reconfigureSeconds, p.restartSeconds)
             : fmt::format("costs a {:.0f} s restart plus the work since the last checkpoint",
                           p.restartSeconds);

@@ -59,12 +59,15 @@ struct CheckpointSpec {
 //  checkpoint: every stop loses the work since the latest completed checkpoint and every start
 //              costs restart_overhead_seconds plus the load (DeepSpeed's elastic agent, and
 //              `stretch launch` today);
-//  live:       survivors keep their state: a new generation that keeps at least one node of the
-//              stopped one resumes from the last completed step (the step in flight is lost) and
-//              its start costs reconfigure_seconds, plus sending the state to nodes that join
-//              (state_bytes at transfer_GBps). It falls back to the checkpoint when no node
-//              survives, or, with ZeRO 1 or 2 (each rank owns a partition of the optimizer state
-//              with a copy on the next node), when two neighbouring nodes are lost together.
+//  live:       survivors keep their state: a new generation that keeps at least one worker of
+//              the stopped one resumes from the last completed step (the step in flight is lost)
+//              and its start costs reconfigure_seconds, plus sending the state to workers that
+//              join (state_bytes at transfer_GBps). A failure that leaves its node takes the
+//              struck worker (the node's other workers survive); a node lost or replaced takes
+//              all of them. It falls back to the checkpoint when no worker survives, or, with
+//              ZeRO 1 or 2 (rank r owns a partition of the optimizer state, with a copy on rank
+//              r + d: d the workers per node, so the next node, or 1 on a single node), when a
+//              rank and the one holding its copy are lost together.
 struct RecoverySpec {
   bool live = false;
   double reconfigureSeconds = 0.0;

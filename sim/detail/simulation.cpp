@@ -195,8 +195,8 @@ void Simulation::feed(const agent::Event& event, bool tick) {
   const std::vector<agent::Action> actions = machine_.handle(agent::Time(now_), event);
   agentWall_ += std::chrono::steady_clock::now() - t0;
   ++metrics_.result().agentEvents;
-  for (const agent::Action& action : actions) {
-    execute(action);
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    execute(actions[i], i + 1 < actions.size() ? &actions[i + 1] : nullptr);
     if (done_) {
       return;
     }
@@ -231,10 +231,11 @@ void Simulation::deliverExits() {
   }
 }
 
-void Simulation::execute(const agent::Action& action) {
+void Simulation::execute(const agent::Action& action, const agent::Action* next) {
   std::optional<std::int64_t> resume;
   const auto* start = std::get_if<agent::StartWorkers>(&action);
   const bool live = start != nullptr && liveStart();
+  const bool stop = std::holds_alternative<agent::StopWorkers>(action);
   if (live) {
     resume = survivors_->step;
   } else if (start != nullptr && checkpoints_.any()) {
@@ -244,6 +245,11 @@ void Simulation::execute(const agent::Action& action) {
     agent::EventRecord r = agent::recordOf(action, agent::Time(now_), resume);
     if (start != nullptr && survivors_) {
       r.recovery = live ? "live" : "checkpoint";
+    } else if (stop && s_.job.recovery.live) {
+      // As `stretch launch` says it: "live" when the start that follows keeps the survivors.
+      const bool restartNext =
+          next != nullptr && std::holds_alternative<agent::StartWorkers>(*next);
+      r.recovery = restartNext && survivorsHoldTheState() ? "live" : "checkpoint";
     }
     if (opt_.eventLog != nullptr) {
       opt_.eventLog->write(r);

@@ -57,7 +57,8 @@ class Simulation {
   void feed(const agent::Event& event, bool tick = false);
   void addTick(SimTime t);
   void deliverExits();
-  void execute(const agent::Action& action);
+  // `next`: the action the agent returned after this one, if any.
+  void execute(const agent::Action& action, const agent::Action* next);
   void emit(TimelineKind kind, SimTime time, SimTime duration, std::string name,
             std::string detail);
 
@@ -78,17 +79,25 @@ class Simulation {
   const StepPlan& planFor(const agent::StartWorkers& a);
   // `live`: the start resumes from the survivors (recovery.mode live), as liveStart decided.
   void startGeneration(const agent::StartWorkers& a, bool live);
-  // What the failures since ring_ took: how many of its nodes, and whether two neighbours (a
-  // ZeRO partition and its copy on the next node).
+  // What the failures since ring_ took: how many of its workers (of `world`), and whether a
+  // ZeRO partition went with the copy of it (the owner rank r and its buddy, rank r + d mod the
+  // world, d = comm::liveBuddyDistance(the first node's workers, world), as the engine places
+  // them).
   struct RingLoss {
-    std::size_t lost = 0;
-    bool neighbours = false;
+    std::int64_t world = 0;
+    std::int64_t lost = 0;
+    bool copyLost = false;
   };
   RingLoss ringLoss() const;
+  // Whether the workers alive hold the state of the last completed step (some survive, and with
+  // ZeRO 1/2 every partition or its copy).
+  bool survivorsHoldTheState() const;
   // Whether this start can resume from the survivors of the stopped generation.
   bool liveStart() const;
-  // A node's workers die or the node goes: its state (and ZeRO partition) is no longer there.
-  void markAffected(std::int64_t node);
+  // Worker `localRank` of the node dies (its process and host memory: the node's other workers
+  // survive), or with kWholeNode the node goes or every worker of it dies.
+  static constexpr std::int64_t kWholeNode = -1;
+  void markAffected(std::int64_t node, std::int64_t localRank = kWholeNode);
   // Once the current generation has completed a step, its nodes become ring_.
   void settleRing();
   void stopGeneration();
@@ -156,14 +165,15 @@ class Simulation {
   // Live recovery (recovery.mode live).
   SimTime reconfigureNs_ = 0;
   SimTime transferNs_ = 0;
-  // The nodes that held the state (and the ZeRO partitions' copies) at the last completed step:
+  // The workers that held the state (and the ZeRO partitions' copies) at the last completed step:
   // a generation's nodes once it has completed a step (copies are updated every step).
   agent::NodeSequence ring_;
-  agent::NodeSequence starting_;         // the current generation's nodes
-  bool ringPending_ = false;             // the current generation has not completed a step yet
-  std::int64_t generationStep_ = 0;      // the step the current generation started from
-  std::vector<std::uint64_t> affected_;  // keys of ring_ nodes whose workers died or that left
-  std::optional<Progress> survivors_;    // the last completed step at the stop, live mode
+  agent::NodeSequence starting_;     // the current generation's nodes
+  bool ringPending_ = false;         // the current generation has not completed a step yet
+  std::int64_t generationStep_ = 0;  // the step the current generation started from
+  // What the failures since ring_ took: (node key, local rank or kWholeNode).
+  std::vector<std::pair<std::uint64_t, std::int64_t>> affected_;
+  std::optional<Progress> survivors_;  // the last completed step at the stop, live mode
 };
 
 }  // namespace stretch::sim::detail

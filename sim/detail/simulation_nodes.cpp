@@ -102,8 +102,11 @@ void Simulation::onStrike(ProcessSlot& slot, bool preemption) {
     // identical one (immediate replacement), whose failure clock starts anew.
     slot.process->nodeRenewed(node, now_);
     if (const std::int64_t workers = group_.workersOn(node); workers > 0) {
-      markAffected(node);
-      group_.exitWorker(node, strikes_.pickWorker(workers), 1);
+      const std::int64_t victim = strikes_.pickWorker(workers);
+      // A software failure kills one worker (its node's others survive); a node swapped at once
+      // takes every worker's state with it.
+      markAffected(node, nodeLost ? kWholeNode : victim);
+      group_.exitWorker(node, victim, 1);
       deliverExits();
     }
     return;
@@ -154,7 +157,7 @@ void Simulation::fireScript() {
                                     e.atStep));
           break;
         }
-        markAffected(where->first);
+        markAffected(where->first, where->second);
         group_.exitWorker(where->first, where->second, e.exitCode);
         deliverExits();
         break;

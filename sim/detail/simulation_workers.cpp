@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/comm/live_generation.hpp"
 #include "runtime/common/check.hpp"
 #include "sim/detail/simulation.hpp"
 
@@ -34,36 +35,47 @@ const StepPlan& Simulation::planFor(const agent::StartWorkers& a) {
 
 Simulation::RingLoss Simulation::ringLoss() const {
   RingLoss loss;
-  const std::size_t n = ring_.size();
-  for (const std::uint64_t key : affected_) {
+  loss.world = ring_.usedSum();
+  std::vector<std::int64_t> lost;  // global ranks of ring_ whose state is gone
+  for (const auto& [key, localRank] : affected_) {
     const auto at = ring_.indexOfKey(key);
     if (!at) {
-      continue;
+      continue;  // not in ring_: a node that joined since, whose state came from the survivors
     }
-    ++loss.lost;
-    if (n > 1) {
-      const std::uint64_t next = ring_.entry((*at + 1) % n).key;
-      loss.neighbours =
-          loss.neighbours || std::find(affected_.begin(), affected_.end(), next) != affected_.end();
+    const std::int64_t first = ring_.firstRank(*at);
+    const std::int64_t used = ring_.entry(*at).used;
+    if (localRank == kWholeNode) {
+      for (std::int64_t r = first; r < first + used; ++r) {
+        lost.push_back(r);
+      }
+    } else if (localRank < used) {
+      lost.push_back(first + localRank);
     }
+  }
+  std::sort(lost.begin(), lost.end());
+  lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
+  loss.lost = static_cast<std::int64_t>(lost.size());
+  if (loss.world > 1 && !lost.empty()) {
+    const std::int64_t d = comm::liveBuddyDistance(static_cast<int>(ring_.entry(0).used),
+                                                   static_cast<int>(loss.world));
+    loss.copyLost = std::any_of(lost.begin(), lost.end(), [&](std::int64_t r) {
+      return std::binary_search(lost.begin(), lost.end(), (r + d) % loss.world);
+    });
   }
   return loss;
 }
 
 bool Simulation::liveStart() const {
-  if (!survivors_) {
-    return false;
-  }
+  return survivors_ && survivorsHoldTheState();
+}
+
+bool Simulation::survivorsHoldTheState() const {
   const RingLoss loss = ringLoss();
-  const std::size_t n = ring_.size();
-  if (loss.lost >= n) {
+  if (loss.lost >= loss.world) {
     return false;  // no survivor holds the state
   }
   const bool partitioned = s_.job.config.zero.stage == 1 || s_.job.config.zero.stage == 2;
-  if (partitioned && (loss.neighbours || (n == 1 && loss.lost > 0))) {
-    return false;
-  }
-  return true;
+  return !(partitioned && loss.copyLost);
 }
 
 void Simulation::settleRing() {
@@ -82,15 +94,17 @@ void Simulation::settleRing() {
   }
 }
 
-void Simulation::markAffected(std::int64_t node) {
+void Simulation::markAffected(std::int64_t node, std::int64_t localRank) {
   if (!s_.job.recovery.live) {
     return;
   }
   settleRing();
-  // Once per node: a node struck again before the next completed step has nothing more to lose.
-  if (const auto key = machine_.nodeKey(nodes_[node].id);
-      key && std::find(affected_.begin(), affected_.end(), *key) == affected_.end()) {
-    affected_.push_back(*key);
+  // A worker struck again before the next completed step has nothing more to lose.
+  if (const auto key = machine_.nodeKey(nodes_[node].id)) {
+    const std::pair<std::uint64_t, std::int64_t> struck{*key, localRank};
+    if (std::find(affected_.begin(), affected_.end(), struck) == affected_.end()) {
+      affected_.push_back(struck);
+    }
   }
 }
 
@@ -103,11 +117,12 @@ void Simulation::startGeneration(const agent::StartWorkers& a, bool live) {
   if (survivors_) {
     RunResult& r = metrics_.result();
     if (live) {
-      // Survivors keep training from their last completed step; nodes that were not among
+      // Survivors keep training from their last completed step; workers that were not among
       // them (joiners, restarted workers) receive the state from a healthy peer.
       progress_ = *survivors_;
       ++r.liveRecoveries;
-      const bool receivers = a.nodes.size() > ring_.size() - ringLoss().lost;
+      const RingLoss loss = ringLoss();
+      const bool receivers = a.worldSize > loss.world - loss.lost;
       startup = reconfigureNs_ + (receivers ? transferNs_ : 0);
     } else {
       ++r.checkpointFallbacks;

@@ -17,10 +17,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
-
 
 #include <gtest/gtest.h>
 
@@ -34,7 +34,9 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 // The decisions of an event log: start_workers, stop_workers and finish records, reduced to what
-// both worlds must agree on.
+// both worlds must agree on. With live recovery, how each stop and start recovers too; a live
+// start's resume step is left out (the real agent does not log it: the survivors decide it, and
+// the live test compares it with their own log).
 std::vector<nlohmann::json> decisions(const fs::path& log) {
   std::vector<nlohmann::json> out;
   for (const auto& e : eventsOf(log)) {
@@ -42,11 +44,14 @@ std::vector<nlohmann::json> decisions(const fs::path& log) {
     if (kind != "start_workers" && kind != "stop_workers" && kind != "finish")
       continue;
     nlohmann::json d = {{"event", kind}, {"generation", e.value("generation", 0)}};
+    if (e.contains("recovery"))
+      d["recovery"] = e["recovery"];
     if (kind == "start_workers") {
       d["world_size"] = e["world_size"];
       d["batch"] = e["batch"];
       d["restart_count"] = e["restart_count"];
-      d["resume_step"] = e.contains("resume_step") ? e["resume_step"] : nlohmann::json();
+      const bool live = e.value("recovery", "") == "live";
+      d["resume_step"] = e.contains("resume_step") && !live ? e["resume_step"] : nlohmann::json();
       std::set<std::string> nodes;
       for (const auto& n : e["nodes"])
         nodes.insert(n.get<std::string>());
@@ -190,6 +195,78 @@ TEST(SimToReal, TheRealJobAndTheSimulatorTakeTheSameDecisions) {
   printDecisions("simulated decisions", simulated);
   printDecisions("real decisions", real);
   EXPECT_EQ(real, simulated);
+  const auto summary = jobSummary(dir.path());
+  ASSERT_FALSE(summary.is_null());
+  EXPECT_EQ(summary["steps"], 60);
+}
+
+// Live recovery on one host (fixtures/scenarios/sim_to_real_digits_live.json): 4 workers of the
+// elastic digits job under `stretch launch` (--recovery auto), rank 1 killed after step 15 by the
+// fault script. The real agent and the simulator take the same decisions and recover the same
+// way (live: the other 3 workers keep training); the step the survivors continue from (rank 0's
+// "continuing live at step N") is the simulator's resume step; the job ends at step 60.
+TEST(SimToReal, LiveRecoveryTakesTheSameDecisions) {
+  const fs::path scenario =
+      fs::path(STRETCH_SOURCE) / "fixtures" / "scenarios" / "sim_to_real_digits_live.json";
+  stretch::test::TempDir dir("stretch-sim-to-real-live");
+  const fs::path simEvents = simulate(dir.path(), scenario, "sim");
+  const auto simulated = decisions(simEvents);
+  std::optional<std::int64_t> simResume;
+  for (const auto& e : eventsOf(simEvents)) {
+    if (e["event"] == "start_workers" && e.value("recovery", "") == "live")
+      simResume = e["resume_step"].get<std::int64_t>();
+  }
+  ASSERT_TRUE(simResume.has_value()) << "the simulator did not recover live";
+
+  const std::string config =
+      std::string(STRETCH_SOURCE) + "/fixtures/jobs/digits/ds_config_elastic.json";
+  const fs::path faults = dir.path() / "faults";
+  fs::create_directories(faults);
+  ::setenv("STRETCH_FAULT_DIR", faults.string().c_str(), 1);
+  ::setenv("STRETCH_FAULT_KILL_AT_STEP", "15:1", 1);
+  const fs::path events = dir.path() / "real.jsonl";
+  const fs::path ckpt = dir.path() / "ckpt";
+  Launch launch(dir.path(), {"--num_gpus",
+                             "4",
+                             "--master_port",
+                             std::to_string(freePort()),
+                             "--config",
+                             config,
+                             "--max_restarts",
+                             "10",
+                             "--monitor_interval",
+                             "0.1",
+                             "--log_dir",
+                             (dir.path() / "logs").string(),
+                             "--event_log",
+                             events.string(),
+                             "--checkpoint_dir",
+                             ckpt.string(),
+                             STRETCH_TRAIN_DIGITS,
+                             "--config",
+                             config,
+                             "--steps",
+                             "60",
+                             "--json",
+                             "--checkpoint-dir",
+                             ckpt.string(),
+                             "--save-every",
+                             "10",
+                             "--resume"});
+  ::unsetenv("STRETCH_FAULT_DIR");
+  ::unsetenv("STRETCH_FAULT_KILL_AT_STEP");
+  ASSERT_EQ(launch.wait(120s), 0) << launch.err() << launch.out();
+
+  const auto real = decisions(events);
+  printDecisions("simulated decisions", simulated);
+  printDecisions("real decisions", real);
+  EXPECT_EQ(real, simulated);
+  const std::string rank0 =
+      stretch::test::readFileIfAny(dir.path() / "logs" / "attempt_1" / "rank_0.log");
+  const std::string marker = "continuing live at step ";
+  const auto at = rank0.find(marker);
+  ASSERT_NE(at, std::string::npos) << "rank 0 did not continue live:\n" << rank0;
+  EXPECT_EQ(std::stoll(rank0.substr(at + marker.size())), *simResume);
   const auto summary = jobSummary(dir.path());
   ASSERT_FALSE(summary.is_null());
   EXPECT_EQ(summary["steps"], 60);

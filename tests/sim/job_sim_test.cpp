@@ -63,14 +63,19 @@ std::vector<nlohmann::json> eventsOf(const Scenario& s, RunResult* result = null
   return records;
 }
 
-std::vector<nlohmann::json> starts(const std::vector<nlohmann::json>& events) {
+std::vector<nlohmann::json> recordsOf(const std::vector<nlohmann::json>& events,
+                                      const std::string& kind) {
   std::vector<nlohmann::json> out;
   for (const auto& e : events) {
-    if (e["event"] == "start_workers") {
+    if (e["event"] == kind) {
       out.push_back(e);
     }
   }
   return out;
+}
+
+std::vector<nlohmann::json> starts(const std::vector<nlohmann::json>& events) {
+  return recordsOf(events, "start_workers");
 }
 
 void expectSameRun(const RunResult& a, const RunResult& b) {
@@ -466,11 +471,17 @@ nlohmann::json liveJob(int zero, const nlohmann::json& script) {
 TEST(LiveRecovery, SurvivorsResumeFromTheLastCompletedStepAndSendTheStateToTheRestartedWorker) {
   const nlohmann::json kill = {{{"at_step", 30}, {"kind", "kill_worker"}, {"rank", 1}}};
   RunResult live;
-  const auto liveStarts = starts(eventsOf(fromJson(liveJob(0, kill)), &live));
+  const auto liveEvents = eventsOf(fromJson(liveJob(0, kill)), &live);
+  const auto liveStarts = starts(liveEvents);
   auto checkpointJob = liveJob(0, kill);
   checkpointJob["job"]["recovery"]["mode"] = "checkpoint";
   RunResult restart;
-  const auto restartStarts = starts(eventsOf(fromJson(checkpointJob), &restart));
+  const auto restartEvents = eventsOf(fromJson(checkpointJob), &restart);
+  const auto restartStarts = starts(restartEvents);
+  // The stop says how the start after it recovers, as `stretch launch` writes it.
+  ASSERT_EQ(recordsOf(liveEvents, "stop_workers").size(), 1u);
+  EXPECT_EQ(recordsOf(liveEvents, "stop_workers")[0]["recovery"], "live");
+  EXPECT_FALSE(recordsOf(restartEvents, "stop_workers")[0].contains("recovery"));
 
   // The same decisions; the live start resumes from step 30 and says so.
   ASSERT_EQ(liveStarts.size(), 2u);
@@ -527,15 +538,77 @@ TEST(LiveRecovery, ZeroPartitionsLostWithTheirCopyFallBackToTheCheckpoint) {
   }
 }
 
-TEST(LiveRecovery, ANodeWhoseOnlyWorkersDiedHasNoSurvivorToRecoverFrom) {
+// The survivors are workers, not nodes: on one node of 4 workers, a killed worker leaves 3
+// that keep the state (as `stretch launch` does on one host); a lone worker leaves none.
+TEST(LiveRecovery, AKilledWorkersNodeMatesAreSurvivors) {
   auto j = liveJob(0, {{{"at_step", 30}, {"kind", "kill_worker"}, {"rank", 0}}});
   j["cluster"] = cluster(1, 4);
   j["node_names"] = {"n0"};
   RunResult r;
-  const auto st = starts(eventsOf(fromJson(j), &r));
+  auto st = starts(eventsOf(fromJson(j), &r));
+  ASSERT_EQ(st.size(), 2u);
+  EXPECT_EQ(st[1]["recovery"], "live");
+  EXPECT_EQ(st[1]["resume_step"], 30);
+  EXPECT_EQ(r.liveRecoveries, 1);
+  // 0.5 s to reconfigure + 1 s to send the state to the restarted worker, after the first 10 s
+  EXPECT_EQ(r.startupNs, secondsToNanos(10) + secondsToNanos(0.5) + secondsToNanos(1.0));
+
+  j["cluster"] = cluster(1, 1);
+  j["job"]["config"]["elasticity"]["max_gpus"] = 1;
+  st = starts(eventsOf(fromJson(j), &r));
   ASSERT_EQ(st.size(), 2u);
   EXPECT_EQ(st[1]["recovery"], "checkpoint");
   EXPECT_EQ(r.checkpointFallbacks, 1);
+}
+
+// ZeRO 1/2 on one node of 4 workers: rank r's partition has its copy on rank r + 1 (mod 4).
+// Ranks 1 and 2 killed in the same step take partition 1 and its only copy; ranks 1 and 3 leave
+// every partition somewhere.
+TEST(LiveRecovery, OnOneNodeAPartitionIsLostOnlyWithItsBuddy) {
+  struct Case {
+    int zero;
+    int second;
+    const char* recovery;
+  };
+  for (const Case& c : {Case{1, 2, "checkpoint"}, Case{2, 2, "checkpoint"}, Case{1, 3, "live"},
+                        Case{0, 2, "live"}}) {
+    SCOPED_TRACE(testing::Message() << "ZeRO " << c.zero << ", ranks 1 and " << c.second);
+    auto j = liveJob(c.zero, {{{"at_step", 60}, {"kind", "kill_worker"}, {"rank", 1}},
+                              {{"at_step", 60}, {"kind", "kill_worker"}, {"rank", c.second}}});
+    j["cluster"] = cluster(1, 4);
+    j["node_names"] = {"n0"};
+    RunResult r;
+    const auto events = eventsOf(fromJson(j), &r);
+    const auto st = starts(events);
+    ASSERT_GE(st.size(), 2u);
+    EXPECT_EQ(st.back()["recovery"], c.recovery);
+    EXPECT_EQ(recordsOf(events, "stop_workers").back()["recovery"], c.recovery);
+    EXPECT_EQ(st.back()["resume_step"], std::string(c.recovery) == "live" ? 60 : 50);
+    EXPECT_EQ(r.steps, 100);
+  }
+}
+
+// With 2 workers per node the buddy is on the next node (distance 2): a whole node lost keeps
+// every partition; a worker of n1 and the worker of n2 that holds its copy do not.
+TEST(LiveRecovery, WithSeveralWorkersPerNodeTheCopyIsOnTheNextNode) {
+  auto j = liveJob(1, {{{"at_step", 60}, {"kind", "leave"}, {"node", "n1"}}});
+  j["cluster"] = cluster(4, 2);
+  j["job"]["config"]["elasticity"]["max_gpus"] = 8;
+  RunResult r;
+  auto st = starts(eventsOf(fromJson(j), &r));
+  ASSERT_GE(st.size(), 2u);
+  EXPECT_EQ(st.back()["recovery"], "live");
+  // rank 2 (n1, local 0) and rank 4 (n2, local 0, its buddy)
+  j["script"] = {{{"at_step", 60}, {"kind", "kill_worker"}, {"rank", 2}},
+                 {{"at_step", 60}, {"kind", "kill_worker"}, {"rank", 4}}};
+  st = starts(eventsOf(fromJson(j), &r));
+  ASSERT_GE(st.size(), 2u);
+  EXPECT_EQ(st.back()["recovery"], "checkpoint");
+  // rank 2 and rank 5: partition 2's copy (rank 4) and partition 5's (rank 7) survive
+  j["script"][1]["rank"] = 5;
+  st = starts(eventsOf(fromJson(j), &r));
+  ASSERT_GE(st.size(), 2u);
+  EXPECT_EQ(st.back()["recovery"], "live");
 }
 
 // A node struck twice before a generation completes a step still counts once: with 2 nodes,
