@@ -204,6 +204,13 @@ int runCalibrate(const SimOptions& o) {
       } else {
         std::cout << "  restart, checkpoint not measured (give --checkpoint-args)\n";
       }
+      const auto& live = c["live_recovery"];
+      std::cout << fmt::format("  live recovery      {}\n",
+                               live["measured"].get<bool>()
+                                   ? fmt::format("{:.3f} s to reconfigure ({})",
+                                                 live["reconfigure_seconds"].get<double>(),
+                                                 live["note"].get<std::string>())
+                                   : live["note"].get<std::string>());
       for (const auto& run : c["runs"]) {
         std::cout << fmt::format(
             "  {} worker(s), accumulation {:<2} predicted {:.3f} ms, measured {:.3f} ms: error "
@@ -342,8 +349,9 @@ Command addSimCommand(CLI::App& app) {
   sub->add_flag("--calibrate", o->calibrate,
                 "run a training job (the example, or --job) on 1 and 2 workers with the engine's "
                 "step timings, fit the step model (compute, its spread across ranks, all-reduce "
-                "inside training, overhead), and check the prediction on a 2-worker run at twice "
-                "the accumulation (the example: about 15 s)");
+                "inside training, overhead), check the prediction on a 2-worker run at twice "
+                "the accumulation, and measure live recovery (a worker killed by the fault "
+                "script: kill to the survivors' next step) (the example: about 20 s)");
   sub->add_option("--job", o->job,
                   "with --calibrate: the program to calibrate and its arguments, one string "
                   "split at spaces (e.g. \"build/bin/stretch-train-gpt --steps 12\"); it must "

@@ -602,6 +602,7 @@ Scenario parseScenario(const nlohmann::json& root, const std::filesystem::path& 
     }
   }
   r.accept("description");
+  r.accept("calibration");  // the measurements `stretch sim --calibrate` keeps beside its fit
   if (const auto name = r.readString("name")) {
     s.name = *name;
   }

@@ -37,6 +37,14 @@
 //     (end of the first step) - (the launcher's start_workers) - (load) - (the run's median
 //     step): process start, LibTorch, the rendezvous, the model's set-up and the first step's
 //     extra time, which is what the simulator charges every start.
+//  5. live recovery (`stretch launch --recovery auto`, one host of 2 workers): the fault script
+//     (STRETCH_FAULT_DIR, STRETCH_FAULT_KILL_AT_STEP, honoured by jobs built on the examples'
+//     job support) kills rank 1 after step K (half the run); reconfigure_seconds is the median
+//     over --repeat runs of (the first completion of step K + 1 after the kill) - (rank 1's end
+//     of step K) - (the lone worker's median step): detection, the survivors' agreement on the
+//     new group, re-slicing and the step redone, which the simulator charges a live start. A run
+//     whose kill did not happen or whose job restarted instead (its event log says "recovery":
+//     "checkpoint") measures nothing, and the scenario keeps checkpoint-restart.
 
 #include "tools/sim_calibrate.hpp"
 
@@ -46,6 +54,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -117,6 +126,54 @@ std::int64_t firstStartNs(const fs::path& events) {
     }
   }
   return 0;
+}
+
+// Seconds from rank `victim`'s end of step `step` (the fault script kills it right after) to
+// the first completion of step `step` + 1 after it, by whichever rank; nullopt when the timings
+// lack either (the kill did not happen, or nobody trained on).
+std::optional<double> killToNextStep(const fs::path& timings, std::int64_t step, int victim) {
+  std::ifstream in(timings);
+  std::optional<std::int64_t> killNs;
+  std::vector<std::int64_t> next;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || j.contains("event") || !j.contains("unix_ns")) {
+      continue;  // a checkpoint line, or a line cut short by the kill
+    }
+    const auto at = j.value("step", std::int64_t{-1});
+    const auto ns = j.at("unix_ns").get<std::int64_t>();
+    if (at == step && j.value("rank", -1) == victim && !killNs) {
+      killNs = ns;
+    } else if (at == step + 1) {
+      next.push_back(ns);
+    }
+  }
+  if (!killNs) {
+    return std::nullopt;
+  }
+  std::optional<std::int64_t> first;
+  for (const std::int64_t ns : next) {
+    if (ns > *killNs && (!first || ns < *first)) {
+      first = ns;
+    }
+  }
+  if (!first) {
+    return std::nullopt;
+  }
+  return static_cast<double>(*first - *killNs) * 1e-9;
+}
+
+// Whether a launcher event log has a start that continued the running workers live.
+bool recoveredLive(const fs::path& events) {
+  std::ifstream in(events);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("event", "") == "start_workers" &&
+        j.value("recovery", "") == "live") {
+      return true;
+    }
+  }
+  return false;
 }
 
 struct StepLine {
@@ -352,10 +409,16 @@ nlohmann::json runCalibration(CalibrationOptions options) {
   };
   const bool measureCosts = !options.checkpointArgs.empty();
 
-  // One run of the job under `stretch launch`; returns its timings. `extra` goes after the job's
-  // arguments; `requireSteps` as readTimings.
-  auto runOnce = [&](std::int64_t workers, std::int64_t gas, const std::string& tag,
-                     const std::vector<std::string>& extra, bool requireSteps) {
+  // One run of the job under `stretch launch`; returns its timings file and event log. `extra`
+  // goes after the job's arguments; `env` (NAME=VALUE) is set for it. `oneHost`: the workers
+  // run under one agent (--num_gpus), else one node agent per worker.
+  struct LaunchFiles {
+    fs::path timings;
+    fs::path events;
+  };
+  auto launchJob = [&](std::int64_t workers, std::int64_t gas, const std::string& tag,
+                       const std::vector<std::string>& extra, bool oneHost,
+                       const std::vector<std::string>& env) {
     nlohmann::json c = config;
     c["gradient_accumulation_steps"] = gas;
     const fs::path cfg = dir / fmt::format("config-{}x{}.json", workers, gas);
@@ -363,10 +426,15 @@ nlohmann::json runCalibration(CalibrationOptions options) {
     const fs::path timings = dir / fmt::format("timings-{}.jsonl", tag);
     const fs::path events = dir / fmt::format("events-{}.jsonl", tag);
     std::vector<std::string> argv = {"env", "OMP_NUM_THREADS=1",
-                                     "STRETCH_TIMINGS_FILE=" + timings.string(), self.string(),
-                                     "launch"};
-    if (workers == 1) {
-      argv.insert(argv.end(), {"--num_gpus", "1"});
+                                     "STRETCH_TIMINGS_FILE=" + timings.string()};
+    argv.insert(argv.end(), env.begin(), env.end());
+    argv.insert(argv.end(), {self.string(), "launch"});
+    if (workers == 1 || oneHost) {
+      argv.insert(argv.end(), {"--num_gpus", std::to_string(workers)});
+      if (oneHost) {
+        // the live run's kill is a restart to the agent (continued live or not)
+        argv.insert(argv.end(), {"--max_restarts", "3", "--recovery", "auto"});
+      }
     } else {
       // One node agent per worker, as a multi-node job runs: the start decision reaches the
       // workers through the controller's store, and that is part of every restart.
@@ -395,7 +463,13 @@ nlohmann::json runCalibration(CalibrationOptions options) {
                       "{})",
                       workers, out.exit.describe(), log.string()));
     }
-    return readTimings(timings, workers, requireSteps, firstStartNs(events));
+    return LaunchFiles{timings, events};
+  };
+  // One run of the job (one node agent per worker); its timings, `requireSteps` as readTimings.
+  auto runOnce = [&](std::int64_t workers, std::int64_t gas, const std::string& tag,
+                     const std::vector<std::string>& extra, bool requireSteps) {
+    const LaunchFiles files = launchJob(workers, gas, tag, extra, false, {});
+    return readTimings(files.timings, workers, requireSteps, firstStartNs(files.events));
   };
 
   // One more run (repeat r) of the job under `stretch launch`, merged into `all`.
@@ -491,6 +565,51 @@ nlohmann::json runCalibration(CalibrationOptions options) {
     }
     startups.insert(startups.end(), resumed.startups.begin(), resumed.startups.end());
   }
+  // 5. live recovery: 2 workers on one host, rank 1 killed after step K by the fault script
+  const std::int64_t lastStep = two.steps.rbegin()->first.second;
+  const std::int64_t killStep = std::max<std::int64_t>(2, lastStep / 2);
+  const double aloneStep = measuredStep(one);
+  std::vector<double> killToNext;
+  std::vector<double> reconfigures;
+  std::string liveNote;
+  for (int r = 0; r < options.repeat; ++r) {
+    progress(fmt::format(
+        "2 worker(s) on one host, rank 1 killed after step {}: live recovery (run {} of {})",
+        killStep, r + 1, options.repeat));
+    const std::string tag = fmt::format("live-{}", r);
+    const fs::path faults = dir / ("faults-" + tag);
+    fs::create_directories(faults);
+    const LaunchFiles files = launchJob(
+        2, accumulation, tag,
+        measureCosts ? checkpointArgs(dir / ("ckpt-" + tag)) : std::vector<std::string>{}, true,
+        {"STRETCH_FAULT_DIR=" + faults.string(),
+         fmt::format("STRETCH_FAULT_KILL_AT_STEP={}:1", killStep)});
+    const auto seconds = killToNextStep(files.timings, killStep, 1);
+    if (!seconds) {
+      liveNote = fmt::format(
+          "not measured: rank 1 was not killed after step {} (the job does not honour "
+          "STRETCH_FAULT_KILL_AT_STEP) or nobody trained on",
+          killStep);
+      break;
+    }
+    if (!recoveredLive(files.events)) {
+      liveNote =
+          "not measured: the job restarted from its checkpoint instead of recovering live (its "
+          "workers do not speak the live protocol)";
+      break;
+    }
+    killToNext.push_back(*seconds);
+    reconfigures.push_back(std::max(0.0, *seconds - aloneStep));
+  }
+  const bool liveMeasured = liveNote.empty() && !reconfigures.empty();
+  const double reconfigureSeconds = liveMeasured ? median(reconfigures) : 0.0;
+  if (liveMeasured) {
+    liveNote = fmt::format(
+        "median of {} kills: {:.3f} s from the kill to the next step, less the "
+        "lone worker's {:.4f} s step",
+        killToNext.size(), median(killToNext), aloneStep);
+  }
+
   const Fit fit1 = fitRun(one, 0.0);
   const Fit fit2 = fitRun(two, fit1.computePerStep);
   const auto gradientBytes = static_cast<std::uint64_t>(two.gradientBytes);
@@ -589,7 +708,18 @@ nlohmann::json runCalibration(CalibrationOptions options) {
         {"save_seconds", saves},
         {"load_seconds", loadSeconds},
         {"startup_seconds", startups},
-        {"restart_overhead_seconds", restartSeconds}}}};
+        {"restart_overhead_seconds", restartSeconds},
+        {"live_recovery",
+         {{"measured", liveMeasured},
+          {"kill_step", killStep},
+          {"kill_to_next_step_seconds", killToNext},
+          {"reconfigure_seconds", reconfigureSeconds},
+          {"note", liveNote}}}}}};
+  if (liveMeasured) {
+    // What `stretch launch --recovery auto` does on this host; the state sent to a replacement
+    // is the default (3 x the gradient bytes at the measured bandwidth).
+    result["job"]["recovery"] = {{"mode", "live"}, {"reconfigure_seconds", reconfigureSeconds}};
+  }
   std::error_code ec;
   fs::remove_all(dir, ec);
   return result;

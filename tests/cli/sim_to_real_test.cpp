@@ -435,6 +435,7 @@ TEST(SimToReal, TheTransformerJobTrainsAsLongAsTheSimulatorPredicts) {
     jobSpec["config_file"] = source + "/fixtures/jobs/gpt/ds_config_elastic.json";
     jobSpec["total_steps"] = kSteps;
     jobSpec["checkpoint"]["every_steps"] = 10;
+    jobSpec.erase("recovery");  // two node agents: the launcher restarts (live is one host's)
     scenario["job"] = jobSpec;
     scenario["failures"] = cal["failures"];
     scenario["script"][2]["slots"] = 1;  // n1 comes back as it was: one worker
@@ -577,6 +578,41 @@ TEST(SimCalibrate, WritesAScenarioTheSimulatorRunsWithTheMeasuredFigures) {
   EXPECT_NEAR(summary["simulated_hours"].get<double>() * 3600.0,
               restart + 300 * c["predicted_step_seconds"].get<double>(),
               1e-6 + 1e-3 * 300 * c["predicted_step_seconds"].get<double>());
+
+  // Live recovery: 3 kills of rank 1 after step 150 on one host; the reconfiguration is the
+  // median kill-to-next-step less the lone worker's step, and the scenario recovers live.
+  const auto& live = c["live_recovery"];
+  ASSERT_TRUE(live["measured"].get<bool>()) << live.dump();
+  EXPECT_EQ(live["kill_step"], 150);
+  std::vector<double> kills = live["kill_to_next_step_seconds"].get<std::vector<double>>();
+  ASSERT_EQ(kills.size(), 3u);
+  for (const double k : kills)
+    EXPECT_GT(k, 0.0);
+  std::sort(kills.begin(), kills.end());
+  const double reconfigure = live["reconfigure_seconds"].get<double>();
+  EXPECT_NEAR(reconfigure, std::max(0.0, kills[1] - c["single_worker_step_seconds"].get<double>()),
+              1e-9);
+  std::printf(
+      "calibration: live recovery, kill to next step %.3f / %.3f / %.3f s, "
+      "reconfigure %.3f s\n",
+      kills[0], kills[1], kills[2], reconfigure);
+  EXPECT_EQ(result["job"]["recovery"]["mode"], "live");
+  EXPECT_EQ(result["job"]["recovery"]["reconfigure_seconds"].get<double>(), reconfigure);
+  // ... which the simulator charges a kill: the first start, then the reconfiguration and the
+  // state (3 x the gradient bytes) sent to the restarted worker at the measured bandwidth.
+  nlohmann::json killed = result;
+  killed.erase("calibration");
+  killed["script"] = {{{"at_step", 150}, {"kind", "kill_worker"}, {"rank", 1}}};
+  const fs::path killedFile = dir.path() / "killed.json";
+  std::ofstream(killedFile) << killed.dump(2) << "\n";
+  Launch simKilled(dir.path(), {killedFile.string(), "--json"}, "sim", "sim-killed-");
+  ASSERT_EQ(simKilled.wait(60s), 0) << simKilled.err();
+  const auto k = nlohmann::json::parse(simKilled.out());
+  EXPECT_EQ(k["live_recoveries"], 1);
+  EXPECT_EQ(k["steps"], 300);
+  const double transfer =
+      3.0 * 9610 * 4 / (result["cluster"]["inter_node_GBps"].get<double>() * 1e9);
+  EXPECT_NEAR(k["startup_hours"].get<double>() * 3600.0, restart + reconfigure + transfer, 1e-6);
 }
 
 // Any engine program calibrates with --job and --config; without --config it is a usage error.
