@@ -1,17 +1,16 @@
 #include "tools/rank_launcher.hpp"
 
-#include <arpa/inet.h>
 #include <csignal>
 #include <cstring>
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
+#include <random>
 #include <thread>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include "runtime/comm/errors.hpp"
+#include "runtime/common/ports.hpp"
 #include "runtime/launcher/process.hpp"
 #include "runtime/launcher/token.hpp"
 
@@ -67,7 +66,10 @@ class Launch {
   }
 
   void run() {
-    const std::string port = std::to_string(freeLoopbackPort());
+    // Below the ephemeral range: rank 0 binds it a process start later, and an outgoing
+    // connection could take a port of that range meanwhile (runtime/common/ports.hpp).
+    const std::string port =
+        std::to_string(freePortOutsideEphemeralRange(1, std::random_device{}()));
     const std::string token = launcher::randomToken();
     for (int rank = 0; rank < spec_.worldSize; ++rank)
       spawn(rank, port, token);
@@ -240,39 +242,6 @@ void runRanks(const RankLaunch& launch) {
         fmt::format("bench: world size {}: expected at least 1 rank", launch.worldSize));
   Launch l(launch);
   l.run();
-}
-
-bool loopbackPortFree(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool free = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return free;
-}
-
-int freeLoopbackPort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    throwErrno("bench: socket for a free port");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const int saved = errno;
-    ::close(fd);
-    errno = saved;
-    throwErrno("bench: binding 127.0.0.1:0 for a free port");
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 }  // namespace stretch::tools

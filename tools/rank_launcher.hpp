@@ -35,10 +35,4 @@ struct RankLaunch {
 
 void runRanks(const RankLaunch& launch);
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0 and released).
-int freeLoopbackPort();
-
-// Whether nothing listens on 127.0.0.1:port now (a bind succeeds).
-bool loopbackPortFree(int port);
-
 }  // namespace stretch::tools

@@ -63,6 +63,7 @@
 
 #include "runtime/comm/types.hpp"
 #include "runtime/common/error.hpp"
+#include "runtime/common/ports.hpp"
 #include "runtime/launcher/process.hpp"
 #include "sim/cluster.hpp"
 #include "sim/collective_cost.hpp"
@@ -73,20 +74,6 @@
 namespace stretch::tools {
 
 namespace {
-
-// The first P >= `from` (stepping by 2, wrapping within 20000-32767) with P and P + 1 free: a
-// launch's master port and its job store's.
-int nextFreePorts(int from) {
-  int port = from;
-  for (int attempt = 0; attempt < 1000; ++attempt) {
-    if (port + 1 > 32767)
-      port = 20000;
-    if (loopbackPortFree(port) && loopbackPortFree(port + 1))
-      return port;
-    port += 2;
-  }
-  return from;
-}
 
 namespace fs = std::filesystem;
 
@@ -393,10 +380,6 @@ nlohmann::json runCalibration(CalibrationOptions options) {
     }
   };
   std::mt19937 rng(std::random_device{}());
-  // Below Linux's ephemeral range (32768-60999), where connections and Gloo's listening sockets
-  // take their ports; each run checks that its two ports are free (nextFreePorts).
-  int port = 20000 + 2 * static_cast<int>(rng() % 6000);
-
   auto checkpointArgs = [&](const fs::path& ckpt) {
     std::vector<std::string> args;
     for (std::string a : options.checkpointArgs) {
@@ -447,9 +430,9 @@ nlohmann::json runCalibration(CalibrationOptions options) {
       argv.insert(argv.end(), {"--hostfile", hostfile.string(), "--launcher", "local", "--log_dir",
                                (dir / ("logs-" + tag)).string()});
     }
-    port = nextFreePorts(port);
-    const int master = port;
-    port += 2;  // the controller's rendezvous takes the next port
+    // the controller's rendezvous takes the next port; both below the ephemeral range
+    // (runtime/common/ports.hpp)
+    const int master = freePortOutsideEphemeralRange(1, static_cast<std::uint32_t>(rng()));
     argv.insert(argv.end(),
                 {"--master_port", std::to_string(master), "--event_log", events.string()});
     argv.insert(argv.end(), job.begin(), job.end());

@@ -499,30 +499,22 @@ AgentResult joinAsNode(const LaunchRequest& o, const JobSettings& job) {
 
 }  // namespace
 
-std::optional<std::string> ephemeralPortWarning(int port, const std::string& range) {
-  std::istringstream in(range);
-  int low = 0;
-  int high = 0;
-  if (!(in >> low >> high) || port < low || port > high)
+std::optional<std::string> ephemeralPortWarning(int port, const PortRange& range) {
+  if (!range.contains(port))
     return std::nullopt;
   return fmt::format(
       "launch: --master_port {} is in this host's ephemeral port range {}-{} "
       "(net.ipv4.ip_local_port_range): between restarts any outgoing connection may take it "
       "and rank 0 could not listen on it again; a port below {} avoids that",
-      port, low, high, low);
+      port, range.low, range.high, range.low);
 }
 
 AgentResult runLaunch(const LaunchRequest& request) {
   LaunchRequest o = request;
   if (o.recovery != "auto" && o.recovery != "restart")
     throw LaunchError(ErrorDetail{"--recovery", o.recovery, "auto or restart"});
-  {
-    std::ifstream rangeFile("/proc/sys/net/ipv4/ip_local_port_range");
-    std::stringstream range;
-    range << rangeFile.rdbuf();
-    if (const auto warning = ephemeralPortWarning(o.masterPort, range.str()))
-      spdlog::warn("{}", *warning);
-  }
+  if (const auto warning = ephemeralPortWarning(o.masterPort, ephemeralPortRange()))
+    spdlog::warn("{}", *warning);
   if (o.hostfile.empty() && ::access(std::string(kDefaultHostfile).c_str(), F_OK) == 0) {
     o.hostfile = std::string(kDefaultHostfile);  // DeepSpeed's default (DLTS_HOSTFILE)
     spdlog::info("launch: using the hostfile {} (give --hostfile to choose another)", o.hostfile);

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/common/ports.hpp"
 #include "runtime/launcher/agent_loop.hpp"
 #include "runtime/launcher/worker_command.hpp"
 
@@ -72,10 +73,10 @@ AgentResult runLaunch(const LaunchRequest& request);
 // "MIN:MAX" node counts of --elastic. Throws LaunchError naming --elastic otherwise.
 std::pair<std::int64_t, std::int64_t> parseElastic(const std::string& text);
 
-// The warning for a --master_port inside the kernel's ephemeral port range `range` ("LOW HIGH",
-// the text of /proc/sys/net/ipv4/ip_local_port_range): rank 0 binds that port anew at every
+// The warning for a --master_port inside the kernel's ephemeral port range (runLaunch passes
+// ephemeralPortRange(), runtime/common/ports.hpp): rank 0 binds that port anew at every
 // (re)start, and in between any outgoing connection on the host may take it as its source port,
-// so that every restart fails. Nothing for a port outside the range or an unreadable range.
-std::optional<std::string> ephemeralPortWarning(int port, const std::string& range);
+// so that every restart fails. Nothing for a port outside the range.
+std::optional<std::string> ephemeralPortWarning(int port, const PortRange& range);
 
 }  // namespace stretch::launcher

@@ -277,10 +277,7 @@ TEST(RankLauncher, ACallbackErrorStillReapsTheRanks) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
-TEST(RankLauncher, FreePortsAndTokens) {
-  const int port = freeLoopbackPort();
-  EXPECT_GT(port, 0);
-  EXPECT_LT(port, 65536);
+TEST(RankLauncher, Tokens) {
   EXPECT_NE(launcher::randomToken(), launcher::randomToken());
   EXPECT_EQ(launcher::randomToken().size(), 32u);
 }

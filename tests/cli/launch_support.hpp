@@ -5,8 +5,6 @@
 // the processes a test left behind. Needs STRETCH_CLI, STRETCH_TRAIN_DIGITS and
 // STRETCH_SOURCE defined by the test target.
 
-#include <algorithm>
-#include <arpa/inet.h>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -15,14 +13,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <netinet/in.h>
 #include <optional>
-#include <random>
 #include <signal.h>
 #include <spawn.h>
 #include <sstream>
 #include <string>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>

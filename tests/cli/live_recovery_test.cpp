@@ -8,6 +8,8 @@
 // 20); STRETCH_LIVE_LIMIT_S bounds each launch (default 300 s; lower finds a hang sooner).
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -169,22 +171,22 @@ std::string describe(const std::vector<Segment>& schedule) {
   return out;
 }
 
-// The files under dir/logs (none when the launch never started).
-std::vector<fs::directory_entry> workerLogs(const fs::path& dir) {
-  std::vector<fs::directory_entry> out;
+// The workers' log files (*.log) under dir/logs; none when the launch never started.
+std::vector<fs::path> workerLogs(const fs::path& dir) {
+  std::vector<fs::path> out;
   std::error_code error;
   for (fs::recursive_directory_iterator it(dir / "logs", error), end; !error && it != end;
-       it.increment(error))
-    out.push_back(*it);
+       it.increment(error)) {
+    if (it->path().extension() == ".log")
+      out.push_back(it->path());
+  }
   return out;
 }
 
 // The summary rank 0 of the last generation printed, from any worker log under dir/logs.
 nlohmann::json finalSummary(const fs::path& dir, int steps) {
-  for (const auto& entry : workerLogs(dir)) {
-    if (entry.path().extension() != ".log")
-      continue;
-    const auto summary = summaryOf(stretch::test::readFileIfAny(entry.path()));
+  for (const auto& log : workerLogs(dir)) {
+    const auto summary = summaryOf(stretch::test::readFileIfAny(log));
     if (!summary.is_null() && summary.value("steps", 0) == steps)
       return summary;
   }
@@ -233,11 +235,9 @@ LiveRun runWithKills(const Job& job, const fs::path& dir, const std::string& rec
   run.err = launch.err();
   if (run.status != 0) {
     // What the workers said last, for the failure message (their logs go with `dir`).
-    for (const auto& entry : workerLogs(dir)) {
-      if (entry.path().extension() != ".log")
-        continue;
-      const std::string text = stretch::test::readFileIfAny(entry.path());
-      run.err += "\n--- " + fs::relative(entry.path(), dir).string() + " (last 800 bytes):\n" +
+    for (const auto& log : workerLogs(dir)) {
+      const std::string text = stretch::test::readFileIfAny(log);
+      run.err += "\n--- " + fs::relative(log, dir).string() + " (last 800 bytes):\n" +
                  text.substr(text.size() > 800 ? text.size() - 800 : 0);
     }
   }
@@ -332,9 +332,17 @@ void randomKillTrials(const Job& job, int trials, const std::string& name) {
   // STRETCH_LIVE_SEED replays a printed seed's trials (kill steps and victims; the kills'
   // moments within a step still vary).
   const char* given = std::getenv("STRETCH_LIVE_SEED");
-  const unsigned seed = given != nullptr && *given != '\0'
-                            ? static_cast<unsigned>(std::strtoul(given, nullptr, 10))
-                            : std::random_device{}();
+  unsigned seed = std::random_device{}();
+  if (given != nullptr && *given != '\0') {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long value = std::strtoul(given, &end, 10);
+    ASSERT_TRUE(*end == '\0' && errno == 0 && value <= 0xffffffffUL &&
+                std::isdigit(static_cast<unsigned char>(*given)))
+        << "STRETCH_LIVE_SEED = '" << given << "': expected a seed a trial run printed (0 to "
+        << 0xffffffffUL << ")";
+    seed = static_cast<unsigned>(value);
+  }
   std::mt19937 rng(seed);
   std::printf("%s: %d live-recovery trial(s) (seed %u; STRETCH_LIVE_SEED=%u replays them)\n",
               name.c_str(), trials, seed, seed);
@@ -532,10 +540,8 @@ TEST(LiveLaunch, ARankKilledWithItsBuddyFallsBackToTheCheckpoint) {
   EXPECT_GE(countEvents(run.events, "start_workers", "checkpoint"), 1);
   ASSERT_EQ(static_cast<int>(run.steps.size()), job.steps);
   std::string logs;
-  for (const auto& entry : workerLogs(dir.path())) {
-    if (entry.path().extension() == ".log")
-      logs += stretch::test::readFileIfAny(entry.path());
-  }
+  for (const auto& log : workerLogs(dir.path()))
+    logs += stretch::test::readFileIfAny(log);
   EXPECT_NE(logs.find("partition 1 (held by old ranks 1 and 2)"), std::string::npos) << logs;
 }
 

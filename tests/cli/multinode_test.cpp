@@ -9,10 +9,13 @@
 // Every run is bounded in time.
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <netinet/in.h>
 #include <string>
+#include <sys/socket.h>
 #include <vector>
 
 #include <gtest/gtest.h>

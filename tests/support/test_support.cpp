@@ -1,18 +1,18 @@
 #include "tests/support/test_support.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <netinet/in.h>
 #include <random>
 #include <sstream>
 #include <stdlib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include "runtime/common/ports.hpp"
 #include "runtime/common/posix_files.hpp"
 
 namespace stretch::test {
@@ -75,37 +75,10 @@ int positiveFromEnvironment(const char* name, int fallback) {
   return v != nullptr ? std::max(1, std::atoi(v)) : fallback;
 }
 
-bool portIsFree(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool free = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return free;
-}
-
 int freeTestPort(int alsoFree) {
-  int low = 32768;
-  int high = 60999;
-  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
-  // 12,000 ports below the range, or the ones above it.
-  const int first = low >= 13024 ? low - 12000 : std::min(high + 1, 65000);
-  const int last = low >= 13024 ? low : 65535;
-  const auto span = static_cast<unsigned>(std::max(1, last - first - alsoFree));
-  static std::mt19937 rng(static_cast<unsigned>(::getpid()));
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    const int port = first + static_cast<int>(rng() % span);
-    bool free = true;
-    for (int i = 0; i <= alsoFree && free; ++i)
-      free = portIsFree(port + i);
-    if (free)
-      return port;
-  }
-  return first + static_cast<int>(rng() % span);
+  static std::atomic<std::uint32_t> calls{0};
+  return freePortOutsideEphemeralRange(
+      alsoFree, static_cast<std::uint32_t>(::getpid()) * 1'000'003u + calls.fetch_add(1));
 }
 
 TempDir::TempDir(const std::string& prefix) {

@@ -23,9 +23,6 @@ std::string readFileIfAny(const std::filesystem::path& path);
 // `fallback` when it is not set.
 int positiveFromEnvironment(const char* name, int fallback);
 
-// Whether nothing listens on 127.0.0.1:port (a bind succeeds now).
-bool portIsFree(int port);
-
 // A random loopback port P such that P and the next `alsoFree` ports are free at the moment of
 // the call, drawn below the kernel's ephemeral range (the source ports of outgoing connections,
 // 32768-60999 by default; above it when the range starts too low). A port inside that range can

@@ -888,17 +888,18 @@ TEST(SlurmHostlist, MalformedListsAreErrorsNamingTheVariable) {
 // Rank 0 binds --master_port at every restart; in the ephemeral range an outgoing connection
 // can take it in between (seen in CI: every restart failed "Address already in use").
 TEST(MasterPort, APortInTheEphemeralRangeIsWarnedAbout) {
-  const auto warning = ephemeralPortWarning(40000, "32768\t60999\n");
+  const PortRange range = parsePortRange("32768\t60999\n");
+  const auto warning = ephemeralPortWarning(40000, range);
   ASSERT_TRUE(warning.has_value());
   EXPECT_THAT(*warning, HasSubstr("--master_port 40000"));
   EXPECT_THAT(*warning, HasSubstr("32768-60999"));
   EXPECT_THAT(*warning, HasSubstr("below 32768"));
-  EXPECT_TRUE(ephemeralPortWarning(32768, "32768 60999").has_value());
-  EXPECT_TRUE(ephemeralPortWarning(60999, "32768 60999").has_value());
-  EXPECT_FALSE(ephemeralPortWarning(29500, "32768\t60999\n").has_value());
-  EXPECT_FALSE(ephemeralPortWarning(61000, "32768\t60999\n").has_value());
-  EXPECT_FALSE(ephemeralPortWarning(40000, "").has_value());
-  EXPECT_FALSE(ephemeralPortWarning(40000, "not a range").has_value());
+  EXPECT_TRUE(ephemeralPortWarning(32768, range).has_value());
+  EXPECT_TRUE(ephemeralPortWarning(60999, range).has_value());
+  EXPECT_FALSE(ephemeralPortWarning(29500, range).has_value());
+  EXPECT_FALSE(ephemeralPortWarning(61000, range).has_value());
+  EXPECT_THAT(ephemeralPortWarning(20000, parsePortRange("10000 20000")).value_or(""),
+              HasSubstr("10000-20000"));
 }
 
 }  // namespace
