@@ -112,6 +112,11 @@ std::vector<std::pair<std::string, std::string>> deepspeedEnvFiles() {
 // agent` per host runs that host's workers.
 AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
                          agent::AgentConfig config, JobSettings job) {
+  if (o.recovery == "auto")
+    spdlog::info(
+        "launch: live recovery is for one host for now; a failure in this {}-node job restarts "
+        "every worker from the latest checkpoint (--recovery restart says so without this note)",
+        active.hosts.size());
   // --no_ssh: this is node rank 0; it starts its own agent and the others join by themselves.
   const RunnerKind runner = o.noSsh ? RunnerKind::Local : parseRunnerKind(o.launcher);
   std::vector<LaunchHost> hosts;
