@@ -40,8 +40,10 @@ int run(launcher::LaunchRequest request) {
                    std::chrono::duration<double>(d).count());
     }
     if (result.liveRecoveries > 0) {
-      spdlog::info("agent: {} of {} restart(s) continued live (the running workers kept training)",
-                   result.liveRecoveries, result.recoveryTimes.size());
+      spdlog::info(
+          "agent: {} generation change(s) continued live (the running workers kept training); "
+          "{} failure(s) in all",
+          result.liveRecoveries, result.recoveryTimes.size());
     }
     if (result.exitCode != 0)
       std::cerr << "stretch launch: error: " << result.message << "\n";

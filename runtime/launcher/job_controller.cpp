@@ -6,10 +6,12 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "runtime/comm/live_generation.hpp"
 #include "runtime/launcher/job_protocol.hpp"
 
 namespace stretch::launcher {
@@ -191,18 +193,20 @@ class RemoteWorkers final : public WorkerGroup {
     c.kind = CommandKind::Start;
     c.start = action;
     c.reason = action.reason;
-    c.masterAddr = options_.masterAddr;
-    if (c.masterAddr.empty() && !action.nodes.empty()) {
-      if (const NodeRecord* r = tracker_.record(action.nodes.front().nodeId))
-        c.masterAddr = r->address;
+    c.masterAddr = masterAddrFor(action);
+    c.liveGeneration = liveGeneration_;
+    pendingTarget_.reset();
+    members_.clear();
+    for (const NodeAssignment& n : action.nodes) {
+      for (int local = 0; local < static_cast<int>(n.localWorldSize); ++local)
+        members_.push_back({n.nodeId, local});
     }
-    if (c.masterAddr.empty())
-      c.masterAddr = "127.0.0.1";
     send(c);
     running_ = action.generation;
   }
 
   void stop() override {
+    pendingTarget_.reset();
     if (!running_)
       return;
     Command c;
@@ -224,6 +228,119 @@ class RemoteWorkers final : public WorkerGroup {
       out.push_back(WorkerExited{r.generation, r.nodeId, r.localRank, r.exitCode});
     }
     return out;
+  }
+
+  // ---- Live recovery (options.liveStore set) -------------------------------------------------
+
+  // Whether `next` can continue with the running workers: every running worker of the live
+  // nodes has said it can (live/capable/<node>/<pid>) or is a joiner not ready yet, and one of
+  // those that can has a place in `next`.
+  bool canContinueLive(const StartWorkers& next) const override {
+    if (!options_.liveStore)
+      return false;
+    bool anyCapable = false;
+    for (const auto& [node, record] : runningWorkers()) {
+      const NodeAssignment* place = placeOf(next, node);
+      for (const auto& [local, pid] : record.workers) {
+        if (capable(node, pid)) {
+          anyCapable = anyCapable || (place != nullptr && local < place->localWorldSize);
+        } else if (std::find(record.joiners.begin(), record.joiners.end(), pid) ==
+                   record.joiners.end()) {
+          spdlog::info(
+              "controller: worker {} of node {} (pid {}) cannot continue live; restarting every "
+              "worker",
+              local, node, pid);
+          return false;
+        }
+      }
+    }
+    return anyCapable;
+  }
+
+  // Keeps the workers that can continue and have a place in `action`, starts the missing ones
+  // as joiners; when workers were lost the survivors first train alone in an interim generation
+  // (as many as make a valid world size, chosen to keep every ZeRO partition), and the
+  // generation `action` is published once every joiner is ready (pollLive).
+  bool continueLive(const StartWorkers& action) override {
+    if (!canContinueLive(action))
+      return false;
+    const auto records = runningWorkers();
+    Command c;
+    c.kind = CommandKind::Live;
+    c.start = action;
+    c.masterAddr = masterAddrFor(action);
+    c.reason = action.reason;
+    std::vector<Member> survivors;
+    std::vector<Member> all;
+    std::int64_t joining = 0;
+    for (const NodeAssignment& n : action.nodes) {
+      std::vector<int> kept;
+      if (const auto it = records.find(n.nodeId); it != records.end()) {
+        for (const auto& [local, pid] : it->second.workers) {
+          if (local < n.localWorldSize && capable(n.nodeId, pid))
+            kept.push_back(local);
+        }
+      }
+      std::sort(kept.begin(), kept.end());
+      for (int local = 0; local < static_cast<int>(n.localWorldSize); ++local) {
+        all.push_back({n.nodeId, local});
+        if (std::binary_search(kept.begin(), kept.end(), local))
+          survivors.push_back({n.nodeId, local});
+        else
+          c.join[n.nodeId].push_back(local);
+      }
+      if (!kept.empty())
+        c.keep[n.nodeId] = kept;
+      joining += n.localWorldSize - static_cast<std::int64_t>(kept.size());
+    }
+    pendingTarget_.reset();
+    running_ = action.generation;
+    if (joining == 0) {
+      publishLive(++liveGeneration_, action, all, action.batch);
+      c.liveGeneration = liveGeneration_;
+      c.signal = true;
+      members_ = all;
+      send(c);
+      return true;
+    }
+    if (!sameMembers(survivors, members_)) {
+      // Workers were lost: the survivors go on alone while the joiners start.
+      for (auto n = static_cast<std::int64_t>(survivors.size()); n >= 1; --n) {
+        if (const auto batch = options_.batchFor(n)) {
+          const auto interim = interimOf(survivors, action, static_cast<std::size_t>(n));
+          publishLive(++liveGeneration_, action, interim, *batch);
+          members_ = interim;
+          c.signal = true;
+          break;
+        }
+      }
+    }
+    pendingGeneration_ = ++liveGeneration_;
+    pendingTarget_ = action;
+    pendingJoiners_ = joining;
+    pendingKeep_ = c.keep;
+    c.liveGeneration = pendingGeneration_;
+    send(c);
+    return true;
+  }
+
+  // Publishes the pending generation once every joiner is ready, and signals the survivors.
+  void pollLive() {
+    if (!pendingTarget_ ||
+        options_.liveStore->add(comm::live_keys::ready(pendingGeneration_), 0) < pendingJoiners_)
+      return;
+    std::vector<Member> all;
+    for (const NodeAssignment& n : pendingTarget_->nodes) {
+      for (int local = 0; local < static_cast<int>(n.localWorldSize); ++local)
+        all.push_back({n.nodeId, local});
+    }
+    publishLive(pendingGeneration_, *pendingTarget_, all, pendingTarget_->batch);
+    members_ = all;
+    pendingTarget_.reset();
+    Command s;
+    s.kind = CommandKind::Signal;
+    s.keep = pendingKeep_;
+    send(s);
   }
 
   // Tells every agent the job ended, and waits (bounded) for them to stop.
@@ -270,6 +387,114 @@ class RemoteWorkers final : public WorkerGroup {
     }
   }
 
+  struct Member {
+    std::string node;
+    int local = 0;
+    bool operator==(const Member&) const = default;
+  };
+
+  static const NodeAssignment* placeOf(const StartWorkers& s, const std::string& node) {
+    for (const NodeAssignment& n : s.nodes) {
+      if (n.nodeId == node)
+        return &n;
+    }
+    return nullptr;
+  }
+
+  static bool sameMembers(std::vector<Member> a, std::vector<Member> b) {
+    const auto less = [](const Member& x, const Member& y) {
+      return std::tie(x.node, x.local) < std::tie(y.node, y.local);
+    };
+    std::sort(a.begin(), a.end(), less);
+    std::sort(b.begin(), b.end(), less);
+    return a == b;
+  }
+
+  std::string masterAddrFor(const StartWorkers& action) const {
+    std::string addr = options_.masterAddr;
+    if (addr.empty() && !action.nodes.empty()) {
+      if (const NodeRecord* r = tracker_.record(action.nodes.front().nodeId))
+        addr = r->address;
+    }
+    return addr.empty() ? "127.0.0.1" : addr;
+  }
+
+  bool capable(const std::string& node, std::int64_t pid) const {
+    return options_.liveStore->check({comm::live_keys::capable(node, pid)});
+  }
+
+  // What every live node runs (its workers/<node> record), by node id.
+  std::map<std::string, NodeWorkersRecord> runningWorkers() const {
+    std::map<std::string, NodeWorkersRecord> out;
+    for (const auto& id : tracker_.alive()) {
+      if (const auto text = tryGet(store_, "workers/" + id))
+        out[id] = decodeNodeWorkersRecord(*text);
+    }
+    return out;
+  }
+
+  // `count` survivors for an interim generation, in `action`'s rank order: the first whose
+  // partitions and copies hold every partition of the current group (comm::interimMembers).
+  std::vector<Member> interimOf(const std::vector<Member>& survivors, const StartWorkers& action,
+                                std::size_t count) const {
+    std::vector<Member> known = members_;  // ids: positions in members_, then the others
+    std::vector<int> memberIds(members_.size());
+    for (std::size_t i = 0; i < members_.size(); ++i)
+      memberIds[i] = static_cast<int>(i);
+    std::vector<int> survivorIds;
+    for (const Member& m : survivors) {
+      auto at = std::find(known.begin(), known.end(), m);
+      if (at == known.end())
+        at = known.insert(known.end(), m);
+      survivorIds.push_back(static_cast<int>(at - known.begin()));
+    }
+    const int distance =
+        static_cast<int>(action.nodes.empty() ? 1 : action.nodes.front().localWorldSize);
+    std::vector<Member> chosen;
+    for (const int id : comm::interimMembers(memberIds, survivorIds, distance, count))
+      chosen.push_back(known[static_cast<std::size_t>(id)]);
+    // In the order of `action`'s nodes, local ranks ascending.
+    std::vector<Member> ordered;
+    for (const NodeAssignment& n : action.nodes) {
+      for (const Member& m : survivors) {
+        if (m.node == n.nodeId && std::find(chosen.begin(), chosen.end(), m) != chosen.end())
+          ordered.push_back(m);
+      }
+    }
+    return ordered;
+  }
+
+  void publishLive(std::uint64_t generation, const StartWorkers& target,
+                   const std::vector<Member>& members, const config::BatchTriple& batch) {
+    comm::LiveGeneration record;
+    record.generation = generation;
+    record.agentGeneration = target.generation;
+    record.worldSize = static_cast<std::int64_t>(members.size());
+    record.trainBatchSize = batch.trainBatchSize;
+    record.microBatch = batch.microBatchPerGpu;
+    record.gradientAccumulation = batch.gradientAccumulation;
+    std::int64_t next = 0;
+    for (const Member& m : members) {
+      if (record.nodes.empty() || record.nodes.back().nodeId != m.node)
+        record.nodes.push_back({m.node, next, {}});
+      record.nodes.back().localRanks.push_back(m.local);
+      ++next;
+    }
+    comm::publishLiveGeneration(*options_.liveStore, record);
+    spdlog::info(
+        "controller: live generation {}: {} worker(s) on {} node(s), batch {} = micro {} x "
+        "accumulation {} x {}",
+        generation, members.size(), record.nodes.size(), batch.trainBatchSize,
+        batch.microBatchPerGpu, batch.gradientAccumulation, members.size());
+  }
+
+  std::vector<Member> members_;  // the running live group, in rank order
+  std::uint64_t liveGeneration_ = 0;
+  std::optional<StartWorkers> pendingTarget_;  // published once every joiner is ready
+  std::uint64_t pendingGeneration_ = 0;
+  std::int64_t pendingJoiners_ = 0;
+  std::map<std::string, std::vector<int>> pendingKeep_;
+
   const JobControllerOptions& options_;
   comm::Store& store_;
   NodeTracker& tracker_;
@@ -299,6 +524,7 @@ AgentResult runJobController(const JobControllerOptions& options) {
   loop.checkpointDir = options.checkpointDir;
   loop.monitorInterval = options.monitorInterval;
   loop.clock = options.clock;
+  loop.liveRecovery = options.liveStore != nullptr;
   std::string abandonedWhy;
   // The agent loop stops on a signal; an abandoned job stops it the same way, with SIGTERM's
   // number, and the result is rewritten below.
@@ -316,6 +542,8 @@ AgentResult runJobController(const JobControllerOptions& options) {
     // Exits first, then departures (job_protocol.hpp, "Order"); keep-alives, a store round trip
     // per node, every 50 ms (plenty next to second-scale timeouts).
     const std::vector<WorkerExited> exits = workers.readExits();
+    if (options.liveStore)
+      workers.pollLive();
     const bool heartbeats = now - lastNodePoll >= milliseconds(50);
     if (heartbeats)
       lastNodePoll = now;

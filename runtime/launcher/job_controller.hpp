@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/comm/store.hpp"
+#include "runtime/config/batch.hpp"
 #include "runtime/launcher/agent_loop.hpp"
 
 namespace stretch::launcher {
@@ -46,6 +47,11 @@ struct JobControllerOptions {
   // registered.
   std::function<std::string()> pollLaunchers;
   Clock clock = agent::systemClock();
+  // Live recovery (job/live): the job's store without the job prefix, where the workers meet
+  // (their live/... keys), and the batch of a world size (nullopt: not valid). Unset: every
+  // failure restarts every worker.
+  std::shared_ptr<comm::Store> liveStore;
+  std::function<std::optional<config::BatchTriple>(std::int64_t worldSize)> batchFor;
 };
 
 AgentResult runJobController(const JobControllerOptions& options);

@@ -68,6 +68,10 @@ std::string_view kindName(CommandKind kind) {
       return "stop";
     case CommandKind::Exit:
       return "exit";
+    case CommandKind::Live:
+      return "live";
+    case CommandKind::Signal:
+      return "signal";
   }
   return "stop";
 }
@@ -143,10 +147,26 @@ std::string encode(const Command& c) {
   std::string out = line("sequence", std::to_string(c.sequence)) + line("kind", kindName(c.kind));
   if (!c.reason.empty())
     out += line("reason", c.reason);
+  const auto ranksOf = [&](std::string_view name,
+                           const std::map<std::string, std::vector<int>>& m) {
+    out += line(fmt::format("{}.count", name), std::to_string(m.size()));
+    std::size_t i = 0;
+    for (const auto& [node, locals] : m)
+      out += line(fmt::format("{}.{}", name, i++), node + "\t" + encodeDevices(locals));
+  };
   switch (c.kind) {
+    case CommandKind::Signal:
+      ranksOf("keep", c.keep);
+      break;
+    case CommandKind::Live:
+      ranksOf("keep", c.keep);
+      ranksOf("join", c.join);
+      out += line("signal", c.signal ? "1" : "0");
+      [[fallthrough]];
     case CommandKind::Start: {
       if (!c.start)
         throw InternalError("encode(Command): a start command without its generation");
+      out += line("live_generation", std::to_string(c.liveGeneration));
       const StartWorkers& s = *c.start;
       out += line("generation", std::to_string(s.generation)) +
              line("world_size", std::to_string(s.worldSize)) +
@@ -180,8 +200,30 @@ Command decodeCommand(const std::string& text) {
   c.sequence = number<std::uint64_t>(f, "sequence", "command");
   c.reason = optional(f, "reason");
   const std::string& kind = field(f, "kind", "command");
-  if (kind == "start") {
-    c.kind = CommandKind::Start;
+  const auto ranksOf = [&](std::string_view name) {
+    std::map<std::string, std::vector<int>> m;
+    const auto count = number<std::int64_t>(f, fmt::format("{}.count", name), "command");
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::string& v = field(f, fmt::format("{}.{}", name, i), "command");
+      const auto tab = v.find('\t');
+      if (tab == std::string::npos || tab == 0)
+        throw ProtocolError(fmt::format(
+            "command record: {}.{} = '{}': expected a node id, a tab and local ranks", name, i, v));
+      m[v.substr(0, tab)] = decodeDevices(v.substr(tab + 1));
+    }
+    return m;
+  };
+  if (kind == "live" || kind == "signal")
+    c.keep = ranksOf("keep");
+  if (kind == "signal") {
+    c.kind = CommandKind::Signal;
+  } else if (kind == "start" || kind == "live") {
+    c.kind = kind == "live" ? CommandKind::Live : CommandKind::Start;
+    if (c.kind == CommandKind::Live) {
+      c.join = ranksOf("join");
+      c.signal = field(f, "signal", "command") == "1";
+    }
+    c.liveGeneration = number<std::uint64_t>(f, "live_generation", "command");
     StartWorkers s;
     s.generation = number<std::uint64_t>(f, "generation", "command");
     s.worldSize = number<std::int64_t>(f, "world_size", "command");
@@ -223,10 +265,51 @@ Command decodeCommand(const std::string& text) {
     c.kind = CommandKind::Exit;
     c.exitCode = number<int>(f, "exit_code", "command");
   } else {
-    throw ProtocolError(
-        fmt::format("command record: kind = '{}': expected start, stop or exit", kind));
+    throw ProtocolError(fmt::format(
+        "command record: kind = '{}': expected start, stop, exit, live or signal", kind));
   }
   return c;
+}
+
+std::string encode(const NodeWorkersRecord& r) {
+  std::string workers;
+  for (const auto& [local, pid] : r.workers)
+    workers += fmt::format("{}{}:{}", workers.empty() ? "" : ",", local, pid);
+  std::string joiners;
+  for (const auto pid : r.joiners)
+    joiners += fmt::format("{}{}", joiners.empty() ? "" : ",", pid);
+  return line("generation", std::to_string(r.generation)) + line("workers", workers) +
+         line("joiners", joiners);
+}
+
+NodeWorkersRecord decodeNodeWorkersRecord(const std::string& text) {
+  const Fields f = parse(text, "workers");
+  NodeWorkersRecord r;
+  r.generation = number<std::uint64_t>(f, "generation", "workers");
+  const auto bad = [&] {
+    return ProtocolError(fmt::format(
+        "workers record '{}': expected workers LOCAL:PID,... and joiners PID,...", text));
+  };
+  std::istringstream workers(optional(f, "workers"));
+  for (std::string item; std::getline(workers, item, ',');) {
+    const auto colon = item.find(':');
+    if (colon == std::string::npos)
+      throw bad();
+    try {
+      r.workers.emplace_back(std::stoi(item.substr(0, colon)), std::stoll(item.substr(colon + 1)));
+    } catch (const std::exception&) {
+      throw bad();
+    }
+  }
+  std::istringstream joiners(optional(f, "joiners"));
+  for (std::string item; std::getline(joiners, item, ',');) {
+    try {
+      r.joiners.push_back(std::stoll(item));
+    } catch (const std::exception&) {
+      throw bad();
+    }
+  }
+  return r;
 }
 
 std::int64_t appendRecord(comm::Store& store, const std::string& name, const std::string& value) {
@@ -271,6 +354,7 @@ void publishJob(comm::Store& store, const JobSettings& job, const std::vector<La
   if (job.configJson)
     store.set("job/ds_config", *job.configJson);
   store.set("job/env/STRETCH_BATCH_FROM_CONFIG", job.batchFromConfig ? "1" : "0");
+  store.set("job/live", job.liveRecovery ? "1" : "0");
   store.set("job/ready", "1");
 }
 
@@ -293,6 +377,7 @@ JobSettings readJob(comm::Store& store) {
   job.elasticJson = tryGet(store, "job/env/DEEPSPEED_ELASTICITY_CONFIG");
   job.batchFromConfig = tryGet(store, "job/env/STRETCH_BATCH_FROM_CONFIG") == "1";
   job.configJson = tryGet(store, "job/ds_config");
+  job.liveRecovery = tryGet(store, "job/live") == "1";
   return job;
 }
 

@@ -26,6 +26,9 @@
 //   cmd                            the latest Command (the controller overwrites it)
 //   ack/<node>                     the sequence number of the last command the agent finished
 //   exits/count, exits/<i>         worker exits, appended with add(): an ExitRecord each
+//   workers/<node>                 the node's running workers (NodeWorkersRecord; live jobs)
+//   job/live                       "1": live recovery (Command's Live and Signal; the workers'
+//                                  live/... keys share the store, outside the job prefix)
 //
 // Order: an agent that leaves appends its departure BEFORE it stops its workers, and the
 // controller reads the exits first and the departures second in each poll, then applies the
@@ -44,6 +47,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/agent/state_machine.hpp"
@@ -74,17 +78,39 @@ struct ExitRecord {
   bool operator==(const ExitRecord&) const = default;
 };
 
-enum class CommandKind { Start, Stop, Exit };
+// Live recovery across nodes (job/live set; runtime/comm/live_generation.hpp has the workers'
+// side): Live keeps the running workers that `keep` lists on each node (every other worker of
+// the node is stopped), starts the `join` local ranks as workers joining the running job (for
+// live generation `liveGeneration`), adopts `start` as the node's generation, then sends SIGUSR1
+// to the kept workers when `signal` is set; Signal sends SIGUSR1 to the `keep` workers (a
+// generation they belong to was published).
+enum class CommandKind { Start, Stop, Exit, Live, Signal };
 
 struct Command {
   std::uint64_t sequence = 0;  // 1, 2, ...: agents carry out each sequence number once
   CommandKind kind = CommandKind::Stop;
-  std::optional<agent::StartWorkers> start;  // Start: the generation (every node's assignment)
-  std::string masterAddr;                    // Start: rank 0's host
+  std::optional<agent::StartWorkers> start;  // Start, Live: the generation (every node's part)
+  std::string masterAddr;                    // Start, Live: rank 0's host
   std::uint64_t generation = 0;              // Stop: the generation to stop
   int exitCode = 0;                          // Exit: the job's result
+  // Start: the newest live generation (workers wait for a later one); Live: the one the joiners
+  // are for.
+  std::uint64_t liveGeneration = 0;
+  std::map<std::string, std::vector<int>> keep;  // Live, Signal: node -> local ranks
+  std::map<std::string, std::vector<int>> join;  // Live: node -> local ranks to start
+  bool signal = false;                           // Live
   std::string reason;
   bool operator==(const Command&) const = default;
+};
+
+// What a node agent runs now (key workers/<node>, rewritten whenever it changes and before the
+// exits it reaps are appended): its generation and its running workers (local rank, pid), and
+// which of them were started into the running job (joiners).
+struct NodeWorkersRecord {
+  std::uint64_t generation = 0;
+  std::vector<std::pair<int, std::int64_t>> workers;  // (local rank, pid), by local rank
+  std::vector<std::int64_t> joiners;                  // pids
+  bool operator==(const NodeWorkersRecord&) const = default;
 };
 
 std::string encode(const NodeRecord& record);
@@ -93,6 +119,8 @@ std::string encode(const ExitRecord& record);
 ExitRecord decodeExitRecord(const std::string& text);
 std::string encode(const Command& command);
 Command decodeCommand(const std::string& text);
+std::string encode(const NodeWorkersRecord& record);
+NodeWorkersRecord decodeNodeWorkersRecord(const std::string& text);
 
 // "0,1,3" <-> {0, 1, 3}; decodeDevices throws ProtocolError for anything else.
 std::string encodeDevices(const std::vector<int>& devices);
@@ -118,6 +146,7 @@ struct JobSettings {
   std::string token;                       // STRETCH_STORE_TOKEN (never written to the store)
   std::optional<std::string> elasticJson;  // DEEPSPEED_ELASTICITY_CONFIG
   bool batchFromConfig = false;            // the job has a config: workers get the batch triple
+  bool liveRecovery = false;               // job/live: failures keep the surviving workers
   std::optional<std::string> configJson;   // the job's DeepSpeed config (STRETCH_DS_CONFIG)
   WorkerCommand command;                   // the worker program, its arguments and rules
 };

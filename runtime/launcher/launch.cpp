@@ -112,11 +112,6 @@ std::vector<std::pair<std::string, std::string>> deepspeedEnvFiles() {
 // agent` per host runs that host's workers.
 AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
                          agent::AgentConfig config, JobSettings job) {
-  if (o.recovery == "auto")
-    spdlog::info(
-        "launch: live recovery is for one host for now; a failure in this {}-node job restarts "
-        "every worker from the latest checkpoint (--recovery restart says so without this note)",
-        active.hosts.size());
   // --no_ssh: this is node rank 0; it starts its own agent and the others join by themselves.
   const RunnerKind runner = o.noSsh ? RunnerKind::Local : parseRunnerKind(o.launcher);
   std::vector<LaunchHost> hosts;
@@ -138,8 +133,10 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
   storeOptions.isServer = true;
   storeOptions.token = job.token;
   storeOptions.timeout = std::chrono::seconds(30);
-  auto store = std::make_shared<comm::PrefixStore>(kJobPrefix,
-                                                   std::make_shared<comm::TcpStore>(storeOptions));
+  const auto rawStore = std::make_shared<comm::TcpStore>(storeOptions);
+  auto store = std::make_shared<comm::PrefixStore>(kJobPrefix, rawStore);
+  // Live recovery: the workers meet in this store, which outlives every one of them.
+  job.liveRecovery = o.recovery != "restart";
   publishJob(*store, job, hosts);
   spdlog::info("launch: job store on {}:{}; starting {} node agent(s) with the {} runner", rdzvAddr,
                rdzvPort, hosts.size(), toString(runner));
@@ -220,6 +217,11 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
   }
 
   JobControllerOptions options;
+  if (job.liveRecovery) {
+    auto rules = std::make_shared<agent::WorldSizeRules>(config.training, config.modelParallelSize);
+    options.liveStore = rawStore;
+    options.batchFor = [rules](std::int64_t worldSize) { return rules->batchFor(worldSize); };
+  }
   options.config = std::move(config);
   options.store = store;
   if (!o.eventLog.empty())

@@ -28,6 +28,10 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
     done = decodeCommand(*text).sequence;
   store->set("ack/" + id, std::to_string(done));
   store->add("hb/" + id, 1);
+  // A node that comes back under its old name runs nothing yet: the record its earlier agent
+  // left (workers that are gone) must not reach the controller's live decisions.
+  if (options.liveRecovery)
+    store->set("workers/" + id, encode(NodeWorkersRecord{}));
   appendRecord(*store, "nodes", encode(options.node));
   spdlog::info("agent {}: registered with {} slot(s)", id, options.node.slots);
 
@@ -67,6 +71,28 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
   NodeAgentResult result;
   result.nodeId = id;
   auto lastContact = std::chrono::steady_clock::now();
+  std::uint64_t generation = 0;
+  std::string published;  // the workers/<node> record last written
+  // Live recovery: what this node runs, for the controller's decisions.
+  auto publishWorkers = [&] {
+    if (!options.liveRecovery)
+      return;
+    NodeWorkersRecord record;
+    record.generation = generation;
+    for (const auto& [local, pid] : workers.runningWorkers())
+      record.workers.emplace_back(local, pid);
+    for (const pid_t pid : workers.joiners())
+      record.joiners.push_back(pid);
+    std::string text = encode(record);
+    if (text != published) {
+      store->set("workers/" + id, text);
+      published = std::move(text);
+    }
+  };
+  auto mine = [&](const std::map<std::string, std::vector<int>>& m) {
+    const auto it = m.find(id);
+    return it == m.end() ? std::vector<int>() : it->second;
+  };
   while (true) {
     if (options.stopSignal != nullptr && options.stopSignal->load() != 0) {
       const int sig = options.stopSignal->load();
@@ -88,6 +114,9 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
           switch (c.kind) {
             case CommandKind::Start:
               masterAddr = c.masterAddr;
+              generation = c.start->generation;
+              if (options.liveRecovery)
+                workers.setLiveGeneration(c.liveGeneration);
               workers.start(*c.start);
               if (workers.running() > 0) {
                 ++result.generationsRun;
@@ -98,6 +127,20 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
             case CommandKind::Stop:
               workers.stop();
               break;
+            case CommandKind::Live:
+              masterAddr = c.masterAddr;
+              generation = c.start->generation;
+              workers.adoptLive(*c.start, mine(c.keep), mine(c.join), c.liveGeneration);
+              if (c.signal)
+                workers.signalLive(mine(c.keep));
+              spdlog::info("agent {}: generation {} continues live: {} worker(s) kept, {} started",
+                           id, generation, mine(c.keep).size(), mine(c.join).size());
+              break;
+            case CommandKind::Signal:
+              workers.signalLive(mine(c.keep));
+              spdlog::info("agent {}: told {} worker(s) of the new live generation", id,
+                           mine(c.keep).size());
+              break;
             case CommandKind::Exit:
               workers.stop();
               store->set("ack/" + id, std::to_string(c.sequence));
@@ -105,11 +148,16 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
               result.message = c.reason;
               return result;
           }
+          publishWorkers();
           done = c.sequence;
           store->set("ack/" + id, std::to_string(done));
         }
       }
-      for (const auto& e : workers.poll())
+      // The record of what runs goes first: an exit the controller reads is then never of a
+      // worker it still sees running.
+      const auto exits = workers.poll();
+      publishWorkers();
+      for (const auto& e : exits)
         appendRecord(*store, "exits",
                      encode(ExitRecord{e.generation, e.nodeId, e.localRank, e.exitCode}));
       lastContact = std::chrono::steady_clock::now();
@@ -210,9 +258,18 @@ NodeAgentResult joinJob(const JoinRequest& r) {
   std::shared_ptr<GenerationConfigs> configs;
   if (job.configJson)
     configs = std::make_shared<GenerationConfigs>(*job.configJson, r.logDir.string());
-  options.environment = [job, devices, configs](const StartWorkers& s, const NodeAssignment& n,
-                                                std::int64_t local, const std::string& masterAddr) {
-    return jobWorkerEnvironment(job, s, n, local, masterAddr, devices, configs.get());
+  options.liveRecovery = job.liveRecovery;
+  // Live recovery: the workers meet in the job's store (its live/... keys), which outlives them.
+  const std::string liveStore = job.liveRecovery ? r.rdzv : std::string();
+  options.environment = [job, devices, configs, liveStore](
+                            const StartWorkers& s, const NodeAssignment& n, std::int64_t local,
+                            const std::string& masterAddr) {
+    auto env = jobWorkerEnvironment(job, s, n, local, masterAddr, devices, configs.get());
+    if (!liveStore.empty()) {
+      env["STRETCH_AGENT_STORE"] = liveStore;
+      env["STRETCH_NODE_ID"] = n.nodeId;
+    }
+    return env;
   };
   return runNodeAgent(options);
 }

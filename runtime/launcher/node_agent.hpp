@@ -45,6 +45,9 @@ struct NodeAgentOptions {
   agent::Duration controllerTimeout = std::chrono::seconds(30);
   agent::Duration stopGrace = std::chrono::seconds(5);
   const std::atomic<int>* stopSignal = nullptr;
+  // Live recovery (job/live): the agent publishes its running workers (workers/<node>) and
+  // carries out Live and Signal commands; its workers' environment names the store.
+  bool liveRecovery = false;
 };
 
 struct NodeAgentResult {

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/common/error.hpp"
+#include "runtime/launcher/job_protocol.hpp"
 
 namespace stretch::launcher {
 
@@ -89,8 +90,9 @@ void NodeWorkers::start(const StartWorkers& action) {
     const std::vector<int> locals = localRanksBelow(node.localWorldSize);
     members_ = locals;
     std::map<std::string, std::string> extra;
-    if (live_)
-      extra["STRETCH_LIVE_GENERATION"] = std::to_string(liveGeneration_);
+    if (live_ || startLiveGeneration_)
+      extra["STRETCH_LIVE_GENERATION"] =
+          std::to_string(startLiveGeneration_.value_or(liveGeneration_));
     workers_.start(command_.argv, specsFor(action, node, locals, extra), logDir_,
                    static_cast<int>(action.generation));
   }
@@ -189,6 +191,39 @@ bool NodeWorkers::continueLive(const StartWorkers& action) {
   return true;
 }
 
+void NodeWorkers::adoptLive(const StartWorkers& target, const std::vector<int>& keep,
+                            const std::vector<int>& join, std::uint64_t liveGeneration) {
+  generation_ = target.generation;
+  std::vector<int> others;
+  for (const auto& [local, pid] : workers_.runningWorkers()) {
+    if (std::find(keep.begin(), keep.end(), local) == keep.end())
+      others.push_back(local);
+  }
+  if (!others.empty())
+    workers_.stopLocalRanks(others, grace());
+  joiners_.clear();
+  if (join.empty())
+    return;
+  const auto node = std::find_if(target.nodes.begin(), target.nodes.end(),
+                                 [&](const NodeAssignment& n) { return n.nodeId == nodeId_; });
+  if (node == target.nodes.end())
+    throw ProtocolError(fmt::format(
+        "live command: node {} is to start workers {} but has no place in generation {}", nodeId_,
+        fmt::join(join, ","), target.generation));
+  const std::map<std::string, std::string> extra = {
+      {"STRETCH_LIVE_JOIN", "1"}, {"STRETCH_LIVE_GENERATION", std::to_string(liveGeneration)}};
+  workers_.start(command_.argv, specsFor(target, *node, join, extra), logDir_,
+                 static_cast<int>(target.generation));
+  for (const auto& [local, pid] : workers_.runningWorkers()) {
+    if (std::find(join.begin(), join.end(), local) != join.end())
+      joiners_.push_back(pid);
+  }
+}
+
+void NodeWorkers::signalLive(const std::vector<int>& locals) {
+  workers_.signalLocalRanks(locals, SIGUSR1);
+}
+
 void NodeWorkers::stop() {
   workers_.stop(grace());
 }
@@ -221,9 +256,9 @@ std::vector<WorkerExited> NodeWorkers::poll() {
   }
   const bool finishing =
       std::any_of(out.begin(), out.end(), [](const WorkerExited& e) { return e.exitCode == 0; });
-  if (finishing && !joiners_.empty()) {
+  if (finishing && !joiners_.empty() && live_) {
     // The survivors finished the job before the replacements took part: they have nothing left
-    // to do and end with it.
+    // to do and end with it. (Across nodes the joiners see live/finished and end by themselves.)
     std::vector<int> waiting;
     for (const auto& [local, pid] : workers_.runningWorkers()) {
       if (isJoiner(pid) && !speaksLive(pid))

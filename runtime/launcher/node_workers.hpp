@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/agent/worker_group.hpp"
@@ -26,7 +28,8 @@ namespace stretch::launcher {
 using EnvironmentFor = std::function<std::map<std::string, std::string>(
     const agent::StartWorkers& start, const agent::NodeAssignment& node, std::int64_t localRank)>;
 
-// Live recovery on a single-node job (runtime/comm/live_generation.hpp): the store the agent
+// Live recovery on a single-node job (runtime/comm/live_generation.hpp; across hosts the job
+// controller decides and calls adoptLive / signalLive through its node agents): the store the agent
 // serves its workers and the batch of a world size (the elastic rules'; nullopt: not valid).
 struct LiveRecoveryOptions {
   std::shared_ptr<comm::Store> store;
@@ -57,6 +60,21 @@ class NodeWorkers final : public agent::WorkerGroup {
   bool canContinueLive(const agent::StartWorkers& next) const override;
   bool continueLive(const agent::StartWorkers& action) override;
 
+  // Live recovery across nodes, as the node agent carries out the job controller's Live and
+  // Signal commands (job_protocol.hpp; the controller decides, this node does): the running
+  // workers as {local rank, pid} and the pids of those started into the running job; adoptLive
+  // makes `target` this node's generation, stops every running worker not in `keep` and starts
+  // the `join` local ranks as joiners of live generation `liveGeneration` (STRETCH_LIVE_JOIN=1);
+  // signalLive sends SIGUSR1 to the running workers of `locals`.
+  std::vector<std::pair<int, pid_t>> runningWorkers() const { return workers_.runningWorkers(); }
+  const std::vector<pid_t>& joiners() const { return joiners_; }
+  void adoptLive(const agent::StartWorkers& target, const std::vector<int>& keep,
+                 const std::vector<int>& join, std::uint64_t liveGeneration);
+  void signalLive(const std::vector<int>& locals);
+  // The live generation workers started by start() take as their first (multi-node: the job
+  // controller's newest; one node: this group's own).
+  void setLiveGeneration(std::uint64_t generation) { startLiveGeneration_ = generation; }
+
   int running() const { return workers_.running(); }
   std::vector<pid_t> pids() const { return workers_.pids(); }
 
@@ -83,8 +101,9 @@ class NodeWorkers final : public agent::WorkerGroup {
                                           const std::map<std::string, std::string>& extra) const;
   std::optional<LiveRecoveryOptions> live_;
   std::uint64_t liveGeneration_ = 0;  // the last live generation published or reserved
-  std::vector<int> members_;          // local ranks of the current live group
-  std::vector<pid_t> joiners_;        // workers started into the running job
+  std::optional<std::uint64_t> startLiveGeneration_;  // setLiveGeneration
+  std::vector<int> members_;                          // local ranks of the current live group
+  std::vector<pid_t> joiners_;                        // workers started into the running job
   std::optional<agent::StartWorkers> pendingTarget_;  // published once all joiners are ready
   std::uint64_t pendingGeneration_ = 0;
 };

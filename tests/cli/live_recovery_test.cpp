@@ -16,7 +16,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -221,13 +223,14 @@ struct LiveRun {
   std::string err;
 };
 
-// Runs `job` with live recovery and calls kill(launch, timings) once training is under way.
-LiveRun runWithKills(const Job& job, const fs::path& dir, const std::string& recovery,
-                     const std::function<std::vector<std::int64_t>(Launch&, const fs::path&)>& kill,
-                     const std::vector<std::string>& checkpointing = {}) {
+using KillFunction = std::function<std::vector<std::int64_t>(Launch&, const fs::path&)>;
+
+// Runs `stretch launch ARGS` (a run of `job`) and calls kill(launch, timings) once it started.
+LiveRun runLaunchWithKills(const Job& job, const fs::path& dir,
+                           const std::vector<std::string>& args, const KillFunction& kill) {
   const fs::path timings = dir / "timings.jsonl";
   ::setenv("STRETCH_TIMINGS_FILE", timings.c_str(), 1);
-  Launch launch(dir, launchArgs(job, dir, job.workers, recovery, job.steps, checkpointing));
+  Launch launch(dir, args);
   ::unsetenv("STRETCH_TIMINGS_FILE");
   LiveRun run;
   run.killNs = kill(launch, timings);
@@ -245,6 +248,14 @@ LiveRun runWithKills(const Job& job, const fs::path& dir, const std::string& rec
   run.events = eventsOf(dir / "events.jsonl");
   run.summary = finalSummary(dir, job.steps);
   return run;
+}
+
+// Runs `job` on one host with live recovery and calls kill(launch, timings) once training is
+// under way.
+LiveRun runWithKills(const Job& job, const fs::path& dir, const std::string& recovery,
+                     const KillFunction& kill, const std::vector<std::string>& checkpointing = {}) {
+  return runLaunchWithKills(
+      job, dir, launchArgs(job, dir, job.workers, recovery, job.steps, checkpointing), kill);
 }
 
 // Waits until some rank completed step `step` (bounded: 120 s).
@@ -596,6 +607,168 @@ TEST(LiveLaunch, ComparedWithTheRestartPath) {
     } else {
       EXPECT_GT(redone, 0);
     }
+  }
+}
+
+// ---- several hosts: the job controller and one node agent per host ----------------------------
+
+// `stretch launch` of `job` on node agents n0 and n1 of 2 workers each (the local runner),
+// elastic on 1 to 3 nodes; the job's store is on port + 1.
+std::vector<std::string> multiNodeArgs(const Job& job, const fs::path& dir, int port) {
+  { std::ofstream(dir / "hostfile") << "n0 slots=2\nn1 slots=2\n"; }
+  std::vector<std::string> args = {"--hostfile",
+                                   (dir / "hostfile").string(),
+                                   "--launcher",
+                                   "local",
+                                   "--master_port",
+                                   std::to_string(port),
+                                   "--config",
+                                   job.config,
+                                   "--elastic",
+                                   "1:3",
+                                   "--last_call",
+                                   "1",
+                                   "--max_restarts",
+                                   "10",
+                                   "--monitor_interval",
+                                   "0.1",
+                                   "--heartbeat_timeout",
+                                   "5",
+                                   "--log_dir",
+                                   (dir / "logs").string(),
+                                   "--event_log",
+                                   (dir / "events.jsonl").string()};
+  args.insert(args.end(), job.program.begin(), job.program.end());
+  args.insert(args.end(), {"--steps", std::to_string(job.steps), "--json"});
+  return args;
+}
+
+// The wall clock (unix ns) at which `rank` completed `step`; 0 when it did not.
+std::int64_t stepEndNs(const fs::path& timings, int step, int rank) {
+  std::ifstream in(timings);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.contains("world_size") && j["step"] == step && j["rank"] == rank)
+      return j["unix_ns"].get<std::int64_t>();
+  }
+  return 0;
+}
+
+// Waits (bounded: 90 s) until `done` holds.
+bool waitUntil(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done())
+      return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
+}
+
+// A worker of node n0 dies (the fault script kills rank 1 after step 30): the other three, on
+// both nodes, train on in an interim generation of 3 while the replacement starts, and the job
+// ends with the weights of its schedule of world sizes. ZeRO 0 and 1.
+TEST(LiveLaunchMultiNode, AKilledWorkersPeersOnBothNodesTrainOn) {
+  for (const int stage : {0, 1}) {
+    stretch::test::TempDir config("stretch-live-config");
+    Job job = withZeroStage(digitsLiveJob(), stage, config.path());
+    job.steps = 120;
+    stretch::test::TempDir dir("stretch-live-mn");
+    const fs::path faults = dir.path() / "faults";
+    fs::create_directories(faults);
+    ::setenv("STRETCH_FAULT_DIR", faults.c_str(), 1);
+    ::setenv("STRETCH_FAULT_KILL_AT_STEP", "30:1", 1);
+    const auto run =
+        runLaunchWithKills(job, dir.path(), multiNodeArgs(job, dir.path(), freePort()),
+                           [&](Launch&, const fs::path& timings) -> std::vector<std::int64_t> {
+                             if (!waitForStep(timings, 31))
+                               return {};
+                             return {stepEndNs(timings, 30, 1)};
+                           });
+    ::unsetenv("STRETCH_FAULT_DIR");
+    ::unsetenv("STRETCH_FAULT_KILL_AT_STEP");
+    expectLiveRecovery(
+        job, run, "two nodes, zero " + std::to_string(stage) + ", rank 1 killed after step 30");
+  }
+}
+
+// Node n1 is lost after step 20 (its agent stopped) and node n2 joins after step 40: n0's
+// workers train on alone (world 2), then n2's workers receive the state live and the job grows
+// back to 4. No worker restarts, nothing is read from a checkpoint, and the weights are those
+// of the schedule 1-20@4 21-40@2 41-80@4 (ZeRO 0; with ZeRO 1 the step in flight may be trained
+// again, from the partition copies of the step before). The workers pause at steps 20 and 40
+// (the fault script) until the node is gone or its replacement's generation is published.
+TEST(LiveLaunchMultiNode, ANodeLostAndANodeJoiningKeepTheJobTraining) {
+  for (const int stage : {0, 1}) {
+    const std::string what = "zero " + std::to_string(stage) + ", n1 lost, n2 joins";
+    stretch::test::TempDir config("stretch-live-config");
+    Job job = withZeroStage(digitsLiveJob(), stage, config.path());
+    job.steps = 80;
+    stretch::test::TempDir dir("stretch-live-mn");
+    const fs::path faults = dir.path() / "faults";
+    fs::create_directories(faults);
+    ::setenv("STRETCH_FAULT_DIR", faults.c_str(), 1);
+    ::setenv("STRETCH_FAULT_PAUSE_AT_STEPS", "20,40", 1);
+    const int port = freePort();
+    std::optional<Launch> joiner;
+    bool lost = false;
+    bool grown = false;
+    const auto run = runLaunchWithKills(
+        job, dir.path(), multiNodeArgs(job, dir.path(), port),
+        [&](Launch& launch, const fs::path&) -> std::vector<std::int64_t> {
+          if (!waitUntil([&] { return fs::exists(faults / "pause_20.reached"); }))
+            return {};
+          pid_t n1 = -1;
+          std::ifstream(dir.path() / "logs" / "agent_n1.pid") >> n1;
+          if (n1 <= 0)
+            return {};
+          const std::int64_t killed = unixNowNs();
+          ::kill(n1, SIGTERM);
+          lost = waitUntil(
+              [&] { return launch.out().find("worker(s) on 1 node(s)") != std::string::npos; });
+          std::ofstream(faults / "pause_20.release") << "\n";
+          if (!waitUntil([&] { return fs::exists(faults / "pause_40.reached"); }))
+            return {killed};
+          joiner.emplace(dir.path(),
+                         std::vector<std::string>{"--rdzv", "127.0.0.1:" + std::to_string(port + 1),
+                                                  "--node_id", "n2", "--nproc", "2", "--token_file",
+                                                  (dir.path() / "logs" / "job_token").string(),
+                                                  "--log_dir", (dir.path() / "logs").string()},
+                         "agent", "n2-");
+          // Published, and n0's workers told (they then join it before step 41).
+          grown = waitUntil([&] {
+            const std::string out = launch.out();
+            const auto published = out.find("4 worker(s) on 2 node(s)");
+            return published != std::string::npos &&
+                   out.find("agent n0: told", published) != std::string::npos;
+          });
+          std::ofstream(faults / "pause_40.release") << "\n";
+          return {killed};
+        });
+    ::unsetenv("STRETCH_FAULT_DIR");
+    ::unsetenv("STRETCH_FAULT_PAUSE_AT_STEPS");
+    ASSERT_EQ(run.status, 0) << what << ": " << run.err;
+    ASSERT_TRUE(joiner.has_value()) << what << ": never reached step 40; " << run.err;
+    EXPECT_EQ(joiner->wait(60s), 0) << what << ": " << joiner->err();
+    EXPECT_TRUE(lost) << what << ": no generation on n0 alone; " << run.err;
+    EXPECT_TRUE(grown) << what << ": n2 never took part; " << run.err;
+    EXPECT_EQ(countEvents(run.events, "stop_workers", "live"), 2) << what;
+    EXPECT_EQ(countEvents(run.events, "start_workers", "checkpoint"), 0) << what;
+    ASSERT_EQ(static_cast<int>(run.steps.size()), job.steps) << what << ": a step is missing";
+    const auto schedule = scheduleOf(run.steps);
+    std::printf("%s: schedule %s\n", what.c_str(), describe(schedule).c_str());
+    std::fflush(stdout);
+    if (stage == 0) {
+      EXPECT_EQ(describe(schedule), "1-20@4 21-40@2 41-80@4 ") << what;
+    } else {
+      ASSERT_EQ(schedule.size(), 3u) << what << ": " << describe(schedule);
+      EXPECT_EQ(schedule[1].world, 2) << what;
+      EXPECT_GE(schedule[1].first, 20) << what;
+      EXPECT_EQ(schedule[2].first, 41) << what;
+    }
+    ASSERT_TRUE(run.summary.contains("weights_sha256")) << what << ": " << run.err;
+    EXPECT_EQ(run.summary["weights_sha256"], referenceDigest(job, schedule))
+        << what << ": schedule " << describe(schedule);
   }
 }
 

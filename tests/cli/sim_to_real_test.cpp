@@ -98,10 +98,12 @@ fs::path simulate(const fs::path& dir, const fs::path& scenario, const std::stri
 // monitor 0.1 s) with the fault script of fixtures/scenarios/sim_to_real_digits.json: rank 1
 // killed after step 15, n1 leaves after step 25 and joins again after step 40. The workers pause
 // at steps 25 and 40 only until the test has taken n1 away or brought it back. `env` is set for
-// the launch (and so for its workers). Returns the event log.
+// the launch (and so for its workers). `recovery`: the launch's --recovery (restart: every
+// failure restarts from the checkpoint, as the scenario's default mode). Returns the event log.
 fs::path runWithFaultScript(const fs::path& dir, int slots, const std::string& config,
                             std::vector<std::string> trainer,
-                            const std::vector<std::pair<std::string, std::string>>& env = {}) {
+                            const std::vector<std::pair<std::string, std::string>>& env = {},
+                            const std::string& recovery = "restart") {
   const fs::path faults = dir / "faults";
   fs::create_directories(faults);
   std::vector<std::pair<std::string, std::string>> all = {
@@ -128,6 +130,8 @@ fs::path runWithFaultScript(const fs::path& dir, int slots, const std::string& c
                                    "1",
                                    "--max_restarts",
                                    "10",
+                                   "--recovery",
+                                   recovery,
                                    "--monitor_interval",
                                    "0.1",
                                    "--heartbeat_timeout",
@@ -195,6 +199,40 @@ TEST(SimToReal, TheRealJobAndTheSimulatorTakeTheSameDecisions) {
   printDecisions("simulated decisions", simulated);
   printDecisions("real decisions", real);
   EXPECT_EQ(real, simulated);
+  const auto summary = jobSummary(dir.path());
+  ASSERT_FALSE(summary.is_null());
+  EXPECT_EQ(summary["steps"], 60);
+}
+
+// The same fault script across hosts with live recovery (the scenario's recovery mode live):
+// the kill, the node's departure and its return each keep the running workers, in the real job
+// and in the simulator alike; the job ends at step 60.
+TEST(SimToReal, LiveRecoveryAcrossHostsTakesTheSameDecisions) {
+  stretch::test::TempDir dir("stretch-sim-to-real-mn-live");
+  auto scenario = nlohmann::json::parse(stretch::test::readFile(
+      fs::path(STRETCH_SOURCE) / "fixtures" / "scenarios" / "sim_to_real_digits.json"));
+  scenario["name"] = "sim_to_real_digits_multinode_live";
+  scenario["job"]["config_file"] =
+      std::string(STRETCH_SOURCE) + "/fixtures/jobs/digits/ds_config_elastic.json";
+  scenario["job"]["recovery"] = {{"mode", "live"}, {"reconfigure_seconds", 0.1}};
+  const fs::path scenarioFile = dir.path() / "live.json";
+  std::ofstream(scenarioFile) << scenario.dump(2) << "\n";
+  const auto simulated = decisions(simulate(dir.path(), scenarioFile, "sim"));
+  ASSERT_GE(simulated.size(), 8u);
+
+  const std::string config =
+      std::string(STRETCH_SOURCE) + "/fixtures/jobs/digits/ds_config_elastic.json";
+  const fs::path events = runWithFaultScript(
+      dir.path(), 2, config, {STRETCH_TRAIN_DIGITS, "--steps", "60", "--json"}, {}, "auto");
+  ASSERT_FALSE(HasFailure());
+  const auto real = decisions(events);
+  printDecisions("simulated decisions", simulated);
+  printDecisions("real decisions", real);
+  EXPECT_EQ(real, simulated);
+  int live = 0;
+  for (const auto& d : real)
+    live += d["event"] == "start_workers" && d.value("recovery", "") == "live" ? 1 : 0;
+  EXPECT_EQ(live, 3) << "the kill, the departure and the return each continue live";
   const auto summary = jobSummary(dir.path());
   ASSERT_FALSE(summary.is_null());
   EXPECT_EQ(summary["steps"], 60);

@@ -56,6 +56,28 @@ TEST(JobProtocol, RecordsRoundTrip) {
   const Command back = decodeCommand(encode(exitCommand));
   EXPECT_EQ(back.exitCode, 3);
   EXPECT_EQ(back.reason, "worker failed second line");
+
+  // Live recovery across nodes: keep and join lists per node, the joiners' live generation.
+  Command live = start;
+  live.sequence = 10;
+  live.kind = CommandKind::Live;
+  live.liveGeneration = 5;
+  live.keep = {{"host-a", {0, 1, 3}}, {"host b", {1}}};
+  live.join = {{"host-a", {2}}, {"host b", {0}}};
+  live.signal = true;
+  EXPECT_EQ(decodeCommand(encode(live)), live);
+  start.liveGeneration = 4;  // a start names the newest live generation too
+  EXPECT_EQ(decodeCommand(encode(start)), start);
+  Command signal;
+  signal.sequence = 11;
+  signal.kind = CommandKind::Signal;
+  signal.keep = {{"host-a", {0, 1}}};
+  EXPECT_EQ(decodeCommand(encode(signal)), signal);
+
+  const NodeWorkersRecord running{3, {{0, 4121}, {2, 4190}}, {4190}};
+  EXPECT_EQ(decodeNodeWorkersRecord(encode(running)), running);
+  const NodeWorkersRecord none{1, {}, {}};
+  EXPECT_EQ(decodeNodeWorkersRecord(encode(none)), none);
 }
 
 TEST(JobProtocol, MalformedRecordsAreNamedErrors) {
@@ -66,6 +88,9 @@ TEST(JobProtocol, MalformedRecordsAreNamedErrors) {
   EXPECT_THROW(decodeCommand("garbage"), ProtocolError);
   EXPECT_THROW(decodeDevices("0,,1"), ProtocolError);
   EXPECT_THROW(decodeDevices("-1"), ProtocolError);
+  EXPECT_THROW(decodeCommand("sequence=1\nkind=signal\nkeep.count=1\nkeep.0=a\n"), ProtocolError);
+  EXPECT_THROW(decodeNodeWorkersRecord("generation=1\nworkers=0-12\n"), ProtocolError);
+  EXPECT_THROW(decodeNodeWorkersRecord("generation=1\nworkers=\njoiners=x\n"), ProtocolError);
   try {
     decodeCommand("sequence=1\nkind=start\n");
     FAIL();
@@ -98,6 +123,7 @@ TEST(JobProtocol, TheJobDescriptionRoundTripsThroughTheStore) {
   EXPECT_TRUE(read.batchFromConfig);
   EXPECT_EQ(read.configJson, job.configJson);
   EXPECT_TRUE(read.token.empty());  // never in the store
+  EXPECT_FALSE(read.liveRecovery);
   EXPECT_EQ(readLaunchHost(store, 1).id, "n1");
 
   comm::HashStore bare;
@@ -107,6 +133,10 @@ TEST(JobProtocol, TheJobDescriptionRoundTripsThroughTheStore) {
   publishJob(bare, plain, {{"n0", {0}}});
   const JobSettings plainRead = readJob(bare);
   EXPECT_EQ(plainRead.command, plain.command);
+  comm::HashStore liveStore;
+  plain.liveRecovery = true;
+  publishJob(liveStore, plain, {{"n0", {0}}});
+  EXPECT_TRUE(readJob(liveStore).liveRecovery);
   EXPECT_FALSE(plainRead.configJson);
 }
 
