@@ -103,6 +103,27 @@ std::string groupPrefix(std::uint64_t n) {
 }
 }  // namespace live_keys
 
+LiveGeneration makeLiveGeneration(std::uint64_t generation, std::uint64_t agentGeneration,
+                                  const std::vector<std::pair<std::string, std::int64_t>>& members,
+                                  std::int64_t trainBatchSize, std::int64_t microBatch,
+                                  std::int64_t gradientAccumulation) {
+  LiveGeneration record;
+  record.generation = generation;
+  record.agentGeneration = agentGeneration;
+  record.worldSize = static_cast<std::int64_t>(members.size());
+  record.trainBatchSize = trainBatchSize;
+  record.microBatch = microBatch;
+  record.gradientAccumulation = gradientAccumulation;
+  std::int64_t rank = 0;
+  for (const auto& [node, local] : members) {
+    if (record.nodes.empty() || record.nodes.back().nodeId != node)
+      record.nodes.push_back({node, rank, {}});
+    record.nodes.back().localRanks.push_back(local);
+    ++rank;
+  }
+  return record;
+}
+
 int liveBuddyDistance(int distance, int world) {
   return world > 1 && distance > 0 && distance % world != 0 ? distance % world : 1;
 }

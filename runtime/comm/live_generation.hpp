@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/comm/store.hpp"
@@ -52,6 +53,14 @@ struct LiveGeneration {
   // The rank of the worker with `localRank` on `nodeId`; -1 when it takes no part.
   std::int64_t rankOf(const std::string& nodeId, std::int64_t localRank) const;
 };
+
+// The record of live generation `generation` (serving the state machine's `agentGeneration`)
+// whose workers are `members`, (node id, local rank) in rank order, with the batch triple
+// (train, micro, accumulation): its world size and each node's first rank follow from them.
+LiveGeneration makeLiveGeneration(std::uint64_t generation, std::uint64_t agentGeneration,
+                                  const std::vector<std::pair<std::string, std::int64_t>>& members,
+                                  std::int64_t trainBatchSize, std::int64_t microBatch,
+                                  std::int64_t gradientAccumulation);
 
 // A header line "N AGENT_GENERATION WORLD TRAIN MICRO GAS" and a line "NODE FIRST L0,L1,..." per
 // node.

@@ -466,20 +466,12 @@ class RemoteWorkers final : public WorkerGroup {
 
   void publishLive(std::uint64_t generation, const StartWorkers& target,
                    const std::vector<Member>& members, const config::BatchTriple& batch) {
-    comm::LiveGeneration record;
-    record.generation = generation;
-    record.agentGeneration = target.generation;
-    record.worldSize = static_cast<std::int64_t>(members.size());
-    record.trainBatchSize = batch.trainBatchSize;
-    record.microBatch = batch.microBatchPerGpu;
-    record.gradientAccumulation = batch.gradientAccumulation;
-    std::int64_t next = 0;
-    for (const Member& m : members) {
-      if (record.nodes.empty() || record.nodes.back().nodeId != m.node)
-        record.nodes.push_back({m.node, next, {}});
-      record.nodes.back().localRanks.push_back(m.local);
-      ++next;
-    }
+    std::vector<std::pair<std::string, std::int64_t>> ranks;
+    for (const Member& m : members)
+      ranks.emplace_back(m.node, m.local);
+    const comm::LiveGeneration record =
+        comm::makeLiveGeneration(generation, target.generation, ranks, batch.trainBatchSize,
+                                 batch.microBatchPerGpu, batch.gradientAccumulation);
     comm::publishLiveGeneration(*options_.liveStore, record);
     spdlog::info(
         "controller: live generation {}: {} worker(s) on {} node(s), batch {} = micro {} x "

@@ -117,15 +117,12 @@ bool NodeWorkers::canContinueLive(const StartWorkers& next) const {
 void NodeWorkers::publishLive(std::uint64_t generation, const StartWorkers& target,
                               const std::vector<int>& localRanks,
                               const config::BatchTriple& batch) {
-  comm::LiveGeneration record;
-  record.generation = generation;
-  record.agentGeneration = target.generation;
-  record.worldSize = static_cast<std::int64_t>(localRanks.size());
-  record.trainBatchSize = batch.trainBatchSize;
-  record.microBatch = batch.microBatchPerGpu;
-  record.gradientAccumulation = batch.gradientAccumulation;
-  record.nodes.push_back(
-      {nodeId_, 0, std::vector<std::int64_t>(localRanks.begin(), localRanks.end())});
+  std::vector<std::pair<std::string, std::int64_t>> members;
+  for (const int local : localRanks)
+    members.emplace_back(nodeId_, local);
+  const comm::LiveGeneration record =
+      comm::makeLiveGeneration(generation, target.generation, members, batch.trainBatchSize,
+                               batch.microBatchPerGpu, batch.gradientAccumulation);
   comm::publishLiveGeneration(*live_->store, record);
   spdlog::info(
       "agent: live generation {}: {} worker(s) (local ranks {}), batch {} = micro {} x "

@@ -44,6 +44,16 @@ TEST(LiveGeneration, RanksCountTheWorkersTakingPartInNodeOrder) {
   EXPECT_EQ(g.rankOf("n2", 0), -1);
 }
 
+// Built from its members in rank order: the world size and each node's first rank follow.
+TEST(LiveGeneration, AGenerationMadeFromItsMembersNumbersTheNodesFirstRanks) {
+  EXPECT_EQ(
+      makeLiveGeneration(3, 2, {{"n0", 0}, {"n0", 1}, {"n0", 3}, {"n1", 1}, {"n1", 2}}, 48, 16, 1),
+      interim());
+  const auto empty = makeLiveGeneration(1, 1, {}, 48, 4, 3);
+  EXPECT_EQ(empty.worldSize, 0);
+  EXPECT_TRUE(empty.nodes.empty());
+}
+
 TEST(LiveGeneration, ABuddyIsAnotherRankAtTheLocalWorldSizeWhereThatIsOne) {
   EXPECT_EQ(liveBuddyDistance(4, 4), 1);  // one node of 4: the next rank
   EXPECT_EQ(liveBuddyDistance(4, 3), 1);
