@@ -667,9 +667,9 @@ bool waitUntil(const std::function<bool()>& done) {
 
 // A worker of node n0 dies (the fault script kills rank 1 after step 30): the other three, on
 // both nodes, train on in an interim generation of 3 while the replacement starts, and the job
-// ends with the weights of its schedule of world sizes. ZeRO 0 and 1.
+// ends with the weights of its schedule of world sizes. ZeRO 0, 1 and 2.
 TEST(LiveLaunchMultiNode, AKilledWorkersPeersOnBothNodesTrainOn) {
-  for (const int stage : {0, 1}) {
+  for (const int stage : {0, 1, 2}) {
     stretch::test::TempDir config("stretch-live-config");
     Job job = withZeroStage(digitsLiveJob(), stage, config.path());
     job.steps = 120;
@@ -695,11 +695,11 @@ TEST(LiveLaunchMultiNode, AKilledWorkersPeersOnBothNodesTrainOn) {
 // Node n1 is lost after step 20 (its agent stopped) and node n2 joins after step 40: n0's
 // workers train on alone (world 2), then n2's workers receive the state live and the job grows
 // back to 4. No worker restarts, nothing is read from a checkpoint, and the weights are those
-// of the schedule 1-20@4 21-40@2 41-80@4 (ZeRO 0; with ZeRO 1 the step in flight may be trained
-// again, from the partition copies of the step before). The workers pause at steps 20 and 40
-// (the fault script) until the node is gone or its replacement's generation is published.
+// of the schedule 1-20@4 21-40@2 41-80@4 (ZeRO 0; with ZeRO 1 and 2 the step in flight may be
+// trained again, from the partition copies of the step before). The workers pause at steps 20 and
+// 40 (the fault script) until the node is gone or its replacement's generation is published.
 TEST(LiveLaunchMultiNode, ANodeLostAndANodeJoiningKeepTheJobTraining) {
-  for (const int stage : {0, 1}) {
+  for (const int stage : {0, 1, 2}) {
     const std::string what = "zero " + std::to_string(stage) + ", n1 lost, n2 joins";
     stretch::test::TempDir config("stretch-live-config");
     Job job = withZeroStage(digitsLiveJob(), stage, config.path());
