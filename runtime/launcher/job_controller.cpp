@@ -196,11 +196,7 @@ class RemoteWorkers final : public WorkerGroup {
     c.masterAddr = masterAddrFor(action);
     c.liveGeneration = liveGeneration_;
     pendingTarget_.reset();
-    members_.clear();
-    for (const NodeAssignment& n : action.nodes) {
-      for (int local = 0; local < static_cast<int>(n.localWorldSize); ++local)
-        members_.push_back({n.nodeId, local});
-    }
+    members_ = membersOf(action);
     send(c);
     running_ = action.generation;
   }
@@ -271,7 +267,6 @@ class RemoteWorkers final : public WorkerGroup {
     c.masterAddr = masterAddrFor(action);
     c.reason = action.reason;
     std::vector<Member> survivors;
-    std::vector<Member> all;
     std::int64_t joining = 0;
     for (const NodeAssignment& n : action.nodes) {
       std::vector<int> kept;
@@ -283,7 +278,6 @@ class RemoteWorkers final : public WorkerGroup {
       }
       std::sort(kept.begin(), kept.end());
       for (int local = 0; local < static_cast<int>(n.localWorldSize); ++local) {
-        all.push_back({n.nodeId, local});
         if (std::binary_search(kept.begin(), kept.end(), local))
           survivors.push_back({n.nodeId, local});
         else
@@ -296,10 +290,10 @@ class RemoteWorkers final : public WorkerGroup {
     pendingTarget_.reset();
     running_ = action.generation;
     if (joining == 0) {
-      publishLive(++liveGeneration_, action, all, action.batch);
+      members_ = membersOf(action);
+      publishLive(++liveGeneration_, action, members_, action.batch);
       c.liveGeneration = liveGeneration_;
       c.signal = true;
-      members_ = all;
       send(c);
       return true;
     }
@@ -329,11 +323,7 @@ class RemoteWorkers final : public WorkerGroup {
     if (!pendingTarget_ ||
         options_.liveStore->add(comm::live_keys::ready(pendingGeneration_), 0) < pendingJoiners_)
       return;
-    std::vector<Member> all;
-    for (const NodeAssignment& n : pendingTarget_->nodes) {
-      for (int local = 0; local < static_cast<int>(n.localWorldSize); ++local)
-        all.push_back({n.nodeId, local});
-    }
+    const std::vector<Member> all = membersOf(*pendingTarget_);
     publishLive(pendingGeneration_, *pendingTarget_, all, pendingTarget_->batch);
     members_ = all;
     pendingTarget_.reset();
@@ -399,6 +389,16 @@ class RemoteWorkers final : public WorkerGroup {
         return &n;
     }
     return nullptr;
+  }
+
+  // Every worker of `s`, in rank order.
+  static std::vector<Member> membersOf(const StartWorkers& s) {
+    std::vector<Member> out;
+    for (const NodeAssignment& n : s.nodes) {
+      for (int local = 0; local < static_cast<int>(n.localWorldSize); ++local)
+        out.push_back({n.nodeId, local});
+    }
+    return out;
   }
 
   static bool sameMembers(std::vector<Member> a, std::vector<Member> b) {
