@@ -20,15 +20,40 @@ std::int64_t LiveGeneration::rankOf(const std::string& nodeId, std::int64_t loca
   return -1;
 }
 
+std::int64_t LiveGeneration::transferRankOf(const std::string& nodeId,
+                                            std::int64_t localRank) const {
+  if (const auto rank = rankOf(nodeId, localRank); rank >= 0)
+    return rank;
+  for (const auto& node : donors) {
+    if (node.nodeId != nodeId)
+      continue;
+    const auto it = std::find(node.localRanks.begin(), node.localRanks.end(), localRank);
+    if (it != node.localRanks.end())
+      return node.firstRank + (it - node.localRanks.begin());
+  }
+  return -1;
+}
+
+std::int64_t LiveGeneration::transferSize() const {
+  std::int64_t size = worldSize;
+  for (const auto& node : donors)
+    size += static_cast<std::int64_t>(node.localRanks.size());
+  return size;
+}
+
 std::string formatLiveGeneration(const LiveGeneration& g) {
   std::string out = fmt::format("{} {} {} {} {} {}\n", g.generation, g.agentGeneration, g.worldSize,
                                 g.trainBatchSize, g.microBatch, g.gradientAccumulation);
-  for (const auto& node : g.nodes) {
-    if (node.nodeId.empty() || node.nodeId.find_first_of(" \t\n") != std::string::npos) {
-      throw CommError(fmt::format("live generation {}: node id '{}' is empty or holds white space",
-                                  g.generation, node.nodeId));
+  for (const auto* list : {&g.nodes, &g.donors}) {
+    for (const auto& node : *list) {
+      if (node.nodeId.empty() || node.nodeId.find_first_of(" \t\n") != std::string::npos) {
+        throw CommError(
+            fmt::format("live generation {}: node id '{}' is empty or holds white space",
+                        g.generation, node.nodeId));
+      }
+      out += fmt::format("{}{} {} {}\n", list == &g.donors ? "donor " : "", node.nodeId,
+                         node.firstRank, fmt::join(node.localRanks, ","));
     }
-    out += fmt::format("{} {} {}\n", node.nodeId, node.firstRank, fmt::join(node.localRanks, ","));
   }
   return out;
 }
@@ -50,6 +75,7 @@ LiveGeneration parseLiveGeneration(const std::string& text) {
       throw bad("\"N AGENT_GENERATION WORLD TRAIN MICRO GAS\" with WORLD >= 1");
   }
   std::int64_t ranks = 0;
+  std::int64_t donorRanks = 0;
   while (std::getline(in, line)) {
     if (line.empty())
       continue;
@@ -57,10 +83,22 @@ LiveGeneration parseLiveGeneration(const std::string& text) {
     LiveNode node;
     std::string list;
     std::string rest;
+    const bool donor = line.starts_with("donor ");
+    if (donor) {
+      fields >> rest;
+      if (ranks != g.worldSize) {
+        throw CommError(
+            fmt::format("live generation {}: donors after {} member(s); the world size is {}",
+                        g.generation, ranks, g.worldSize));
+      }
+    } else if (!g.donors.empty()) {
+      throw bad("\"donor NODE FIRST L0,L1,...\" (members come before donors)");
+    }
     const std::string expected =
-        fmt::format("\"NODE FIRST L0,L1,...\" with FIRST = {} and ascending local ranks", ranks);
+        fmt::format("\"{}NODE FIRST L0,L1,...\" with FIRST = {} and ascending local ranks",
+                    donor ? "donor " : "", ranks + (donor ? donorRanks : 0));
     if (!(fields >> node.nodeId >> node.firstRank >> list) || (fields >> rest) ||
-        node.firstRank != ranks)
+        node.firstRank != ranks + (donor ? donorRanks : 0))
       throw bad(expected);
     std::istringstream items(list);
     for (std::string item; std::getline(items, item, ',');) {
@@ -77,8 +115,13 @@ LiveGeneration parseLiveGeneration(const std::string& text) {
     }
     if (node.localRanks.empty())
       throw bad(expected);
-    ranks += static_cast<std::int64_t>(node.localRanks.size());
-    g.nodes.push_back(std::move(node));
+    if (donor) {
+      donorRanks += static_cast<std::int64_t>(node.localRanks.size());
+      g.donors.push_back(std::move(node));
+    } else {
+      ranks += static_cast<std::int64_t>(node.localRanks.size());
+      g.nodes.push_back(std::move(node));
+    }
   }
   if (ranks != g.worldSize) {
     throw CommError(
@@ -101,12 +144,19 @@ std::string ready(std::uint64_t n) {
 std::string groupPrefix(std::uint64_t n) {
   return fmt::format("live/pg/{}", n);
 }
+std::string transferPrefix(std::uint64_t n) {
+  return fmt::format("live/xfer/{}", n);
+}
+std::string donated(std::uint64_t n) {
+  return fmt::format("live/donated/{}", n);
+}
 }  // namespace live_keys
 
 LiveGeneration makeLiveGeneration(std::uint64_t generation, std::uint64_t agentGeneration,
                                   const std::vector<std::pair<std::string, std::int64_t>>& members,
                                   std::int64_t trainBatchSize, std::int64_t microBatch,
-                                  std::int64_t gradientAccumulation) {
+                                  std::int64_t gradientAccumulation,
+                                  const std::vector<std::pair<std::string, std::int64_t>>& donors) {
   LiveGeneration record;
   record.generation = generation;
   record.agentGeneration = agentGeneration;
@@ -119,6 +169,12 @@ LiveGeneration makeLiveGeneration(std::uint64_t generation, std::uint64_t agentG
     if (record.nodes.empty() || record.nodes.back().nodeId != node)
       record.nodes.push_back({node, rank, {}});
     record.nodes.back().localRanks.push_back(local);
+    ++rank;
+  }
+  for (const auto& [node, local] : donors) {
+    if (record.donors.empty() || record.donors.back().nodeId != node)
+      record.donors.push_back({node, rank, {}});
+    record.donors.back().localRanks.push_back(local);
     ++rank;
   }
   return record;
@@ -180,6 +236,41 @@ std::vector<int> interimMembers(const std::vector<int>& members, std::vector<int
       pick[j] = pick[j - 1] + 1;
   }
   return first;
+}
+
+std::vector<int> interimDonors(const std::vector<int>& members, const std::vector<int>& survivors,
+                               const std::vector<int>& chosen, int distance) {
+  const int world = static_cast<int>(members.size());
+  const auto rankOf = [&](int id) {
+    return static_cast<int>(std::find(members.begin(), members.end(), id) - members.begin());
+  };
+  const auto has = [](const std::vector<int>& ids, int id) {
+    return std::find(ids.begin(), ids.end(), id) != ids.end();
+  };
+  // Per rank: 0 dead (or not a member), 1 a survivor left out, 2 a member or donor.
+  std::vector<int> held(static_cast<std::size_t>(world), 0);
+  for (const int id : survivors) {
+    if (const int r = rankOf(id); r < world)
+      held[static_cast<std::size_t>(r)] = has(chosen, id) ? 2 : 1;
+  }
+  const int d = liveBuddyDistance(distance, world);
+  std::vector<int> donorRanks;
+  for (int p = 0; p < world; ++p) {
+    const auto owner = static_cast<std::size_t>(p);
+    const auto buddy = static_cast<std::size_t>((p + d) % world);
+    if (held[owner] == 2 || held[buddy] == 2)
+      continue;
+    const auto donor = held[owner] == 1 ? owner : held[buddy] == 1 ? buddy : held.size();
+    if (donor == held.size())
+      continue;  // lost with its copy: no survivor helps
+    held[donor] = 2;
+    donorRanks.push_back(static_cast<int>(donor));
+  }
+  std::sort(donorRanks.begin(), donorRanks.end());
+  std::vector<int> out;
+  for (const int r : donorRanks)
+    out.push_back(members[static_cast<std::size_t>(r)]);
+  return out;
 }
 
 void publishLiveGeneration(Store& store, const LiveGeneration& generation) {

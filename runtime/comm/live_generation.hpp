@@ -16,12 +16,22 @@
 //   live/ready/<N>             a counter: workers started into a running job add 1 when they are
 //                              ready to join; the agent publishes generation N once all are;
 //   live/pg/<N>/...            generation N's process-group rendezvous (a PrefixStore);
+//   live/xfer/<N>/...          the rendezvous of generation N's transfer group, when it has
+//                              donors (below);
+//   live/donated/<N>           a counter: donors of generation N add 1 once they gave their
+//                              copies (the agent then stops those the job has no place for);
 //   live/finished              set by workers that trained the job's last step: workers still
 //                              waiting for a generation (a replacement, a survivor left out of
 //                              an interim one) have nothing left to do and end.
 // A worker keeps its node and local rank across generations; a node's entry lists the local
 // ranks taking part, and a worker's rank is the node's first rank plus its position in that list
 // (LiveGeneration::rankOf). The record's batch is the elastic solver's for its world size.
+//
+// Donors: survivors left out of an interim generation whose ZeRO 1/2 partition copies the
+// members need (no choice of members held every partition). They train no step; they join a
+// transfer group with the members (members first, with their ranks, then the donors), take part
+// in the state transfer (Engine::donatePartitions) and wait for the next generation. Without
+// them, the job would fall back to its checkpoint although a survivor holds the copy.
 
 #include <cstdint>
 #include <optional>
@@ -48,22 +58,32 @@ struct LiveGeneration {
   std::int64_t microBatch = 0;
   std::int64_t gradientAccumulation = 0;
   std::vector<LiveNode> nodes;  // by node rank
+  // Survivors that only take part in the state transfer; their first ranks go on from
+  // worldSize (ranks in the transfer group).
+  std::vector<LiveNode> donors;
   bool operator==(const LiveGeneration&) const = default;
 
   // The rank of the worker with `localRank` on `nodeId`; -1 when it takes no part.
   std::int64_t rankOf(const std::string& nodeId, std::int64_t localRank) const;
+  // Its rank in the transfer group (a member's rank, or a donor's from worldSize on); -1 when it
+  // is neither.
+  std::int64_t transferRankOf(const std::string& nodeId, std::int64_t localRank) const;
+  // Members and donors.
+  std::int64_t transferSize() const;
 };
 
 // The record of live generation `generation` (serving the state machine's `agentGeneration`)
 // whose workers are `members`, (node id, local rank) in rank order, with the batch triple
 // (train, micro, accumulation): its world size and each node's first rank follow from them.
-LiveGeneration makeLiveGeneration(std::uint64_t generation, std::uint64_t agentGeneration,
-                                  const std::vector<std::pair<std::string, std::int64_t>>& members,
-                                  std::int64_t trainBatchSize, std::int64_t microBatch,
-                                  std::int64_t gradientAccumulation);
+// `donors` (node id, local rank), in rank order, become the record's donors.
+LiveGeneration makeLiveGeneration(
+    std::uint64_t generation, std::uint64_t agentGeneration,
+    const std::vector<std::pair<std::string, std::int64_t>>& members, std::int64_t trainBatchSize,
+    std::int64_t microBatch, std::int64_t gradientAccumulation,
+    const std::vector<std::pair<std::string, std::int64_t>>& donors = {});
 
-// A header line "N AGENT_GENERATION WORLD TRAIN MICRO GAS" and a line "NODE FIRST L0,L1,..." per
-// node.
+// A header line "N AGENT_GENERATION WORLD TRAIN MICRO GAS", a line "NODE FIRST L0,L1,..." per
+// node, and "donor NODE FIRST L0,L1,..." per node with donors.
 std::string formatLiveGeneration(const LiveGeneration& generation);
 // Throws CommError naming the line when the text is not such a record (or a node id holds white
 // space, which formatLiveGeneration refuses too).
@@ -74,6 +94,8 @@ std::string generation(std::uint64_t n);
 std::string capable(const std::string& nodeId, std::int64_t pid);
 std::string ready(std::uint64_t n);
 std::string groupPrefix(std::uint64_t n);
+std::string transferPrefix(std::uint64_t n);
+std::string donated(std::uint64_t n);
 inline constexpr const char* kLatest = "live/latest";
 inline constexpr const char* kFinished = "live/finished";
 }  // namespace live_keys
@@ -93,6 +115,13 @@ int liveBuddyDistance(int distance, int world);
 // in `members`, any order), `distance` as for liveBuddyDistance. Returns ids in rank order.
 std::vector<int> interimMembers(const std::vector<int>& members, std::vector<int> survivors,
                                 int distance, std::size_t count);
+
+// The donors of an interim generation whose members are `chosen` (interimMembers): survivors
+// not chosen that hold a partition (own or copy) no member holds, few of them (a greedy cover,
+// partition by partition), in rank order; empty when the members hold every partition. Ids and
+// `distance` as for interimMembers.
+std::vector<int> interimDonors(const std::vector<int>& members, const std::vector<int>& survivors,
+                               const std::vector<int>& chosen, int distance);
 
 // Writes the record, then live/latest.
 void publishLiveGeneration(Store& store, const LiveGeneration& generation);

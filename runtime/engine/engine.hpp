@@ -222,14 +222,24 @@ class Engine {
   //    lowest such rank): fp32 weights, optimizer state, loss scaler, LR scheduler, step
   //    counters, module buffers and the data position, sent by broadcast.
   //  - ZeRO 1/2: the ranks pool the copies they hold (copyPartitions) and continue from the
-  //    latest step whose every partition survives (partition_plan.hpp): each partition is
-  //    broadcast from its owner or its buddy, every rank takes its slice of the new layout.
+  //    latest step whose every partition survives (partition_plan.hpp): each partition's
+  //    weights go from its owner or its buddy to every rank, its optimizer elements only to
+  //    the rank whose new slice holds them (no rank materialises the whole optimizer state).
   //    PartitionsLostError (on every rank alike) when a partition died with all its copies.
+  //    With `transfer` (the group's ranks first, with the same numbers, then donors: survivors
+  //    left out of the group, calling donatePartitions), the copies of the whole transfer
+  //    group count; ZeRO 0 ignores it.
   // A rank that never trained (a replacement or a new node, built with InitOptions::liveJoin)
   // receives the state like the others. Collective over `group`; every rank must have called
   // abandonStep() (or just been initialised). Returns the number of completed steps the job
   // continues from. ConfigError when supportsLiveRecovery() is false.
-  std::int64_t rejoin(std::shared_ptr<comm::ProcessGroup> group, const config::BatchTriple& batch);
+  std::int64_t rejoin(std::shared_ptr<comm::ProcessGroup> group, const config::BatchTriple& batch,
+                      const std::shared_ptr<comm::ProcessGroup>& transfer = nullptr);
+  // A donor's half of rejoin() with a transfer group (ranks `newWorld` and above are donors):
+  // sends the partitions of its copies that the plan takes from it and changes nothing of its
+  // own state (it stays out of the group and may rejoin a later one). No effect for ZeRO 0 or
+  // without partition copies. PartitionsLostError as rejoin(), CommError when a member fails.
+  void donatePartitions(comm::ProcessGroup& transfer, int newWorld);
 
  private:
   friend Initialized initialize(torch::nn::AnyModule, const config::DsConfig&, InitOptions);
@@ -282,8 +292,11 @@ class Engine {
   // new group, the weights and optimizer tensors; return the index of the rank it came from.
   int rejoinReplicated(c10::impl::GenericDict& state,
                        std::map<std::string, torch::Tensor>& optimizerTensors);
-  int rejoinPartitioned(c10::impl::GenericDict& state,
-                        std::map<std::string, torch::Tensor>& optimizerTensors);
+  // ZeRO 1/2 over `pool` (the new group, or its transfer group): ranks below `newWorld` are the
+  // new group's; a `member` fills `state` and `optimizerTensors`, a donor only sends.
+  int transferPartitions(comm::ProcessGroup& pool, int newWorld, bool member,
+                         c10::impl::GenericDict* state,
+                         std::map<std::string, torch::Tensor>* optimizerTensors);
 
   config::DsConfig config_;
   config::BatchTriple batch_;

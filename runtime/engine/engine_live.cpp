@@ -2,8 +2,9 @@
 // survivors and its joiners end up with one state, sent over the new group so that every rank
 // applies identical bytes and the replicas stay bitwise equal: ZeRO 0 takes the state of the
 // rank that completed the most steps; ZeRO 1/2 rebuild the latest step whose every partition
-// survives from the owners' and buddies' host copies (partition_plan.hpp). The driver (store
-// protocol, new groups) is live_recovery.cpp.
+// survives from the owners' and buddies' host copies (partition_plan.hpp), those of donors too
+// (survivors outside the new group, over a transfer group). The driver (store protocol, new
+// groups) is live_recovery.cpp.
 
 #include <algorithm>
 #include <chrono>
@@ -28,8 +29,9 @@ namespace {
 
 using GenericDict = c10::impl::GenericDict;
 
-// The tag of the buddy copies' point-to-point messages.
+// The tags of the buddy copies' and of rejoin's point-to-point messages.
 constexpr int kCopyTag = 0x5350;
+constexpr int kStateTag = 0x5351;
 
 GenericDict newDict() {
   return GenericDict(c10::StringType::get(), c10::AnyType::get());
@@ -243,7 +245,7 @@ void Engine::relayoutForWorld() {
   }
   partitionSize_ = size;
   if (zeroStage_ >= 1) {
-    // The rank's slice of the new layout (rejoinPartitioned fills an fp16/bf16 model's copy).
+    // The rank's slice of the new layout (transferPartitions fills an fp16/bf16 model's copy).
     auto slice = flatParams_.narrow(0, rank * size, size);
     master_ = dtype_ == torch::kFloat32 ? slice : slice.to(torch::kFloat32).clone();
     if (zeroStage_ == 2)
@@ -367,11 +369,12 @@ int Engine::rejoinReplicated(GenericDict& state,
   return root;
 }
 
-int Engine::rejoinPartitioned(GenericDict& state,
-                              std::map<std::string, torch::Tensor>& optimizerTensors) {
-  const int rank = dpRank();
-  const int world = dpWorldSize();
-  // What every rank holds, pooled; every rank plans alike from the same reports.
+int Engine::transferPartitions(comm::ProcessGroup& pool, int newWorld, bool member,
+                               GenericDict* state,
+                               std::map<std::string, torch::Tensor>* optimizerTensors) {
+  const int rank = pool.rank();
+  const int poolSize = pool.size();
+  // What every rank of the pool holds, pooled; every rank plans alike from the same reports.
   std::vector<HeldCopy> mine;
   for (int slot = 0; slot < 2; ++slot) {
     const PartitionCopy& own = ownCopies_[slot];
@@ -386,14 +389,13 @@ int Engine::rejoinPartitioned(GenericDict& state,
     }
   }
   const std::vector<std::int64_t> encoded = encodeHeld(mine);
-  std::vector<std::int64_t> pooled(encoded.size() * static_cast<std::size_t>(world));
+  std::vector<std::int64_t> pooled(encoded.size() * static_cast<std::size_t>(poolSize));
   {
     std::vector<std::int64_t> input = encoded;
-    group_
-        ->allGather(comm::BufferView::of(std::span(input)), comm::BufferView::of(std::span(pooled)))
+    pool.allGather(comm::BufferView::of(std::span(input)), comm::BufferView::of(std::span(pooled)))
         ->wait();
   }
-  const auto held = decodeHeld(pooled, world);
+  const auto held = decodeHeld(pooled, poolSize);
   const auto plan = planPartitionRecovery(held);
   if (!plan) {
     throw PartitionsLostError(fmt::format(
@@ -413,45 +415,138 @@ int Engine::rejoinPartitioned(GenericDict& state,
     replicated.insert("state_keys", joinKeys(own.keys));
     bytes = serializeState(replicated);
   }
-  broadcastBytes(*group_, bytes, plan->replicated.rank);
-  state = deserializeState(bytes, "live state").toGenericDict();
-  const std::vector<std::string> keys = splitKeys(entry(state, "state_keys").toStringRef());
-  if (static_cast<std::int64_t>(keys.size()) != plan->stateTensors)
-    throw InternalError("live state: the optimizer tensors' names do not match the copies");
+  broadcastBytes(pool, bytes, plan->replicated.rank);
+  std::vector<std::string> keys;
+  if (member) {
+    *state = deserializeState(bytes, "live state").toGenericDict();
+    keys = splitKeys(entry(*state, "state_keys").toStringRef());
+    if (static_cast<std::int64_t>(keys.size()) != plan->stateTensors)
+      throw InternalError("live state: the optimizer tensors' names do not match the copies");
+  }
 
-  // Every partition of the old layout, from its owner or its buddy: rows of the whole state
-  // (the fp32 weights, then each optimizer tensor) on every rank.
+  // Old partition p, from its source, to every member q of the new layout: the fp32 weights of
+  // the partition (every member holds the whole model), received in place, then the optimizer
+  // tensors' elements that fall in q's new slice (a member holds only its slice: nothing else of
+  // the old state is materialised). Two messages per (p, q), in p order on both sides.
   const std::int64_t oldSize = (numel_ + plan->world - 1) / plan->world;
-  const std::int64_t rows = 1 + plan->stateTensors;
+  const std::int64_t newSize = (numel_ + newWorld - 1) / newWorld;
+  const std::int64_t tensors = plan->stateTensors;
   const auto hostFloat = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCPU);
-  auto whole = torch::zeros({rows, oldSize * plan->world}, hostFloat);
+  // [begin, end) of old partition p that member q's new slice holds (end == begin: nothing).
+  const auto overlap = [&](std::int64_t p, std::int64_t q) {
+    const std::int64_t begin = std::max(p * oldSize, q * newSize);
+    const std::int64_t end = std::min({(p + 1) * oldSize, (q + 1) * newSize, numel_});
+    return std::pair{begin, std::max(begin, end)};
+  };
+  // The optimizer rows of `copy` (old partition p) in [begin, end), contiguous.
+  const auto blockOf = [&](const torch::Tensor& copy, std::int64_t p, std::int64_t begin,
+                           std::int64_t end) {
+    return copy.view({1 + tensors, oldSize})
+        .narrow(0, 1, tensors)
+        .narrow(1, begin - p * oldSize, end - begin)
+        .contiguous();
+  };
+  // The fp32 weights: an fp32 model on the CPU receives them straight into its flat buffer (laid
+  // out for the new group first), others into a temporary fp32 copy.
+  torch::Tensor weights;
+  std::vector<torch::Tensor> slices;
+  const bool direct = member && dtype_ == torch::kFloat32 && flatParams_.is_cpu();
+  if (member) {
+    if (direct) {
+      relayoutForWorld();
+      weights = flatParams_;
+    } else {
+      weights = torch::zeros({numel_}, hostFloat);
+    }
+    for (std::int64_t k = 0; k < tensors; ++k)
+      slices.push_back(torch::zeros({newSize}, hostFloat));
+  }
+  // The elements of old partition p that are weights (not padding).
+  const auto weightsIn = [&](std::int64_t p) {
+    return std::clamp<std::int64_t>(numel_ - p * oldSize, 0, oldSize);
+  };
+  // A block of old partition p into this member's slices.
+  const auto takeBlock = [&](const torch::Tensor& block, std::int64_t p) {
+    const auto [begin, end] = overlap(p, rank);
+    for (std::int64_t k = 0; k < tensors; ++k) {
+      slices[static_cast<std::size_t>(k)]
+          .narrow(0, begin - rank * newSize, end - begin)
+          .copy_(block[k]);
+    }
+  };
+  std::vector<std::pair<torch::Tensor, std::shared_ptr<comm::Work>>> sends;
+  std::vector<std::tuple<torch::Tensor, std::int64_t, std::shared_ptr<comm::Work>>> receives;
   for (std::int64_t p = 0; p < plan->world; ++p) {
     const PartitionSource& source = plan->partitions[static_cast<std::size_t>(p)];
-    torch::Tensor buffer =
-        rank == source.rank ? copyAt(source).data : torch::empty({rows * oldSize}, hostFloat);
-    group_->broadcast(toBufferView(buffer), source.rank)->wait();
-    whole.narrow(1, p * oldSize, oldSize).copy_(buffer.view({rows, oldSize}));
+    for (int q = 0; q < newWorld; ++q) {
+      const auto [begin, end] = overlap(p, q);
+      const std::int64_t valid = weightsIn(p);
+      if (rank == source.rank) {
+        const torch::Tensor& copy = copyAt(source).data;
+        const auto own = copy.narrow(0, 0, valid);  // row 0: the weights, contiguous
+        if (q == rank) {
+          weights.narrow(0, p * oldSize, valid).copy_(own);
+          if (end > begin)
+            takeBlock(blockOf(copy, p, begin, end), p);
+          continue;
+        }
+        if (valid > 0)
+          sends.emplace_back(own, pool.send(toBufferView(own), q, kStateTag));
+        if (end > begin) {
+          auto block = blockOf(copy, p, begin, end);
+          sends.emplace_back(block, pool.send(toBufferView(block), q, kStateTag));
+        }
+      } else if (q == rank) {
+        if (valid > 0) {
+          auto into = weights.narrow(0, p * oldSize, valid);
+          receives.emplace_back(into, -1, pool.recv(toBufferView(into), source.rank, kStateTag));
+        }
+        if (end > begin) {
+          auto block = torch::empty({tensors, end - begin}, hostFloat);
+          receives.emplace_back(block, p, pool.recv(toBufferView(block), source.rank, kStateTag));
+        }
+      }
+    }
   }
+  for (auto& [buffer, p, work] : receives) {
+    work->wait();
+    if (p >= 0)
+      takeBlock(buffer, p);
+  }
+  for (auto& [buffer, work] : sends)
+    work->wait();
+  if (!member)
+    return plan->replicated.rank;
 
   // This rank's slice of the new layout.
-  relayoutForWorld();
   torch::NoGradGuard noGrad;
-  const auto onDevice = master_.options();
-  flatParams_.narrow(0, 0, numel_).copy_(whole[0].narrow(0, 0, numel_).to(flatParams_.device()));
-  flatParams_.narrow(0, numel_, flatParams_.numel() - numel_).zero_();
-  const std::int64_t begin = rank * partitionSize_;
-  if (dtype_ != torch::kFloat32)  // an fp32 model's master is its slice of flatParams_
-    master_.copy_(sliceOrZeros(whole[0], numel_, begin, partitionSize_, hostFloat));
-  for (std::size_t k = 0; k < keys.size(); ++k) {
-    optimizerTensors[keys[k]] = sliceOrZeros(whole[static_cast<std::int64_t>(1 + k)], numel_, begin,
-                                             partitionSize_, hostFloat)
-                                    .to(onDevice);
+  if (!direct) {
+    relayoutForWorld();
+    flatParams_.narrow(0, 0, numel_).copy_(weights.to(flatParams_.device()));
   }
+  flatParams_.narrow(0, numel_, flatParams_.numel() - numel_).zero_();
+  if (dtype_ != torch::kFloat32)  // an fp32 model's master is its slice of flatParams_
+    master_.copy_(sliceOrZeros(weights, numel_, rank * partitionSize_, partitionSize_, hostFloat));
+  const auto onDevice = master_.options();
+  for (std::size_t k = 0; k < keys.size(); ++k)
+    (*optimizerTensors)[keys[k]] = slices[k].to(onDevice);
   return plan->replicated.rank;
 }
 
+void Engine::donatePartitions(comm::ProcessGroup& transfer, int newWorld) {
+  if (zeroStage_ == 0 || !partitionCopies_)
+    return;  // the members need nothing from a ZeRO 0 rank: each holds the whole state
+  if (newWorld < 1 || newWorld >= transfer.size() || transfer.rank() < newWorld) {
+    throw InternalError(fmt::format(
+        "donatePartitions: rank {} of a transfer group of {} is not a donor to {} member(s)",
+        transfer.rank(), transfer.size(), newWorld));
+  }
+  transferPartitions(transfer, newWorld, /*member=*/false, nullptr, nullptr);
+}
+
 std::int64_t Engine::rejoin(std::shared_ptr<comm::ProcessGroup> group,
-                            const config::BatchTriple& batch) {
+                            const config::BatchTriple& batch,
+                            const std::shared_ptr<comm::ProcessGroup>& transfer) {
   if (!supportsLiveRecovery()) {
     throw ConfigError(ErrorDetail{
         "zero_optimization.stage", std::to_string(zeroStage_),
@@ -460,6 +555,11 @@ std::int64_t Engine::rejoin(std::shared_ptr<comm::ProcessGroup> group,
   }
   if (!group)
     throw InternalError("rejoin: no process group");
+  if (transfer && (transfer->rank() != group->rank() || transfer->size() < group->size())) {
+    throw InternalError(fmt::format(
+        "rejoin: rank {} of {} is rank {} of a transfer group of {}; members come first",
+        group->rank(), group->size(), transfer->rank(), transfer->size()));
+  }
   const std::int64_t dp = batch.microBatchPerGpu * batch.gradientAccumulation;
   if (dp < 1 || batch.trainBatchSize != dp * group->size()) {
     throw ConfigError(ErrorDetail{
@@ -471,8 +571,10 @@ std::int64_t Engine::rejoin(std::shared_ptr<comm::ProcessGroup> group,
   batch_ = batch;
   GenericDict state = newDict();
   std::map<std::string, torch::Tensor> optimizerTensors;
-  const int source = zeroStage_ == 0 ? rejoinReplicated(state, optimizerTensors)
-                                     : rejoinPartitioned(state, optimizerTensors);
+  const int source = zeroStage_ == 0
+                         ? rejoinReplicated(state, optimizerTensors)
+                         : transferPartitions(transfer ? *transfer : *group_, group_->size(),
+                                              /*member=*/true, &state, &optimizerTensors);
   applyReplicatedState(state, optimizerTensors);
   if (dpRank() == 0) {
     spdlog::info(

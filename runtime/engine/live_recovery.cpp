@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -170,27 +171,54 @@ comm::LiveGeneration LiveRecovery::waitForGeneration(std::uint64_t after) {
   }
 }
 
-std::shared_ptr<comm::ProcessGroup> LiveRecovery::joinRecord(const comm::LiveGeneration& record) {
+LiveRecovery::Joined LiveRecovery::joinRecord(const comm::LiveGeneration& record) {
   const std::int64_t rank = record.rankOf(nodeId_, localRank_);
-  if (rank < 0) {
+  const std::int64_t transferRank = record.transferRankOf(nodeId_, localRank_);
+  if (transferRank < 0) {
     // No place in this generation (an interim one of fewer survivors, or this worker is being
     // stopped): the next one.
     spdlog::info("live recovery: worker {} of node {} waits out generation {}", localRank_, nodeId_,
                  record.generation);
-    return nullptr;
+    return {};
   }
+  const auto build = [&](const std::string& prefix, std::int64_t r, std::int64_t size) {
+    return comm::buildGroup(
+        "gloo",
+        std::make_shared<SupersedableStore>(std::make_shared<comm::PrefixStore>(prefix, store_),
+                                            store_, record.generation),
+        static_cast<int>(r), static_cast<int>(size), kRendezvousTimeout, storeHost_,
+        static_cast<int>(localRank_));
+  };
+  Joined joined;
   try {
-    return comm::buildGroup("gloo",
-                            std::make_shared<SupersedableStore>(
-                                std::make_shared<comm::PrefixStore>(
-                                    comm::live_keys::groupPrefix(record.generation), store_),
-                                store_, record.generation),
-                            static_cast<int>(rank), static_cast<int>(record.worldSize),
-                            kRendezvousTimeout, storeHost_, static_cast<int>(localRank_));
+    if (!record.donors.empty()) {
+      joined.transfer = build(comm::live_keys::transferPrefix(record.generation), transferRank,
+                              record.transferSize());
+    }
+    if (rank >= 0)
+      joined.group = build(comm::live_keys::groupPrefix(record.generation), rank, record.worldSize);
   } catch (const comm::CommError& e) {
     spdlog::warn("live recovery: generation {}'s group did not form ({}); waiting for the next",
                  record.generation, e.what());
-    return nullptr;
+    return {};
+  }
+  return joined;
+}
+
+void LiveRecovery::donate(Engine& engine, comm::ProcessGroup& transfer,
+                          const comm::LiveGeneration& record) {
+  spdlog::info(
+      "live recovery: worker {} of node {} gives its partition copies to generation {} (it "
+      "trains in none of its {} rank(s))",
+      localRank_, nodeId_, record.generation, record.worldSize);
+  try {
+    engine.donatePartitions(transfer, static_cast<int>(record.worldSize));
+    store_->add(comm::live_keys::donated(record.generation), 1);
+  } catch (const PartitionsLostError& e) {
+    spdlog::warn("live recovery: generation {}: {}", record.generation, e.what());
+  } catch (const comm::CommError& e) {
+    spdlog::warn("live recovery: giving generation {} its copies failed ({})", record.generation,
+                 e.what());
   }
 }
 
@@ -201,10 +229,12 @@ std::shared_ptr<comm::ProcessGroup> LiveRecovery::joinGroup() {
   std::uint64_t after = generation_ > 0 ? generation_ - 1 : 0;
   while (true) {
     pending_ = waitForGeneration(after);
-    if (auto group = joinRecord(pending_)) {
+    // (The agent names survivors only as donors; a joiner has no copies to give.)
+    if (auto joined = joinRecord(pending_); joined.group) {
       generation_ = pending_.generation;
-      comm::setDefaultGroup(group);
-      return group;
+      pendingTransfer_ = std::move(joined.transfer);
+      comm::setDefaultGroup(joined.group);
+      return joined.group;
     }
     after = pending_.generation;
   }
@@ -241,7 +271,7 @@ void LiveRecovery::start(Engine& engine) {
     engine.copyPartitions();
   if (joining_) {
     try {
-      engine.rejoin(engine.processGroup(), batchOf(pending_));
+      engine.rejoin(engine.processGroup(), batchOf(pending_), std::exchange(pendingTransfer_, {}));
     } catch (const PartitionsLostError& e) {
       partitionsLost(engine, e);
       throw;
@@ -281,13 +311,16 @@ void LiveRecovery::recover(Engine& engine) {
   std::uint64_t after = generation_;
   while (true) {
     const auto record = waitForGeneration(after);
-    auto group = joinRecord(record);
+    auto [group, transfer] = joinRecord(record);
     after = record.generation;
-    if (!group)
+    if (!group) {
+      if (transfer)
+        donate(engine, *transfer, record);
       continue;
+    }
     comm::setDefaultGroup(group);
     try {
-      engine.rejoin(group, batchOf(record));
+      engine.rejoin(group, batchOf(record), transfer);
     } catch (const PartitionsLostError& e) {
       partitionsLost(engine, e);
       throw;

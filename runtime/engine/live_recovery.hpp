@@ -84,11 +84,11 @@ class LiveRecovery {
   }
   // Abandons the step in flight, waits for the next generation (newer than this worker's), joins
   // its group and continues there (Engine::rejoin); a worker left out of a generation waits for
-  // the next. Throws CommTimeoutError when no generation comes within the timeout,
-  // JobFinishedElsewhere when the job finished meanwhile and PartitionsLostError (after
-  // withdrawing its live/capable key, as every member of the group does) when a ZeRO 1/2
-  // partition died with all its copies: the worker exits and the agent restarts the job from
-  // its checkpoint.
+  // the next, after giving the members its ZeRO 1/2 copies when the record names it a donor. Throws
+  // CommTimeoutError when no generation comes within the timeout, JobFinishedElsewhere when the job
+  // finished meanwhile and PartitionsLostError (after withdrawing its live/capable key, as every
+  // member of the group does) when a ZeRO 1/2 partition died with all its copies: the worker exits
+  // and the agent restarts the job from its checkpoint.
   void recover(Engine& engine);
 
   std::uint64_t generation() const noexcept { return generation_; }
@@ -102,10 +102,19 @@ class LiveRecovery {
   // A ZeRO 1/2 partition died with its copies: withdraws this worker's live/capable key, waits
   // for the group's other members to do the same (a barrier), logs why.
   void partitionsLost(Engine& engine, const PartitionsLostError& e);
-  // Joins `record`'s group (this worker's rank in it); nullptr when the worker has no place in
-  // it or the rendezvous times out (a member died before joining), so that the caller waits for
-  // the next generation.
-  std::shared_ptr<comm::ProcessGroup> joinRecord(const comm::LiveGeneration& record);
+  // The groups a worker joins for a generation: its group (null for a donor or a worker
+  // without a place), and the transfer group when the record has donors.
+  struct Joined {
+    std::shared_ptr<comm::ProcessGroup> group;
+    std::shared_ptr<comm::ProcessGroup> transfer;
+  };
+  // Joins `record`'s groups (this worker's ranks in them); nothing when the worker has no place
+  // in it or a rendezvous times out (a member died before joining), so that the caller waits
+  // for the next generation.
+  Joined joinRecord(const comm::LiveGeneration& record);
+  // A donor of `record`: gives its partition copies over `transfer`; failures are logged (the
+  // members' side decides what follows).
+  void donate(Engine& engine, comm::ProcessGroup& transfer, const comm::LiveGeneration& record);
 
   std::shared_ptr<comm::Store> store_;
   std::string storeHost_;
@@ -118,6 +127,7 @@ class LiveRecovery {
   bool onCpu_ = true;
   std::chrono::milliseconds timeout_;
   comm::LiveGeneration pending_;  // a joiner's record, between joinGroup() and start()
+  std::shared_ptr<comm::ProcessGroup> pendingTransfer_;  // and its transfer group, if any
 };
 
 }  // namespace stretch::engine

@@ -256,7 +256,9 @@ class RemoteWorkers final : public WorkerGroup {
   // Keeps the workers that can continue and have a place in `action`, starts the missing ones
   // as joiners; when workers were lost the survivors first train alone in an interim generation
   // (as many as make a valid world size, chosen to keep every ZeRO partition), and the
-  // generation `action` is published once every joiner is ready (pollLive).
+  // generation `action` is published once every joiner is ready (pollLive). Survivors the new
+  // generation leaves out that hold a partition copy no member holds (a node left out of a
+  // smaller world, say) give it over as donors first, and are stopped once they have.
   bool continueLive(const StartWorkers& action) override {
     if (!canContinueLive(action))
       return false;
@@ -287,39 +289,86 @@ class RemoteWorkers final : public WorkerGroup {
         c.keep[n.nodeId] = kept;
       joining += n.localWorldSize - static_cast<std::int64_t>(kept.size());
     }
-    pendingTarget_.reset();
-    running_ = action.generation;
-    if (joining == 0) {
-      members_ = membersOf(action);
-      publishLive(++liveGeneration_, action, members_, action.batch);
-      c.liveGeneration = liveGeneration_;
-      c.signal = true;
-      send(c);
-      return true;
-    }
-    if (!sameMembers(survivors, members_)) {
-      // Workers were lost: the survivors go on alone while the joiners start.
-      for (auto n = static_cast<std::int64_t>(survivors.size()); n >= 1; --n) {
-        if (const auto batch = options_.batchFor(n)) {
-          const auto interim = interimOf(survivors, action, static_cast<std::size_t>(n));
-          publishLive(++liveGeneration_, action, interim, *batch);
-          members_ = interim;
-          c.signal = true;
-          break;
-        }
+    // Survivors without a place in `action` (past a node's share, or on a node it leaves out).
+    std::vector<Member> leftOut;
+    for (const auto& [node, record] : records) {
+      const NodeAssignment* place = placeOf(action, node);
+      for (const auto& [local, pid] : record.workers) {
+        if (capable(node, pid) && (place == nullptr || local >= place->localWorldSize))
+          leftOut.push_back({node, local});
       }
     }
-    pendingGeneration_ = ++liveGeneration_;
-    pendingTarget_ = action;
-    pendingJoiners_ = joining;
-    pendingKeep_ = c.keep;
-    c.liveGeneration = pendingGeneration_;
-    send(c);
+    pendingTarget_.reset();
+    donorRelease_.reset();
+    running_ = action.generation;
+    std::vector<Member> everyone = survivors;
+    everyone.insert(everyone.end(), leftOut.begin(), leftOut.end());
+    std::vector<Member> donors;
+    std::uint64_t donorGeneration = 0;
+    if (joining == 0) {
+      const auto members = membersOf(action);
+      donors = donorsOf(everyone, members, action);  // copies of the running group
+      members_ = members;
+      donorGeneration = ++liveGeneration_;
+      publishLive(donorGeneration, action, members_, action.batch, donors);
+      c.liveGeneration = liveGeneration_;
+      c.signal = true;
+    } else {
+      if (!sameMembers(survivors, members_)) {
+        // Workers were lost: the survivors go on alone while the joiners start.
+        for (auto n = static_cast<std::int64_t>(survivors.size()); n >= 1; --n) {
+          if (const auto batch = options_.batchFor(n)) {
+            const auto interim = interimOf(survivors, action, static_cast<std::size_t>(n));
+            donors = donorsOf(everyone, interim, action);
+            donorGeneration = ++liveGeneration_;
+            publishLive(donorGeneration, action, interim, *batch, donors);
+            members_ = interim;
+            c.signal = true;
+            break;
+          }
+        }
+      }
+      pendingGeneration_ = ++liveGeneration_;
+      pendingTarget_ = action;
+      pendingJoiners_ = joining;
+      pendingKeep_ = c.keep;
+      c.liveGeneration = pendingGeneration_;
+    }
+    // Donors are kept until they gave their copies; those left out of `action` are stopped
+    // then, by the same command without them (joiners kept: nothing is started again).
+    Command sent = c;
+    for (const Member& d : donors)
+      addLocal(sent.keep, d);
+    send(sent);
+    const bool anyLeftOut = std::any_of(donors.begin(), donors.end(), [&](const Member& d) {
+      return std::find(leftOut.begin(), leftOut.end(), d) != leftOut.end();
+    });
+    if (anyLeftOut) {
+      Command release = c;
+      release.signal = false;
+      for (const auto& [node, locals] : c.join) {
+        for (const int local : locals)
+          addLocal(release.keep, {node, local});
+      }
+      release.join.clear();
+      donorRelease_ = DonorRelease{donorGeneration, static_cast<std::int64_t>(donors.size()),
+                                   std::move(release), options_.clock()};
+    }
     return true;
   }
 
-  // Publishes the pending generation once every joiner is ready, and signals the survivors.
+  // Publishes the pending generation once every joiner is ready, and signals the survivors;
+  // stops the donors left out of the generation once they gave their copies (or after a minute,
+  // should one never say so).
   void pollLive() {
+    if (donorRelease_ &&
+        (options_.liveStore->add(comm::live_keys::donated(donorRelease_->generation), 0) >=
+             donorRelease_->donors ||
+         options_.clock() - donorRelease_->since > std::chrono::seconds(60))) {
+      const Command release = donorRelease_->command;
+      donorRelease_.reset();
+      send(release);
+    }
     if (!pendingTarget_ ||
         options_.liveStore->add(comm::live_keys::ready(pendingGeneration_), 0) < pendingJoiners_)
       return;
@@ -401,6 +450,12 @@ class RemoteWorkers final : public WorkerGroup {
     return out;
   }
 
+  static void addLocal(std::map<std::string, std::vector<int>>& keep, const Member& m) {
+    auto& locals = keep[m.node];
+    if (std::find(locals.begin(), locals.end(), m.local) == locals.end())
+      locals.insert(std::upper_bound(locals.begin(), locals.end(), m.local), m.local);
+  }
+
   static bool sameMembers(std::vector<Member> a, std::vector<Member> b) {
     const auto less = [](const Member& x, const Member& y) {
       return std::tie(x.node, x.local) < std::tie(y.node, y.local);
@@ -433,51 +488,95 @@ class RemoteWorkers final : public WorkerGroup {
     return out;
   }
 
+  // Ids for comm::interimMembers / interimDonors: positions in members_ (the running group),
+  // then the workers it does not hold, in the order met.
+  struct Ids {
+    std::vector<Member> known;
+    std::vector<int> members;
+    int of(const Member& m) {
+      auto at = std::find(known.begin(), known.end(), m);
+      if (at == known.end())
+        at = known.insert(known.end(), m);
+      return static_cast<int>(at - known.begin());
+    }
+    std::vector<int> of(const std::vector<Member>& list) {
+      std::vector<int> out;
+      for (const Member& m : list)
+        out.push_back(of(m));
+      return out;
+    }
+  };
+  Ids idsOfRunningGroup() const {
+    Ids ids{members_, {}};
+    for (std::size_t i = 0; i < members_.size(); ++i)
+      ids.members.push_back(static_cast<int>(i));
+    return ids;
+  }
+  // The distance the running workers' copies were made at (their LOCAL_WORLD_SIZE).
+  static int copyDistance(const StartWorkers& action) {
+    return static_cast<int>(action.nodes.empty() ? 1 : action.nodes.front().localWorldSize);
+  }
+  // `list` in the order of `action`'s nodes (local ranks ascending), then any on other nodes.
+  static std::vector<Member> inRankOrder(std::vector<Member> list, const StartWorkers& action) {
+    const auto key = [&](const Member& m) {
+      std::size_t node = action.nodes.size();
+      for (std::size_t i = 0; i < action.nodes.size(); ++i) {
+        if (action.nodes[i].nodeId == m.node)
+          node = i;
+      }
+      return std::tuple(node, m.node, m.local);
+    };
+    std::sort(list.begin(), list.end(),
+              [&](const Member& a, const Member& b) { return key(a) < key(b); });
+    return list;
+  }
+
   // `count` survivors for an interim generation, in `action`'s rank order: the first whose
   // partitions and copies hold every partition of the current group (comm::interimMembers).
   std::vector<Member> interimOf(const std::vector<Member>& survivors, const StartWorkers& action,
                                 std::size_t count) const {
-    std::vector<Member> known = members_;  // ids: positions in members_, then the others
-    std::vector<int> memberIds(members_.size());
-    for (std::size_t i = 0; i < members_.size(); ++i)
-      memberIds[i] = static_cast<int>(i);
-    std::vector<int> survivorIds;
-    for (const Member& m : survivors) {
-      auto at = std::find(known.begin(), known.end(), m);
-      if (at == known.end())
-        at = known.insert(known.end(), m);
-      survivorIds.push_back(static_cast<int>(at - known.begin()));
-    }
-    const int distance =
-        static_cast<int>(action.nodes.empty() ? 1 : action.nodes.front().localWorldSize);
+    Ids ids = idsOfRunningGroup();
+    const auto survivorIds = ids.of(survivors);
     std::vector<Member> chosen;
-    for (const int id : comm::interimMembers(memberIds, survivorIds, distance, count))
-      chosen.push_back(known[static_cast<std::size_t>(id)]);
-    // In the order of `action`'s nodes, local ranks ascending.
-    std::vector<Member> ordered;
-    for (const NodeAssignment& n : action.nodes) {
-      for (const Member& m : survivors) {
-        if (m.node == n.nodeId && std::find(chosen.begin(), chosen.end(), m) != chosen.end())
-          ordered.push_back(m);
-      }
-    }
-    return ordered;
+    for (const int id : comm::interimMembers(ids.members, survivorIds, copyDistance(action), count))
+      chosen.push_back(ids.known[static_cast<std::size_t>(id)]);
+    return inRankOrder(chosen, action);
+  }
+
+  // The survivors outside `chosen` that must give the new generation their copies: the current
+  // group's partitions that `chosen` do not hold (comm::interimDonors).
+  std::vector<Member> donorsOf(const std::vector<Member>& survivors,
+                               const std::vector<Member>& chosen,
+                               const StartWorkers& action) const {
+    Ids ids = idsOfRunningGroup();
+    const auto survivorIds = ids.of(survivors);
+    const auto chosenIds = ids.of(chosen);
+    std::vector<Member> donors;
+    for (const int id :
+         comm::interimDonors(ids.members, survivorIds, chosenIds, copyDistance(action)))
+      donors.push_back(ids.known[static_cast<std::size_t>(id)]);
+    return inRankOrder(donors, action);
   }
 
   void publishLive(std::uint64_t generation, const StartWorkers& target,
-                   const std::vector<Member>& members, const config::BatchTriple& batch) {
-    std::vector<std::pair<std::string, std::int64_t>> ranks;
-    for (const Member& m : members)
-      ranks.emplace_back(m.node, m.local);
-    const comm::LiveGeneration record =
-        comm::makeLiveGeneration(generation, target.generation, ranks, batch.trainBatchSize,
-                                 batch.microBatchPerGpu, batch.gradientAccumulation);
+                   const std::vector<Member>& members, const config::BatchTriple& batch,
+                   const std::vector<Member>& donors = {}) {
+    const auto pairs = [](const std::vector<Member>& list) {
+      std::vector<std::pair<std::string, std::int64_t>> out;
+      for (const Member& m : list)
+        out.emplace_back(m.node, m.local);
+      return out;
+    };
+    const comm::LiveGeneration record = comm::makeLiveGeneration(
+        generation, target.generation, pairs(members), batch.trainBatchSize, batch.microBatchPerGpu,
+        batch.gradientAccumulation, pairs(donors));
     comm::publishLiveGeneration(*options_.liveStore, record);
     spdlog::info(
         "controller: live generation {}: {} worker(s) on {} node(s), batch {} = micro {} x "
-        "accumulation {} x {}",
+        "accumulation {} x {}{}",
         generation, members.size(), record.nodes.size(), batch.trainBatchSize,
-        batch.microBatchPerGpu, batch.gradientAccumulation, members.size());
+        batch.microBatchPerGpu, batch.gradientAccumulation, members.size(),
+        donors.empty() ? "" : fmt::format("; {} survivor(s) give it their copies", donors.size()));
   }
 
   std::vector<Member> members_;  // the running live group, in rank order
@@ -486,6 +585,15 @@ class RemoteWorkers final : public WorkerGroup {
   std::uint64_t pendingGeneration_ = 0;
   std::int64_t pendingJoiners_ = 0;
   std::map<std::string, std::vector<int>> pendingKeep_;
+  // Donors left out of the generation they gave their copies to: `command` (the generation's,
+  // without them) stops them once `donors` said so (live/donated) or a minute passed.
+  struct DonorRelease {
+    std::uint64_t generation = 0;
+    std::int64_t donors = 0;
+    Command command;
+    Time since{0};
+  };
+  std::optional<DonorRelease> donorRelease_;
 
   const JobControllerOptions& options_;
   comm::Store& store_;

@@ -115,20 +115,26 @@ bool NodeWorkers::canContinueLive(const StartWorkers& next) const {
 }
 
 void NodeWorkers::publishLive(std::uint64_t generation, const StartWorkers& target,
-                              const std::vector<int>& localRanks,
-                              const config::BatchTriple& batch) {
+                              const std::vector<int>& localRanks, const config::BatchTriple& batch,
+                              const std::vector<int>& donors) {
   std::vector<std::pair<std::string, std::int64_t>> members;
   for (const int local : localRanks)
     members.emplace_back(nodeId_, local);
+  std::vector<std::pair<std::string, std::int64_t>> donorRanks;
+  for (const int local : donors)
+    donorRanks.emplace_back(nodeId_, local);
   const comm::LiveGeneration record =
       comm::makeLiveGeneration(generation, target.generation, members, batch.trainBatchSize,
-                               batch.microBatchPerGpu, batch.gradientAccumulation);
+                               batch.microBatchPerGpu, batch.gradientAccumulation, donorRanks);
   comm::publishLiveGeneration(*live_->store, record);
   spdlog::info(
       "agent: live generation {}: {} worker(s) (local ranks {}), batch {} = micro {} x "
-      "accumulation {} x {}",
+      "accumulation {} x {}{}",
       generation, localRanks.size(), fmt::join(localRanks, ","), batch.trainBatchSize,
-      batch.microBatchPerGpu, batch.gradientAccumulation, localRanks.size());
+      batch.microBatchPerGpu, batch.gradientAccumulation, localRanks.size(),
+      donors.empty()
+          ? ""
+          : fmt::format("; local ranks {} give it their partition copies", fmt::join(donors, ",")));
 }
 
 bool NodeWorkers::continueLive(const StartWorkers& action) {
@@ -162,12 +168,14 @@ bool NodeWorkers::continueLive(const StartWorkers& action) {
   if (survivors != members_) {
     // The running group lost workers: the survivors go on alone while the replacements start,
     // as many of them as make a valid world size (the others wait for the replacements), chosen
-    // so that those who wait take no ZeRO partition's last copy with them.
+    // so that those who wait take no ZeRO partition's last copy with them; where no choice
+    // does, the survivors left out that hold one give it over as donors.
     for (auto n = static_cast<std::int64_t>(survivors.size()); n >= 1; --n) {
       if (const auto batch = live_->batchFor(n)) {
         const std::vector<int> interim = comm::interimMembers(
             members_, survivors, node.localWorldSize, static_cast<std::size_t>(n));
-        publishLive(++liveGeneration_, action, interim, *batch);
+        publishLive(++liveGeneration_, action, interim, *batch,
+                    comm::interimDonors(members_, survivors, interim, node.localWorldSize));
         workers_.signalLocalRanks(survivors, SIGUSR1);
         members_ = interim;
         break;
@@ -198,9 +206,9 @@ void NodeWorkers::adoptLive(const StartWorkers& target, const std::vector<int>& 
   }
   if (!others.empty())
     workers_.stopLocalRanks(others, grace());
-  joiners_.clear();
   if (join.empty())
-    return;
+    return;  // (joiners started by an earlier command, kept, stay joiners until ready)
+  joiners_.clear();
   const auto node = std::find_if(target.nodes.begin(), target.nodes.end(),
                                  [&](const NodeAssignment& n) { return n.nodeId == nodeId_; });
   if (node == target.nodes.end())

@@ -65,6 +65,7 @@ class NodeWorkers final : public agent::WorkerGroup {
   // workers as {local rank, pid} and the pids of those started into the running job; adoptLive
   // makes `target` this node's generation, stops every running worker not in `keep` and starts
   // the `join` local ranks as joiners of live generation `liveGeneration` (STRETCH_LIVE_JOIN=1);
+  // a command that starts none (it stops donors, say) leaves earlier joiners joiners.
   // signalLive sends SIGUSR1 to the running workers of `locals`.
   std::vector<std::pair<int, pid_t>> runningWorkers() const { return workers_.runningWorkers(); }
   const std::vector<pid_t>& joiners() const { return joiners_; }
@@ -93,8 +94,10 @@ class NodeWorkers final : public agent::WorkerGroup {
   bool speaksLive(pid_t pid) const;
   // The worker was started into the running job for the pending generation.
   bool isJoiner(pid_t pid) const;
+  // `donors`: survivors outside the generation that give it their partition copies.
   void publishLive(std::uint64_t generation, const agent::StartWorkers& target,
-                   const std::vector<int>& localRanks, const config::BatchTriple& batch);
+                   const std::vector<int>& localRanks, const config::BatchTriple& batch,
+                   const std::vector<int>& donors = {});
   std::vector<WorkerProcessSpec> specsFor(const agent::StartWorkers& action,
                                           const agent::NodeAssignment& node,
                                           const std::vector<int>& localRanks,

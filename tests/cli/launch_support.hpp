@@ -293,6 +293,42 @@ inline std::vector<std::string> multiNodeOptions(const fs::path& dir, int master
           (dir / "ckpt").string()};
 }
 
+// The launcher options of a job on `nodes` local node agents n0, n1, ... of `slots` workers each
+// (the local runner; the hostfile is written into `dir`), elastic on 1 to `maxNodes` nodes: its
+// store on masterPort + 1, 0.1 s ticks, a 5 s heartbeat timeout, up to 10 restarts, logs under
+// dir/logs and the event log `events`.
+inline std::vector<std::string> localNodesOptions(const fs::path& dir, int nodes, int slots,
+                                                  int masterPort, const std::string& config,
+                                                  int maxNodes, const fs::path& events) {
+  {
+    std::ofstream hostfile(dir / "hostfile");
+    for (int n = 0; n < nodes; ++n)
+      hostfile << "n" << n << " slots=" << slots << "\n";
+  }
+  return {"--hostfile",
+          (dir / "hostfile").string(),
+          "--launcher",
+          "local",
+          "--master_port",
+          std::to_string(masterPort),
+          "--config",
+          config,
+          "--elastic",
+          "1:" + std::to_string(maxNodes),
+          "--last_call",
+          "1",
+          "--max_restarts",
+          "10",
+          "--monitor_interval",
+          "0.1",
+          "--heartbeat_timeout",
+          "5",
+          "--log_dir",
+          (dir / "logs").string(),
+          "--event_log",
+          events.string()};
+}
+
 inline std::vector<std::string> digitsTrainer(const fs::path& dir, int steps, int saveEvery) {
   return {STRETCH_TRAIN_DIGITS,
           "--config",

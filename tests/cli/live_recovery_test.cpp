@@ -612,32 +612,11 @@ TEST(LiveLaunch, ComparedWithTheRestartPath) {
 
 // ---- several hosts: the job controller and one node agent per host ----------------------------
 
-// `stretch launch` of `job` on node agents n0 and n1 of 2 workers each (the local runner),
-// elastic on 1 to 3 nodes; the job's store is on port + 1.
-std::vector<std::string> multiNodeArgs(const Job& job, const fs::path& dir, int port) {
-  { std::ofstream(dir / "hostfile") << "n0 slots=2\nn1 slots=2\n"; }
-  std::vector<std::string> args = {"--hostfile",
-                                   (dir / "hostfile").string(),
-                                   "--launcher",
-                                   "local",
-                                   "--master_port",
-                                   std::to_string(port),
-                                   "--config",
-                                   job.config,
-                                   "--elastic",
-                                   "1:3",
-                                   "--last_call",
-                                   "1",
-                                   "--max_restarts",
-                                   "10",
-                                   "--monitor_interval",
-                                   "0.1",
-                                   "--heartbeat_timeout",
-                                   "5",
-                                   "--log_dir",
-                                   (dir / "logs").string(),
-                                   "--event_log",
-                                   (dir / "events.jsonl").string()};
+// `stretch launch` of `job` on node agents n0, n1, ... (`nodes` of them) of 2 workers each (the
+// local runner), elastic on 1 to 3 nodes; the job's store is on port + 1.
+std::vector<std::string> multiNodeArgs(const Job& job, const fs::path& dir, int port,
+                                       int nodes = 2) {
+  auto args = localNodesOptions(dir, nodes, 2, port, job.config, 3, dir / "events.jsonl");
   args.insert(args.end(), job.program.begin(), job.program.end());
   args.insert(args.end(), {"--steps", std::to_string(job.steps), "--json"});
   return args;
@@ -766,6 +745,75 @@ TEST(LiveLaunchMultiNode, ANodeLostAndANodeJoiningKeepTheJobTraining) {
       EXPECT_GE(schedule[1].first, 20) << what;
       EXPECT_EQ(schedule[2].first, 41) << what;
     }
+    ASSERT_TRUE(run.summary.contains("weights_sha256")) << what << ": " << run.err;
+    EXPECT_EQ(run.summary["weights_sha256"], referenceDigest(job, schedule))
+        << what << ": schedule " << describe(schedule);
+  }
+}
+
+// Three nodes of 2 workers whose job's valid world sizes are 1, 2, 3 and 6 (a global batch of 12
+// in micro batches of 2). Node n1 is lost after step 20: 4 workers remain but 4 is no valid size,
+// so the job goes on with n0's 2 workers and n2 becomes spare. With ZeRO 1/2 the copies of n1's
+// partitions are on n2 (a node's worth of ranks on), so n2's workers give them over as donors
+// before they are stopped: no checkpoint is read, and the weights are those of the schedule
+// 1-20@6 21-60@2. Before donors the job fell back to its checkpoint here.
+TEST(LiveLaunchMultiNode, ANodeLeftOutOfASmallerWorldGivesItsCopiesFirst) {
+  for (const int stage : {1, 2}) {
+    const std::string what = "zero " + std::to_string(stage) + ", n1 lost, n2 spare";
+    stretch::test::TempDir config("stretch-live-config");
+    Job job = withZeroStage(digitsLiveJob(), stage, config.path());
+    {
+      auto json = nlohmann::json::parse(stretch::test::readFileIfAny(job.config));
+      json["elasticity"] = {{"enabled", true},
+                            {"max_train_batch_size", 12},
+                            {"micro_batch_sizes", {2}},
+                            {"min_gpus", 1},
+                            {"max_gpus", 6},
+                            {"version", 0.1}};
+      std::ofstream(job.config) << json.dump();
+    }
+    job.steps = 60;
+    stretch::test::TempDir dir("stretch-live-mn");
+    const fs::path faults = dir.path() / "faults";
+    fs::create_directories(faults);
+    ::setenv("STRETCH_FAULT_DIR", faults.c_str(), 1);
+    ::setenv("STRETCH_FAULT_PAUSE_AT_STEPS", "20", 1);
+    bool shrunk = false;
+    bool donors = false;
+    const auto run = runLaunchWithKills(
+        job, dir.path(), multiNodeArgs(job, dir.path(), freePort(), 3),
+        [&](Launch& launch, const fs::path&) -> std::vector<std::int64_t> {
+          if (!waitUntil([&] { return fs::exists(faults / "pause_20.reached"); }))
+            return {};
+          pid_t n1 = -1;
+          std::ifstream(dir.path() / "logs" / "agent_n1.pid") >> n1;
+          if (n1 <= 0)
+            return {};
+          const std::int64_t killed = unixNowNs();
+          ::kill(n1, SIGTERM);
+          shrunk = waitUntil(
+              [&] { return launch.out().find("worker(s) on 1 node(s)") != std::string::npos; });
+          donors = launch.out().find("2 survivor(s) give it their copies") != std::string::npos;
+          std::ofstream(faults / "pause_20.release") << "\n";
+          return {killed};
+        });
+    ::unsetenv("STRETCH_FAULT_DIR");
+    ::unsetenv("STRETCH_FAULT_PAUSE_AT_STEPS");
+    ASSERT_EQ(run.status, 0) << what << ": " << run.err;
+    EXPECT_TRUE(shrunk) << what << ": no generation on one node; " << run.err;
+    EXPECT_TRUE(donors) << what << ": n2's workers were no donors; " << run.err;
+    std::string logs;
+    for (const auto& log : workerLogs(dir.path()))
+      logs += stretch::test::readFileIfAny(log);
+    EXPECT_NE(logs.find("gives its partition copies to generation"), std::string::npos) << what;
+    EXPECT_EQ(countEvents(run.events, "start_workers", "checkpoint"), 0) << what;
+    ASSERT_EQ(static_cast<int>(run.steps.size()), job.steps) << what << ": a step is missing";
+    const auto schedule = scheduleOf(run.steps);
+    std::printf("%s: schedule %s\n", what.c_str(), describe(schedule).c_str());
+    std::fflush(stdout);
+    ASSERT_EQ(schedule.size(), 2u) << what << ": " << describe(schedule);
+    EXPECT_EQ(schedule[0].world, 6) << what;
+    EXPECT_EQ(schedule[1].world, 2) << what;
     ASSERT_TRUE(run.summary.contains("weights_sha256")) << what << ": " << run.err;
     EXPECT_EQ(run.summary["weights_sha256"], referenceDigest(job, schedule))
         << what << ": schedule " << describe(schedule);

@@ -113,35 +113,10 @@ fs::path runWithFaultScript(const fs::path& dir, int slots, const std::string& c
   all.insert(all.end(), env.begin(), env.end());
   for (const auto& [k, v] : all)
     ::setenv(k.c_str(), v.c_str(), 1);
-  { std::ofstream(dir / "hostfile") << "n0 slots=" << slots << "\nn1 slots=" << slots << "\n"; }
   const int port = freePort();
   const fs::path events = dir / "real.jsonl";
-  std::vector<std::string> args = {"--hostfile",
-                                   (dir / "hostfile").string(),
-                                   "--launcher",
-                                   "local",
-                                   "--master_port",
-                                   std::to_string(port),
-                                   "--config",
-                                   config,
-                                   "--elastic",
-                                   "1:2",
-                                   "--last_call",
-                                   "1",
-                                   "--max_restarts",
-                                   "10",
-                                   "--recovery",
-                                   recovery,
-                                   "--monitor_interval",
-                                   "0.1",
-                                   "--heartbeat_timeout",
-                                   "5",
-                                   "--log_dir",
-                                   (dir / "logs").string(),
-                                   "--event_log",
-                                   events.string(),
-                                   "--checkpoint_dir",
-                                   (dir / "ckpt").string()};
+  std::vector<std::string> args = localNodesOptions(dir, 2, slots, port, config, 2, events);
+  args.insert(args.end(), {"--recovery", recovery, "--checkpoint_dir", (dir / "ckpt").string()});
   for (auto& a :
        std::vector<std::string>{"--config", config, "--checkpoint-dir", (dir / "ckpt").string(),
                                 "--save-every", "10", "--resume"})

@@ -1,6 +1,7 @@
 // interimMembers (runtime/comm/live_generation.hpp) against a brute force over every subset: it
 // returns `count` survivors in rank order, and ones that hold every partition whenever any
-// choice does.
+// choice does; interimDonors adds survivors left out until every partition a survivor holds is
+// held.
 
 #include <algorithm>
 #include <cstdint>
@@ -62,6 +63,31 @@ RC_GTEST_PROP(InterimMembers, HoldEveryPartitionWheneverAnyChoiceDoes, ()) {
   }
   if (anyHolds)
     RC_ASSERT(holdsEveryPartition(chosenRanks, world, d));
+
+  // Donors: survivors not chosen, in rank order; with them every partition some survivor holds
+  // is held, and there are none when the members hold every partition.
+  const auto donors = interimDonors(members, shuffled, chosen, distance);
+  std::uint32_t withDonors = chosenRanks;
+  lastRank = -1;
+  for (const int id : donors) {
+    const auto rank =
+        static_cast<int>(std::find(members.begin(), members.end(), id) - members.begin());
+    RC_ASSERT(rank < world);
+    RC_ASSERT((alive >> rank & 1U) != 0);
+    RC_ASSERT((chosenRanks >> rank & 1U) == 0);
+    RC_ASSERT(rank > lastRank);
+    lastRank = rank;
+    withDonors |= 1U << rank;
+  }
+  if (holdsEveryPartition(chosenRanks, world, d))
+    RC_ASSERT(donors.empty());
+  for (int p = 0; p < world; ++p) {
+    const auto held = [&](std::uint32_t ranks) {
+      return (ranks >> p & 1U) != 0 || (ranks >> ((p + d) % world) & 1U) != 0;
+    };
+    if (held(alive))
+      RC_ASSERT(held(withDonors));
+  }
 }
 
 }  // namespace

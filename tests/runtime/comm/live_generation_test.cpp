@@ -1,5 +1,6 @@
 // The live-recovery record (runtime/comm/live_generation.hpp): text round trip, ranks of the
-// workers that take part, errors naming the line, and the two store helpers.
+// workers that take part (donors too), interim members and donors, errors naming the line, and
+// the two store helpers.
 
 #include "runtime/comm/live_generation.hpp"
 
@@ -81,15 +82,53 @@ TEST(LiveGeneration, AnInterimWorldKeepsTheSurvivorsThatHoldEveryPartition) {
   EXPECT_TRUE(interimMembers(members, {0, 1}, 1, 0).empty());
 }
 
+// Eight workers with copies on the next rank, ranks 1 and 4 dead and room for 4: no 4 of the 6
+// survivors hold every partition (1 needs rank 2, 4 needs 5, 0 needs 0, 3 needs 3; then 6 has
+// neither its owner nor its buddy 7), so a survivor left out gives partition 6 as a donor.
+TEST(LiveGeneration, SurvivorsLeftOutThatHoldAMissingPartitionAreDonors) {
+  const std::vector<int> members = {0, 1, 2, 3, 4, 5, 6, 7};
+  const std::vector<int> survivors = {0, 2, 3, 5, 6, 7};
+  const auto chosen = interimMembers(members, survivors, 8, 4);
+  EXPECT_EQ(chosen, (std::vector<int>{0, 2, 3, 5}));
+  EXPECT_EQ(interimDonors(members, survivors, chosen, 8), (std::vector<int>{6}));
+  // Members that hold every partition need none.
+  EXPECT_TRUE(interimDonors({0, 1, 2, 3}, {0, 2, 3}, {0, 2}, 4).empty());
+  // Ranks 1 and 2 dead: partition 1 is lost whatever happens; rank 3 gives partition 2.
+  EXPECT_EQ(interimDonors({0, 1, 2, 3}, {0, 3}, {0}, 4), (std::vector<int>{3}));
+  // Ids are the members' (local ranks of a node): the same case, ranks held by ids 5, 2, 7, 9.
+  EXPECT_EQ(interimDonors({5, 2, 7, 9}, {9, 5}, {5}, 1), (std::vector<int>{9}));
+}
+
+TEST(LiveGeneration, DonorsFollowTheMembersInTheTransferGroup) {
+  auto g = makeLiveGeneration(3, 2, {{"n0", 0}, {"n1", 1}}, 48, 24, 1, {{"n0", 2}, {"n1", 0}});
+  EXPECT_EQ(g.worldSize, 2);
+  EXPECT_EQ(g.transferSize(), 4);
+  EXPECT_EQ(g.donors, (std::vector<LiveNode>{{"n0", 2, {2}}, {"n1", 3, {0}}}));
+  EXPECT_EQ(g.rankOf("n0", 2), -1);  // a donor trains in no rank
+  EXPECT_EQ(g.transferRankOf("n0", 0), 0);
+  EXPECT_EQ(g.transferRankOf("n1", 1), 1);
+  EXPECT_EQ(g.transferRankOf("n0", 2), 2);
+  EXPECT_EQ(g.transferRankOf("n1", 0), 3);
+  EXPECT_EQ(g.transferRankOf("n1", 2), -1);
+  const std::string text = formatLiveGeneration(g);
+  EXPECT_EQ(text, "3 2 2 48 24 1\nn0 0 0\nn1 1 1\ndonor n0 2 2\ndonor n1 3 0\n");
+  EXPECT_EQ(parseLiveGeneration(text), g);
+  EXPECT_EQ(interim().transferSize(), 5);  // no donors: the members
+}
+
 TEST(LiveGeneration, MalformedRecordsNameTheLine) {
   const std::vector<std::string> bad = {
-      "",                               // no header
-      "3 2 5 48 16\nn0 0 0,1,2,3,4\n",  // a header field missing
-      "3 2 2 48 16 1\nn0 1 0,1\n",      // first rank not 0
-      "3 2 2 48 16 1\nn0 0 1,0\n",      // local ranks not ascending
-      "3 2 2 48 16 1\nn0 0 0,x\n",      // not a number
-      "3 2 3 48 16 1\nn0 0 0,1\n",      // 2 workers for a world of 3
-      "3 2 0 48 16 1\n",                // an empty world
+      "",                                               // no header
+      "3 2 5 48 16\nn0 0 0,1,2,3,4\n",                  // a header field missing
+      "3 2 2 48 16 1\nn0 1 0,1\n",                      // first rank not 0
+      "3 2 2 48 16 1\nn0 0 1,0\n",                      // local ranks not ascending
+      "3 2 2 48 16 1\nn0 0 0,x\n",                      // not a number
+      "3 2 3 48 16 1\nn0 0 0,1\n",                      // 2 workers for a world of 3
+      "3 2 0 48 16 1\n",                                // an empty world
+      "3 2 2 48 16 1\nn0 0 0\ndonor n0 1 1\n",          // donors before the world is full
+      "3 2 1 48 16 1\nn0 0 0\ndonor n0 2 1\n",          // a donor's first rank not 1
+      "3 2 1 48 16 1\nn0 0 0\ndonor n0 1 1\nn1 2 0\n",  // a member after a donor
+      "3 2 1 48 16 1\nn0 0 0\ndonor n0 1\n",            // a donor line without ranks
   };
   for (const auto& text : bad) {
     EXPECT_THROW(parseLiveGeneration(text), CommError) << text;
@@ -114,6 +153,8 @@ TEST(LiveGeneration, PublishingSetsTheRecordThenLatest) {
   EXPECT_EQ(live_keys::capable("n0", 42), "live/capable/n0/42");
   EXPECT_EQ(live_keys::ready(4), "live/ready/4");
   EXPECT_EQ(live_keys::groupPrefix(4), "live/pg/4");
+  EXPECT_EQ(live_keys::transferPrefix(4), "live/xfer/4");
+  EXPECT_EQ(live_keys::donated(4), "live/donated/4");
 }
 
 }  // namespace

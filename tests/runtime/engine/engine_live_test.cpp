@@ -3,7 +3,8 @@
 // where a 3-rank resume from the 4-rank job's checkpoint ends; a step abandoned half-way changes
 // nothing; the overlap buckets follow the new layout; ZeRO 1/2 (fp32 and bf16) rebuild the
 // state from the partition copies (a dead rank's from its buddy) and fail alike on every rank
-// when a rank and its buddy died; errors for what cannot rejoin.
+// when a rank and its buddy died; a survivor left out of the new group gives the partition only
+// it holds (a donor); errors for what cannot rejoin.
 
 #include <atomic>
 #include <string>
@@ -260,6 +261,58 @@ TEST(EngineLive, Zero1And2RebuildTheStateFromTheCopies) {
           << "stage " << stage << (joiner ? " with a joiner" : "");
       EXPECT_EQ(live.counters, expected.counters) << "stage " << stage;
     }
+  }
+}
+
+// ZeRO 1/2, 4 ranks, rank 3 dies and the job goes on at 2: old ranks 0 and 1 train on, but
+// partition 2's copies were on ranks 2 and 3, so old rank 2 (left out) gives it over as a donor
+// (rank 2 of a transfer group of 3) and waits. Without it the job would fall back to its
+// checkpoint.
+Result viaDonor(const std::string& config, int before, int after) {
+  const auto parsed = test::parse(config);
+  const TensorDataset data = dataset();
+  auto oldGroups = test::makeGroups(4);
+  auto newGroups = test::makeGroups(2);
+  auto transfer = test::makeGroups(3);
+  std::vector<Mlp> models = fourAndAJoiner();
+  Result out;
+  comm::runRankThreads(4, [&](int r) {
+    InitOptions options = rankOptions(data);
+    options.processGroup = oldGroups.groups[static_cast<std::size_t>(r)];
+    auto init =
+        initialize(torch::nn::AnyModule(models[static_cast<std::size_t>(r)]), parsed, options);
+    auto& engine = *init.engine;
+    engine.enablePartitionCopies();
+    engine.copyPartitions();
+    trainSteps(engine, *init.dataLoader, before);
+    if (r == 3)
+      return;  // dies
+    engine.abandonStep();
+    const auto own = transfer.groups[static_cast<std::size_t>(r)];
+    if (r == 2) {
+      const auto weights = test::flatWeights(*models[2]);
+      engine.donatePartitions(*own, 2);
+      EXPECT_TRUE(torch::equal(test::flatWeights(*models[2]), weights));  // its own state stays
+      EXPECT_EQ(engine.globalSteps(), before);
+      return;
+    }
+    engine.rejoin(newGroups.groups[static_cast<std::size_t>(r)], batchFor(2), own);
+    EXPECT_EQ(engine.dpWorldSize(), 2);
+    trainSteps(engine, *init.dataLoader, after);
+    if (r == 0)
+      out = resultOf(engine, models[0], init);
+  });
+  return out;
+}
+
+TEST(EngineLive, ASurvivorLeftOutGivesThePartitionOnlyItHolds) {
+  for (const int stage : {1, 2}) {
+    const std::string config = configFor(stage);
+    const Result expected = viaCheckpoint(config, 4, 5, 2);
+    const Result live = viaDonor(config, 4, 5);
+    ASSERT_TRUE(live.weights.defined()) << "stage " << stage;
+    EXPECT_TRUE(torch::equal(live.weights, expected.weights)) << "stage " << stage;
+    EXPECT_EQ(live.counters, expected.counters) << "stage " << stage;
   }
 }
 
