@@ -12,7 +12,9 @@
 //   live/latest                N of the newest record, set after the record itself;
 //   live/capable/<NODE>/<PID>  set by a worker that speaks the protocol once it trains in a
 //                              group with the job's state (the agent keeps such workers running
-//                              through a failure, and restarts every worker otherwise);
+//                              through a failure, and restarts every worker otherwise): "copies"
+//                              when it keeps ZeRO 1/2 partition copies (only such workers are
+//                              worth naming donors), "1" otherwise;
 //   live/ready/<N>             a counter: workers started into a running job add 1 when they are
 //                              ready to join; the agent publishes generation N once all are;
 //   live/pg/<N>/...            generation N's process-group rendezvous (a PrefixStore);
@@ -98,6 +100,7 @@ std::string transferPrefix(std::uint64_t n);
 std::string donated(std::uint64_t n);
 inline constexpr const char* kLatest = "live/latest";
 inline constexpr const char* kFinished = "live/finished";
+inline constexpr const char* kCapableWithCopies = "copies";
 }  // namespace live_keys
 
 // ZeRO 1/2 partition copies (Engine::enablePartitionCopies): rank r of a `world`-rank generation

@@ -290,7 +290,8 @@ void LiveRecovery::start(Engine& engine) {
   action.sa_flags = SA_RESTART;
   ::sigaction(SIGUSR1, &action, nullptr);
   if (engine.supportsLiveRecovery())
-    store_->set(comm::live_keys::capable(nodeId_, ::getpid()), "1");
+    store_->set(comm::live_keys::capable(nodeId_, ::getpid()),
+                engine.partitionCopiesEnabled() ? comm::live_keys::kCapableWithCopies : "1");
 }
 
 void LiveRecovery::finish() {

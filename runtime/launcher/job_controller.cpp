@@ -301,8 +301,18 @@ class RemoteWorkers final : public WorkerGroup {
     pendingTarget_.reset();
     donorRelease_.reset();
     running_ = action.generation;
-    std::vector<Member> everyone = survivors;
-    everyone.insert(everyone.end(), leftOut.begin(), leftOut.end());
+    // Donors only where the workers keep ZeRO 1/2 partition copies (a ZeRO 0 rank holds the
+    // whole state: the members need nothing from those left out).
+    std::vector<Member> everyone;
+    bool copies = false;
+    for (const auto& [node, record] : records) {
+      for (const auto& [local, pid] : record.workers)
+        copies = copies || keepsCopies(node, pid);
+    }
+    if (copies) {
+      everyone = survivors;
+      everyone.insert(everyone.end(), leftOut.begin(), leftOut.end());
+    }
     std::vector<Member> donors;
     std::uint64_t donorGeneration = 0;
     if (joining == 0) {
@@ -476,6 +486,11 @@ class RemoteWorkers final : public WorkerGroup {
 
   bool capable(const std::string& node, std::int64_t pid) const {
     return options_.liveStore->check({comm::live_keys::capable(node, pid)});
+  }
+  bool keepsCopies(const std::string& node, std::int64_t pid) const {
+    const auto key = comm::live_keys::capable(node, pid);
+    return options_.liveStore->check({key}) &&
+           options_.liveStore->get(key) == comm::live_keys::kCapableWithCopies;
   }
 
   // What every live node runs (its workers/<node> record), by node id.

@@ -55,6 +55,15 @@ bool NodeWorkers::speaksLive(pid_t pid) const {
   return live_->store->check({comm::live_keys::capable(nodeId_, pid)});
 }
 
+bool NodeWorkers::keepsCopies() const {
+  for (const auto& [local, pid] : workers_.runningWorkers()) {
+    const auto key = comm::live_keys::capable(nodeId_, pid);
+    if (live_->store->check({key}) && live_->store->get(key) == comm::live_keys::kCapableWithCopies)
+      return true;
+  }
+  return false;
+}
+
 bool NodeWorkers::isJoiner(pid_t pid) const {
   return std::find(joiners_.begin(), joiners_.end(), pid) != joiners_.end();
 }
@@ -174,8 +183,10 @@ bool NodeWorkers::continueLive(const StartWorkers& action) {
       if (const auto batch = live_->batchFor(n)) {
         const std::vector<int> interim = comm::interimMembers(
             members_, survivors, node.localWorldSize, static_cast<std::size_t>(n));
-        publishLive(++liveGeneration_, action, interim, *batch,
-                    comm::interimDonors(members_, survivors, interim, node.localWorldSize));
+        std::vector<int> donors;
+        if (keepsCopies())
+          donors = comm::interimDonors(members_, survivors, interim, node.localWorldSize);
+        publishLive(++liveGeneration_, action, interim, *batch, donors);
         workers_.signalLocalRanks(survivors, SIGUSR1);
         members_ = interim;
         break;
