@@ -10,21 +10,12 @@
 
 namespace stretch::comm {
 
-std::int64_t LiveGeneration::rankOf(const std::string& nodeId, std::int64_t localRank) const {
+namespace {
+// The rank of `localRank` on `nodeId` among `nodes` (their first ranks and local ranks); -1 when
+// it is not there.
+std::int64_t rankAmong(const std::vector<LiveNode>& nodes, const std::string& nodeId,
+                       std::int64_t localRank) {
   for (const auto& node : nodes) {
-    if (node.nodeId != nodeId)
-      continue;
-    const auto it = std::find(node.localRanks.begin(), node.localRanks.end(), localRank);
-    return it == node.localRanks.end() ? -1 : node.firstRank + (it - node.localRanks.begin());
-  }
-  return -1;
-}
-
-std::int64_t LiveGeneration::transferRankOf(const std::string& nodeId,
-                                            std::int64_t localRank) const {
-  if (const auto rank = rankOf(nodeId, localRank); rank >= 0)
-    return rank;
-  for (const auto& node : donors) {
     if (node.nodeId != nodeId)
       continue;
     const auto it = std::find(node.localRanks.begin(), node.localRanks.end(), localRank);
@@ -32,6 +23,17 @@ std::int64_t LiveGeneration::transferRankOf(const std::string& nodeId,
       return node.firstRank + (it - node.localRanks.begin());
   }
   return -1;
+}
+}  // namespace
+
+std::int64_t LiveGeneration::rankOf(const std::string& nodeId, std::int64_t localRank) const {
+  return rankAmong(nodes, nodeId, localRank);
+}
+
+std::int64_t LiveGeneration::transferRankOf(const std::string& nodeId,
+                                            std::int64_t localRank) const {
+  const auto rank = rankOf(nodeId, localRank);
+  return rank >= 0 ? rank : rankAmong(donors, nodeId, localRank);
 }
 
 std::int64_t LiveGeneration::transferSize() const {
@@ -276,6 +278,11 @@ std::vector<int> interimDonors(const std::vector<int>& members, const std::vecto
 void publishLiveGeneration(Store& store, const LiveGeneration& generation) {
   store.set(live_keys::generation(generation.generation), formatLiveGeneration(generation));
   store.set(live_keys::kLatest, std::to_string(generation.generation));
+}
+
+bool keepsPartitionCopies(Store& store, const std::string& nodeId, std::int64_t pid) {
+  const auto key = live_keys::capable(nodeId, pid);
+  return store.check({key}) && store.get(key) == live_keys::kCapableWithCopies;
 }
 
 std::uint64_t latestLiveGeneration(Store& store) {

@@ -126,6 +126,10 @@ std::vector<int> interimMembers(const std::vector<int>& members, std::vector<int
 std::vector<int> interimDonors(const std::vector<int>& members, const std::vector<int>& survivors,
                                const std::vector<int>& chosen, int distance);
 
+// Whether the worker `pid` of `nodeId` said it keeps ZeRO 1/2 partition copies (its live/capable
+// key is kCapableWithCopies).
+bool keepsPartitionCopies(Store& store, const std::string& nodeId, std::int64_t pid);
+
 // Writes the record, then live/latest.
 void publishLiveGeneration(Store& store, const LiveGeneration& generation);
 // The number in live/latest; 0 before the first record.

@@ -307,7 +307,7 @@ class RemoteWorkers final : public WorkerGroup {
     bool copies = false;
     for (const auto& [node, record] : records) {
       for (const auto& [local, pid] : record.workers)
-        copies = copies || keepsCopies(node, pid);
+        copies = copies || comm::keepsPartitionCopies(*options_.liveStore, node, pid);
     }
     if (copies) {
       everyone = survivors;
@@ -486,11 +486,6 @@ class RemoteWorkers final : public WorkerGroup {
 
   bool capable(const std::string& node, std::int64_t pid) const {
     return options_.liveStore->check({comm::live_keys::capable(node, pid)});
-  }
-  bool keepsCopies(const std::string& node, std::int64_t pid) const {
-    const auto key = comm::live_keys::capable(node, pid);
-    return options_.liveStore->check({key}) &&
-           options_.liveStore->get(key) == comm::live_keys::kCapableWithCopies;
   }
 
   // What every live node runs (its workers/<node> record), by node id.

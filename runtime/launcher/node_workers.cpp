@@ -56,12 +56,10 @@ bool NodeWorkers::speaksLive(pid_t pid) const {
 }
 
 bool NodeWorkers::keepsCopies() const {
-  for (const auto& [local, pid] : workers_.runningWorkers()) {
-    const auto key = comm::live_keys::capable(nodeId_, pid);
-    if (live_->store->check({key}) && live_->store->get(key) == comm::live_keys::kCapableWithCopies)
-      return true;
-  }
-  return false;
+  const auto running = workers_.runningWorkers();
+  return std::any_of(running.begin(), running.end(), [&](const auto& worker) {
+    return comm::keepsPartitionCopies(*live_->store, nodeId_, worker.second);
+  });
 }
 
 bool NodeWorkers::isJoiner(pid_t pid) const {
