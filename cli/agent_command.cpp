@@ -24,6 +24,7 @@
 #include "runtime/common/error.hpp"
 #include "runtime/launcher/node_agent.hpp"
 #include "runtime/launcher/stop_signal.hpp"
+#include "runtime/common/worker_variables.hpp"
 
 namespace stretch::cli {
 
@@ -33,7 +34,7 @@ int runAgent(launcher::JoinRequest request, bool tokenStdin) {
   try {
     if (tokenStdin)
       std::getline(std::cin, request.token);
-    else if (const char* env = std::getenv("STRETCH_STORE_TOKEN"))
+    else if (const char* env = std::getenv(worker_env::kStoreToken))
       request.token = env;
     request.stopSignal = &launcher::installStopSignals({SIGINT, SIGTERM, SIGHUP});
     const auto result = launcher::joinJob(request);

@@ -23,12 +23,8 @@ int main(int argc, char** argv) {
       stretch::cli::addElasticCommand(app), stretch::cli::addConfigCommand(app),
       stretch::cli::addReportCommand(app),  stretch::cli::addBenchCommand(app),
       stretch::cli::addLaunchCommand(app),  stretch::cli::addAgentCommand(app)};
-#ifdef STRETCH_HAVE_SIM
   commands.push_back(stretch::cli::addSimCommand(app));
-#endif
-#ifdef STRETCH_HAVE_PLANNER
   commands.push_back(stretch::cli::addPlanCommand(app));
-#endif
 
   try {
     app.parse(argc, argv);

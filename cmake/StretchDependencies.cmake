@@ -111,6 +111,17 @@ stretch_resolve_optional(STRETCH_WITH_NCCL _nccl_found "NCCL + CUDA"
                          "${STRETCH_NCCL_LIBRARY}, CUDA ${CUDAToolkit_VERSION}"
                          "needs nccl.h, libnccl and the CUDA toolkit")
 
+# MPI (Monte Carlo over ranks: mpirun -n K stretch sim|plan); the C API from C++ (the project
+# enables no C compiler), not the deprecated C++ bindings.
+set(_mpi_found FALSE)
+if(NOT STRETCH_WITH_MPI STREQUAL "OFF")
+  set(MPI_CXX_SKIP_MPICXX ON)
+  find_package(MPI COMPONENTS CXX QUIET)
+  set(_mpi_found ${MPI_CXX_FOUND})
+endif()
+stretch_resolve_optional(STRETCH_WITH_MPI _mpi_found "MPI (stretch sim/plan over ranks)"
+                         "MPI ${MPI_CXX_VERSION}" "install libopenmpi-dev")
+
 # Qt 6 (desktop planner).
 find_package(Qt6 COMPONENTS Widgets Charts QUIET)
 set(_qt_found FALSE)

@@ -2,7 +2,7 @@
 # Setting one to ON makes a missing package a configure error; OFF skips it even when present.
 set(_stretch_tristate AUTO ON OFF)
 foreach(opt STRETCH_WITH_TORCH STRETCH_WITH_GLOO STRETCH_WITH_NCCL STRETCH_WITH_REDIS
-            STRETCH_BUILD_GUI)
+            STRETCH_WITH_MPI STRETCH_BUILD_GUI)
   set(${opt} AUTO CACHE STRING "AUTO (on when found), ON (required) or OFF")
   set_property(CACHE ${opt} PROPERTY STRINGS ${_stretch_tristate})
   string(TOUPPER "${${opt}}" _value)

@@ -125,7 +125,19 @@ void MainWindow::buildUi() {
   tabs_ = new QTabWidget(this);
   setCentralWidget(tabs_);
 
-  // Config: the elasticity form and the valid world sizes table.
+  tabs_->addTab(buildConfigTab(), tr("Config"));
+  tabs_->addTab(buildScenarioTab(), tr("Scenario"));
+  tabs_->addTab(buildResultsTab(), tr("Results"));
+  tabs_->addTab(buildTimelineTab(), tr("Timeline"));
+  tabs_->addTab(buildScaleTab(), tr("Scale"));
+  tabs_->addTab(buildPlanTab(), tr("Plan"));
+
+  statusBar()->showMessage(tr("Ready"));
+  updateRunControls();
+}
+
+// Config: the elasticity form and the valid world sizes table.
+QWidget* MainWindow::buildConfigTab() {
   auto* config = new QWidget;
   auto* configLayout = new QHBoxLayout(config);
   auto* configForm = buildForm(FieldTarget::Config);
@@ -149,9 +161,11 @@ void MainWindow::buildUi() {
   configWarnings_->setStyleSheet("color: #8a6d00;");
   tableLayout->addWidget(configWarnings_);
   configLayout->addWidget(tableSide, 1);
-  tabs_->addTab(config, tr("Config"));
+  return config;
+}
 
-  // Scenario: cluster, failures, checkpoints, and the run controls.
+// Scenario: cluster, failures, checkpoints, and the run controls.
+QWidget* MainWindow::buildScenarioTab() {
   auto* scenario = new QWidget;
   auto* scenarioLayout = new QVBoxLayout(scenario);
   auto* scenarioForm = buildForm(FieldTarget::Scenario);
@@ -188,9 +202,11 @@ void MainWindow::buildUi() {
   scenarioStatus_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   scenarioLayout->addWidget(scenarioStatus_);
   scenarioLayout->addStretch(1);
-  tabs_->addTab(scenario, tr("Scenario"));
+  return scenario;
+}
 
-  // Results: headline and the Monte Carlo summary.
+// Results: headline and the Monte Carlo summary.
+QWidget* MainWindow::buildResultsTab() {
   auto* results = new QWidget;
   auto* resultsLayout = new QVBoxLayout(results);
   resultsHeadline_ = new QLabel(tr("Press Simulate to run the Monte Carlo."));
@@ -202,9 +218,11 @@ void MainWindow::buildUi() {
   summaryTable->setObjectName("summaryTable");
   summaryTable->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
   resultsLayout->addWidget(summaryTable, 1);
-  tabs_->addTab(results, tr("Results"));
+  return results;
+}
 
-  // Timeline: the chart of replica 0 and its events.
+// Timeline: the chart of replica 0 and its events.
+QWidget* MainWindow::buildTimelineTab() {
   auto* timeline = new QSplitter(Qt::Vertical);
   timelineChart_ = new TimelineChart(timeline);
   timelineChart_->setObjectName("timelineChart");
@@ -217,9 +235,11 @@ void MainWindow::buildUi() {
   timeline->addWidget(eventTable);
   timeline->setStretchFactor(0, 3);
   timeline->setStretchFactor(1, 1);
-  tabs_->addTab(timeline, tr("Timeline"));
+  return timeline;
+}
 
-  // Scale: time to train and GPU-hours by world size.
+// Scale: time to train and GPU-hours by world size.
+QWidget* MainWindow::buildScaleTab() {
   auto* scaleTab = new QWidget;
   auto* scaleLayout = new QVBoxLayout(scaleTab);
   auto* scaleSplit = new QSplitter(Qt::Vertical);
@@ -238,9 +258,11 @@ void MainWindow::buildUi() {
   scaleNote_->setObjectName("scaleNote");
   scaleNote_->setWordWrap(true);
   scaleLayout->addWidget(scaleNote_);
-  tabs_->addTab(scaleTab, tr("Scale"));
+  return scaleTab;
+}
 
-  // Plan: the planner's recommendation, ETTR vs checkpoint interval, exports.
+// Plan: the planner's recommendation, ETTR vs checkpoint interval, exports.
+QWidget* MainWindow::buildPlanTab() {
   auto* planTab = new QWidget;
   auto* planLayout = new QVBoxLayout(planTab);
   recommendation_ =
@@ -288,10 +310,7 @@ void MainWindow::buildUi() {
   intervalNote_->setWordWrap(true);
   intervalNote_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   planLayout->addWidget(intervalNote_);
-  tabs_->addTab(planTab, tr("Plan"));
-
-  statusBar()->showMessage(tr("Ready"));
-  updateRunControls();
+  return planTab;
 }
 
 QWidget* MainWindow::buildForm(FieldTarget target) {

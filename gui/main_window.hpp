@@ -122,6 +122,13 @@ class MainWindow : public QMainWindow {
   };
 
   void buildUi();
+  // One per tab: its page (not yet in the tab widget), with the members its views fill set.
+  QWidget* buildConfigTab();
+  QWidget* buildScenarioTab();
+  QWidget* buildResultsTab();
+  QWidget* buildTimelineTab();
+  QWidget* buildScaleTab();
+  QWidget* buildPlanTab();
   void buildMenus();
   QWidget* buildForm(FieldTarget target);
   void populateForm();

@@ -16,12 +16,12 @@ namespace stretch::planner {
 
 namespace {
 
-using config::detail::indexPath;
-using config::detail::IntRule;
-using config::detail::Json;
-using config::detail::NumberRule;
-using config::detail::ObjectReader;
-using config::detail::readIntElement;
+using config::json::indexPath;
+using config::json::IntRule;
+using config::json::Json;
+using config::json::NumberRule;
+using config::json::ObjectReader;
+using config::json::readIntElement;
 
 std::vector<std::int64_t> microBatchList(const ObjectReader& owner, const Json& v,
                                          const std::string& path) {
@@ -190,10 +190,10 @@ PlanSettings parseSettings(const Json& object, std::vector<std::string>& warning
 // A job file's text; source names it in syntax errors.
 PlanInput parseJob(std::string_view text, std::string_view source,
                    const std::filesystem::path& baseDir, const sim::ScenarioOptions& options) {
-  Json root = config::detail::parseJson(text, source);
+  Json root = config::json::parseJson(text, source);
   if (!root.is_object()) {
-    config::detail::throwValue("job", root,
-                               "a JSON object (a scenario with an optional \"plan\" object)");
+    config::json::throwValue("job", root,
+                             "a JSON object (a scenario with an optional \"plan\" object)");
   }
   PlanInput input;
   Json planObject = Json::object();

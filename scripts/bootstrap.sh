@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Stretch set-up for a fresh Debian 12 machine, in one command:
 #
-#   scripts/bootstrap.sh example   install what is missing, build the `stretch` executable and the
-#                                  libraries it links (Release), plan the bundled job
+#   scripts/bootstrap.sh example   install what the planner needs, build the `stretch` executable
+#                                  (Release) without the optional integrations, plan the bundled
+#                                  job
 #   scripts/bootstrap.sh test      install what is missing, build everything (Release), run the
 #                                  whole test suite
 #   scripts/bootstrap.sh build     install what is missing and build everything (Release), no
 #                                  tests
 #
-# `example` builds only the `stretch` target so that the first result shows up in minutes; the
-# tests, benchmarks, the example training job and the desktop planner are built by `test` and
-# `build` (or by `cmake --build` later).
+# `example` installs only the compiler, CMake and the header libraries `stretch` needs (no
+# LibTorch, Gloo, Qt or MPI) and builds only the `stretch` target with those integrations off, so
+# that the first result shows up in minutes; `test` and `build` install everything and build
+# everything in the same build folder (the tests, benchmarks, the example training job, the
+# desktop planner, and `stretch` again with Gloo, hiredis and MPI).
 #
 # Installs only Debian packages, by name, and only those not installed yet (root, or a user with
 # sudo). Idempotent: with everything present it only rebuilds what changed.
@@ -39,9 +42,12 @@ jobs="${JOBS:-$(nproc)}"
 # (RedisStore), LibTorch (the training engine; OpenSSL for checkpoint digests, zlib for the
 # example data) and Qt 6 (the desktop planner) are installed by default; NCCL stays optional
 # (AUTO): the build uses it when present and says so in its configure summary.
+# What `example` needs: the compiler, CMake and the header libraries of the core.
 packages=(
   cmake ninja-build g++ ccache pkg-config
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
+)
+[[ "$mode" == "example" ]] || packages+=(
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libgloo-dev libhiredis-dev libtorch-dev libssl-dev zlib1g-dev
   # The desktop planner (stretch-planner): Qt 6 Widgets and Charts (Charts' CMake package needs
@@ -90,7 +96,18 @@ fi
 echo "==> configuring ($build_dir)"
 generator=()
 [[ -f "$build_dir/CMakeCache.txt" ]] || generator=(-G Ninja)
-cmake -S "$root" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release
+if [[ "$mode" == "example" ]]; then
+  # The integrations the planner does not use stay off, even where their packages are installed.
+  options=(-DSTRETCH_WITH_TORCH=OFF -DSTRETCH_WITH_GLOO=OFF -DSTRETCH_WITH_NCCL=OFF
+           -DSTRETCH_WITH_REDIS=OFF -DSTRETCH_BUILD_GUI=OFF -DSTRETCH_WITH_MPI=OFF
+           -DSTRETCH_BUILD_TESTS=OFF -DSTRETCH_BUILD_BENCH=OFF -DSTRETCH_BUILD_FUZZERS=OFF)
+else
+  # Back to the defaults, should `example` have switched them off in this build folder.
+  options=(-DSTRETCH_WITH_TORCH=AUTO -DSTRETCH_WITH_GLOO=AUTO -DSTRETCH_WITH_NCCL=AUTO
+           -DSTRETCH_WITH_REDIS=AUTO -DSTRETCH_BUILD_GUI=AUTO -DSTRETCH_WITH_MPI=AUTO
+           -DSTRETCH_BUILD_TESTS=ON -DSTRETCH_BUILD_BENCH=ON -DSTRETCH_BUILD_FUZZERS=AUTO)
+fi
+cmake -S "$root" -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "${options[@]}"
 if [[ "$mode" == "example" ]]; then
   # Only what `stretch plan` needs: the stretch executable and its libraries.
   echo "==> building the stretch executable with $jobs jobs"

@@ -20,10 +20,10 @@ namespace stretch::sim {
 
 namespace {
 
-using config::detail::IntRule;
-using config::detail::Json;
-using config::detail::NumberRule;
-using config::detail::ObjectReader;
+using config::json::IntRule;
+using config::json::Json;
+using config::json::NumberRule;
+using config::json::ObjectReader;
 
 // Every key a preset file may hold (a scenario's "cluster" object may also hold "preset").
 constexpr std::string_view kPresetKeys[] = {"name",
@@ -171,8 +171,8 @@ ClusterSpec loadClusterPreset(std::string_view name, const std::filesystem::path
             fmt::format("one of the presets in {}: {}", presetDir.string(),
                         joinNames(clusterPresetNames(presetDir))));
   }
-  const Json document = config::detail::parseJson(readFile(file, "cluster preset"), file.string(),
-                                                  /*allowComments=*/true);
+  const Json document = config::json::parseJson(readFile(file, "cluster preset"), file.string(),
+                                                /*allowComments=*/true);
   try {
     return readPreset(name, ObjectReader(document, "cluster"));
   } catch (const ConfigError& e) {

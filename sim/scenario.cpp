@@ -22,13 +22,13 @@ namespace stretch::sim {
 
 namespace {
 
-using config::detail::indexPath;
-using config::detail::IntRule;
-using config::detail::Json;
-using config::detail::kMissing;
-using config::detail::NumberRule;
-using config::detail::ObjectReader;
-using config::detail::throwValue;
+using config::json::indexPath;
+using config::json::IntRule;
+using config::json::Json;
+using config::json::kMissing;
+using config::json::NumberRule;
+using config::json::ObjectReader;
+using config::json::throwValue;
 
 // A value that is not one JSON value as written (a CSV field, a count of names).
 [[noreturn]] void badText(const std::string& path, const std::string& value,
@@ -158,7 +158,7 @@ template <typename Parse>
 auto parseListFile(const std::filesystem::path& path, std::string_view what, std::string_view key,
                    std::string_view expected, Parse parse) {
   const std::string source = path.filename().string();
-  const Json root = config::detail::parseJson(readFile(path, what), path.string());
+  const Json root = config::json::parseJson(readFile(path, what), path.string());
   std::vector<std::string> warnings;  // a file's extra keys (sources, notes) are documentation
   if (root.is_object()) {
     const auto it = root.find(key);
@@ -624,7 +624,7 @@ Scenario parseScenario(const nlohmann::json& root, const std::filesystem::path& 
 
 Scenario parseScenarioText(std::string_view text, const std::filesystem::path& baseDir,
                            const ScenarioOptions& options) {
-  return parseScenario(config::detail::parseJson(text, "scenario"), baseDir, options);
+  return parseScenario(config::json::parseJson(text, "scenario"), baseDir, options);
 }
 
 double stateTransferSeconds(const Scenario& s) noexcept {
@@ -634,7 +634,7 @@ double stateTransferSeconds(const Scenario& s) noexcept {
 }
 
 Scenario loadScenario(const std::filesystem::path& path, const ScenarioOptions& options) {
-  Scenario s = parseScenario(config::detail::parseJson(readFile(path, "scenario"), path.string()),
+  Scenario s = parseScenario(config::json::parseJson(readFile(path, "scenario"), path.string()),
                              path.has_parent_path() ? path.parent_path() : ".", options);
   if (s.name == "scenario") {
     s.name = path.stem().string();

@@ -13,6 +13,7 @@
 #include "runtime/common/ports.hpp"
 #include "runtime/launcher/process.hpp"
 #include "runtime/launcher/token.hpp"
+#include "runtime/common/worker_variables.hpp"
 
 namespace stretch::tools {
 
@@ -88,7 +89,7 @@ class Launch {
     options.env["LOCAL_WORLD_SIZE"] = std::to_string(spec_.worldSize);
     options.env["MASTER_ADDR"] = "127.0.0.1";
     options.env["MASTER_PORT"] = port;
-    options.env["STRETCH_STORE_TOKEN"] = token;
+    options.env[worker_env::kStoreToken] = token;
     options.pipeOutput = true;
     options.stdinNull = true;
     options.execErrorPrefix = "bench: ";

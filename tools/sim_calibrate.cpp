@@ -306,190 +306,106 @@ Fit fitRun(const RunTimings& t, double alone) {
   return f;
 }
 
-}  // namespace
-
-nlohmann::json runCalibration(CalibrationOptions options) {
-  const fs::path self = fs::read_symlink("/proc/self/exe");
-  std::vector<std::string> job = options.job;
+// The job to calibrate: its command line, and the config its runs vary (without
+// train_batch_size or elasticity, so that the same config runs on 1 and 2 workers).
+struct CalibrationJob {
+  std::vector<std::string> argv;
   nlohmann::json config;
-  if (!options.checkpointArgs.empty()) {
-    std::string joined;
-    for (const auto& a : options.checkpointArgs) {
-      joined += (joined.empty() ? "" : " ") + a;
-    }
-    if (joined.find("{dir}") == std::string::npos) {
-      throw ConfigError(ErrorDetail{"--checkpoint-args", joined,
-                                    "arguments naming the checkpoint directory as {dir} (each "
-                                    "run gets its own)"});
-    }
+  std::int64_t micro = 0;
+  std::int64_t accumulation = 0;  // the fit runs'; the held-out run uses twice it
+};
+
+// Throws ConfigError unless `args` (when given) name the checkpoint directory as {dir}.
+void checkCheckpointArgs(const std::vector<std::string>& args) {
+  if (args.empty()) {
+    return;
   }
-  if (job.empty()) {
+  std::string joined;
+  for (const auto& a : args) {
+    joined += (joined.empty() ? "" : " ") + a;
+  }
+  if (joined.find("{dir}") == std::string::npos) {
+    throw ConfigError(ErrorDetail{"--checkpoint-args", joined,
+                                  "arguments naming the checkpoint directory as {dir} (each "
+                                  "run gets its own)"});
+  }
+}
+
+// A --job's --config (JSON, comments allowed); ConfigError when it is not given, unreadable or
+// not JSON.
+nlohmann::json readJobConfig(const std::string& path) {
+  if (path.empty()) {
+    throw ConfigError(ErrorDetail{"--config", "(none)",
+                                  "the job's DeepSpeed config (JSON) with --job: the "
+                                  "calibration passes it to the job as --config"});
+  }
+  std::ifstream in(path);
+  if (!in) {
+    throw ConfigError(ErrorDetail{"--config", path, "a readable JSON file"});
+  }
+  try {
+    return nlohmann::json::parse(in, nullptr, true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(ErrorDetail{"--config", path, fmt::format("a JSON object ({})", e.what())});
+  }
+}
+
+// options.job with options.config or, when options.job is empty, the example next to `self`
+// (which then saves checkpoints unless options.checkpointArgs says how). Throws ConfigError.
+CalibrationJob resolveJob(const fs::path& self, CalibrationOptions& options) {
+  CalibrationJob job;
+  job.argv = options.job;
+  checkCheckpointArgs(options.checkpointArgs);
+  if (job.argv.empty()) {
     const fs::path digits = self.parent_path() / "stretch-train-digits";
     if (!fs::exists(digits)) {
       throw ConfigError(ErrorDetail{"--calibrate", digits.string(),
                                     "the example job next to stretch (built with LibTorch)"});
     }
-    job = {digits.string(), "--steps", std::to_string(kExampleSteps)};
+    job.argv = {digits.string(), "--steps", std::to_string(kExampleSteps)};
     if (options.checkpointArgs.empty()) {
       options.checkpointArgs = {"--checkpoint-dir", "{dir}", "--save-every", "50"};
     }
-    config = {{"train_micro_batch_size_per_gpu", kExampleMicro},
-              {"gradient_accumulation_steps", kExampleAccumulation},
-              {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 0.005}}}}}};
+    job.config = {{"train_micro_batch_size_per_gpu", kExampleMicro},
+                  {"gradient_accumulation_steps", kExampleAccumulation},
+                  {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 0.005}}}}}};
   } else {
-    if (options.config.empty()) {
-      throw ConfigError(ErrorDetail{"--config", "(none)",
-                                    "the job's DeepSpeed config (JSON) with --job: the "
-                                    "calibration passes it to the job as --config"});
-    }
-    std::ifstream in(options.config);
-    if (!in) {
-      throw ConfigError(ErrorDetail{"--config", options.config, "a readable JSON file"});
-    }
-    try {
-      config = nlohmann::json::parse(in, nullptr, true, /*ignore_comments=*/true);
-    } catch (const nlohmann::json::exception& e) {
-      throw ConfigError(
-          ErrorDetail{"--config", options.config, fmt::format("a JSON object ({})", e.what())});
-    }
+    job.config = readJobConfig(options.config);
   }
+  nlohmann::json& config = job.config;
   if (!config.is_object() || !config.contains("train_micro_batch_size_per_gpu")) {
     throw ConfigError(ErrorDetail{"--config train_micro_batch_size_per_gpu",
                                   options.config.empty() ? "(none)" : options.config,
                                   "a config that sets the micro batch (the calibration varies "
                                   "the accumulation around it)"});
   }
-  const auto micro = config.at("train_micro_batch_size_per_gpu").get<std::int64_t>();
-  std::int64_t accumulation = config.value("gradient_accumulation_steps", std::int64_t{0});
-  if (accumulation < 1) {
-    accumulation = config.contains("train_batch_size")
-                       ? std::max<std::int64_t>(
-                             1, config.at("train_batch_size").get<std::int64_t>() / (2 * micro))
-                       : 1;
+  job.micro = config.at("train_micro_batch_size_per_gpu").get<std::int64_t>();
+  job.accumulation = config.value("gradient_accumulation_steps", std::int64_t{0});
+  if (job.accumulation < 1) {
+    job.accumulation =
+        config.contains("train_batch_size")
+            ? std::max<std::int64_t>(
+                  1, config.at("train_batch_size").get<std::int64_t>() / (2 * job.micro))
+            : 1;
   }
   config.erase("train_batch_size");
   config.erase("elasticity");
+  return job;
+}
 
-  const fs::path dir =
-      fs::temp_directory_path() / fmt::format("stretch-calibrate-{}", std::random_device{}());
-  fs::create_directories(dir);
-  const fs::path log = dir / "calibration.log";
-  auto progress = [&](const std::string& what) {
-    if (options.progress) {
-      std::cerr << "calibrate: " << what << "\n";
-    }
-  };
-  std::mt19937 rng(std::random_device{}());
-  auto checkpointArgs = [&](const fs::path& ckpt) {
-    std::vector<std::string> args;
-    for (std::string a : options.checkpointArgs) {
-      for (auto at = a.find("{dir}"); at != std::string::npos; at = a.find("{dir}")) {
-        a.replace(at, 5, ckpt.string());
-      }
-      args.push_back(a);
-    }
-    return args;
-  };
-  const bool measureCosts = !options.checkpointArgs.empty();
-
-  // One run of the job under `stretch launch`; returns its timings file and event log. `extra`
-  // goes after the job's arguments; `env` (NAME=VALUE) is set for it. `oneHost`: the workers
-  // run under one agent (--num_gpus), else one node agent per worker.
-  struct LaunchFiles {
-    fs::path timings;
-    fs::path events;
-  };
-  auto launchJob = [&](std::int64_t workers, std::int64_t gas, const std::string& tag,
-                       const std::vector<std::string>& extra, bool oneHost,
-                       const std::vector<std::string>& env) {
-    nlohmann::json c = config;
-    c["gradient_accumulation_steps"] = gas;
-    const fs::path cfg = dir / fmt::format("config-{}x{}.json", workers, gas);
-    std::ofstream(cfg) << c.dump(2) << "\n";
-    const fs::path timings = dir / fmt::format("timings-{}.jsonl", tag);
-    const fs::path events = dir / fmt::format("events-{}.jsonl", tag);
-    std::vector<std::string> argv = {"env", "OMP_NUM_THREADS=1",
-                                     "STRETCH_TIMINGS_FILE=" + timings.string()};
-    argv.insert(argv.end(), env.begin(), env.end());
-    argv.insert(argv.end(), {self.string(), "launch"});
-    if (workers == 1 || oneHost) {
-      argv.insert(argv.end(), {"--num_gpus", std::to_string(workers)});
-      if (oneHost) {
-        // the live run's kill is a restart to the agent (continued live or not)
-        argv.insert(argv.end(), {"--max_restarts", "3", "--recovery", "auto"});
-      }
-    } else {
-      // One node agent per worker, as a multi-node job runs: the start decision reaches the
-      // workers through the controller's store, and that is part of every restart.
-      const fs::path hostfile = dir / fmt::format("hostfile-{}", workers);
-      std::ofstream out(hostfile);
-      for (std::int64_t n = 0; n < workers; ++n) {
-        out << "n" << n << " slots=1\n";
-      }
-      out.close();
-      argv.insert(argv.end(), {"--hostfile", hostfile.string(), "--launcher", "local", "--log_dir",
-                               (dir / ("logs-" + tag)).string()});
-    }
-    // the controller's rendezvous takes the next port; both below the ephemeral range
-    // (runtime/common/ports.hpp)
-    const int master = freePortOutsideEphemeralRange(1, static_cast<std::uint32_t>(rng()));
-    argv.insert(argv.end(),
-                {"--master_port", std::to_string(master), "--event_log", events.string()});
-    argv.insert(argv.end(), job.begin(), job.end());
-    argv.push_back("--config");
-    argv.push_back(cfg.string());
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    const launcher::Captured out = launcher::runCaptured(argv, log);
-    if (!out.exit.ok()) {
-      throw Error(
-          fmt::format("calibration: the job on {} worker(s) ended with {} (its output: "
-                      "{})",
-                      workers, out.exit.describe(), log.string()));
-    }
-    return LaunchFiles{timings, events};
-  };
-  // One run of the job (one node agent per worker); its timings, `requireSteps` as readTimings.
-  auto runOnce = [&](std::int64_t workers, std::int64_t gas, const std::string& tag,
-                     const std::vector<std::string>& extra, bool requireSteps) {
-    const LaunchFiles files = launchJob(workers, gas, tag, extra, false, {});
-    return readTimings(files.timings, workers, requireSteps, firstStartNs(files.events));
-  };
-
-  // One more run (repeat r) of the job under `stretch launch`, merged into `all`.
-  fs::path fitCheckpoint;  // the checkpoint directory of the latest 2-worker fit run
-  auto addRepeat = [&](RunTimings& all, std::int64_t workers, std::int64_t gas, int r) {
-    progress(fmt::format("{} worker(s), micro batch {} x accumulation {} (run {} of {})", workers,
-                         micro, gas, r + 1, options.repeat));
-    const std::string tag = fmt::format("{}x{}-{}", workers, gas, r);
-    const fs::path checkpoint = dir / ("ckpt-" + tag);
-    if (workers == 2 && gas == accumulation) {
-      fitCheckpoint = checkpoint;
-    }
-    RunTimings one =
-        runOnce(workers, gas, tag,
-                measureCosts ? checkpointArgs(checkpoint) : std::vector<std::string>{}, true);
-    all.workers = one.workers;
-    all.micro = one.micro;
-    all.gas = one.gas;
-    all.gradientBytes = one.gradientBytes;
-    all.repeatSteps.push_back(medianPeriod(one));
-    for (auto& [key, ranks] : one.steps) {
-      all.steps[{r, key.second}] = std::move(ranks);
-    }
-    for (auto v : {&RunTimings::saves, &RunTimings::loads, &RunTimings::startups}) {
-      (all.*v).insert((all.*v).end(), (one.*v).begin(), (one.*v).end());
-    }
-  };
-
-  // 1. network
-  progress("network: all_reduce over 2 Gloo ranks, 4 KiB to 4 MiB");
-  const auto rows =
-      lastJson(launcher::runCaptured({self.string(), "bench", "comm", "--ranks", "2", "--op",
-                                      "all_reduce", "-b", "4K", "-e", "4M", "-n", "50", "--json"},
-                                     log)
-                   .out,
-               "stretch bench comm", log);
+// The network fit (step 1): this machine as one node of 2 GPUs whose all-reduce takes
+// latency + g(bytes) / bandwidth.
+struct NetworkFit {
   sim::ClusterSpec cluster;
+  double benchLatency = 0;  // seconds per collective
+  nlohmann::json measured;  // the benchmark's rows: bytes, seconds
+};
+
+// Fits the latency and the bandwidth to `rows` of `stretch bench comm --json`, least squares on
+// relative error over sim::collectiveCost itself. Throws Error when they do not determine both.
+NetworkFit fitNetwork(const nlohmann::json& rows) {
+  NetworkFit n;
+  sim::ClusterSpec& cluster = n.cluster;
   cluster.name = "this-machine";
   cluster.nodes = 1;
   cluster.gpusPerNode = 2;
@@ -501,7 +417,7 @@ nlohmann::json runCalibration(CalibrationOptions options) {
   unit.interNodeGBps = 1;
   unit.opLatencyUs = 0;
   double s11 = 0, s12 = 0, s22 = 0, b1 = 0, b2 = 0;
-  nlohmann::json measured = nlohmann::json::array();
+  n.measured = nlohmann::json::array();
   for (const auto& row : rows) {
     const auto bytes = row.at("bytes").get<std::uint64_t>();
     const double t = row.at("time_us").get<double>() * 1e-6;
@@ -512,200 +428,478 @@ nlohmann::json runCalibration(CalibrationOptions options) {
     s22 += w * g * g;
     b1 += w * t;
     b2 += w * g * t;
-    measured.push_back({{"bytes", bytes}, {"seconds", t}});
+    n.measured.push_back({{"bytes", bytes}, {"seconds", t}});
   }
   const double det = s11 * s22 - s12 * s12;
   if (rows.size() < 2 || det <= 0) {
     throw Error("calibration: the all-reduce timings do not determine a latency and a bandwidth");
   }
-  const double benchLatency = std::max(0.0, (b1 * s22 - b2 * s12) / det);
+  n.benchLatency = std::max(0.0, (b1 * s22 - b2 * s12) / det);
   const double inverseBandwidth = std::max(1e-6, (s11 * b2 - s12 * b1) / det);
-  cluster.opLatencyUs = benchLatency * 1e6;
+  cluster.opLatencyUs = n.benchLatency * 1e6;
   cluster.intraNodeGBps = 1.0 / inverseBandwidth;
   cluster.interNodeGBps = cluster.intraNodeGBps;
+  return n;
+}
 
-  // 2. and 3. the fit runs and the held-out run, interleaved (1 worker, 2 workers, 2 workers at
-  // twice the accumulation, then again), so that the machine's drift reaches each alike
-  const std::int64_t heldOutGas = 2 * accumulation;
-  RunTimings one, two, check;
-  for (int r = 0; r < options.repeat; ++r) {
-    addRepeat(one, 1, accumulation, r);
-    addRepeat(two, 2, accumulation, r);
-    addRepeat(check, 2, heldOutGas, r);
-  }
-  // 4. (part) the resumed run: loading a checkpoint and starting again; the start-ups of every
-  // 2-worker run
-  std::vector<double> startups = two.startups;
-  startups.insert(startups.end(), check.startups.begin(), check.startups.end());
+// Live recovery (step 5): what the runs whose rank 1 was killed measured.
+struct LiveRecovery {
+  std::int64_t killStep = 0;
+  std::vector<double> killToNext;  // seconds, one per kill recovered live
+  bool measured = false;
+  double reconfigureSeconds = 0;  // 0 unless measured
+  std::string note;               // how it was measured, or why not
+};
+
+// Everything the runs measured, before the fit.
+struct Measurements {
+  NetworkFit network;
+  RunTimings one;    // 1 worker
+  RunTimings two;    // 2 workers
+  RunTimings check;  // 2 workers at twice the accumulation (held out)
+  bool costsMeasured = false;
+  std::vector<double> startups;  // every 2-worker run's, and the resumed run's
   double loadSeconds = 0;
-  if (measureCosts) {
-    progress("2 worker(s), resuming from the last run's checkpoint (restart and load costs)");
-    std::vector<std::string> extra = checkpointArgs(fitCheckpoint);
-    extra.push_back("--resume");
-    const RunTimings resumed = runOnce(2, accumulation, "resume", extra, false);
-    if (!resumed.loads.empty()) {
-      loadSeconds = resumed.loads.front();
-    }
-    startups.insert(startups.end(), resumed.startups.begin(), resumed.startups.end());
+  LiveRecovery live;
+};
+
+// One run's timings file and launcher event log.
+struct LaunchFiles {
+  fs::path timings;
+  fs::path events;
+};
+
+// The runs of one calibration, in a scratch directory of their own: removed when run()
+// succeeds, left (with the logs a failure names) when it throws.
+class Calibration {
+ public:
+  // Creates the scratch directory.
+  Calibration(CalibrationOptions options, fs::path self, CalibrationJob job);
+
+  // Steps 1 to 5, then the scenario (runCalibration's contract).
+  nlohmann::json run();
+
+ private:
+  void progress(const std::string& what) const;
+  // options.checkpointArgs with {dir} replaced by `ckpt`.
+  std::vector<std::string> checkpointArgs(const fs::path& ckpt) const;
+  // One run of the job under `stretch launch`; returns its timings file and event log. `extra`
+  // goes after the job's arguments; `env` (NAME=VALUE) is set for it. `oneHost`: the workers
+  // run under one agent (--num_gpus), else one node agent per worker.
+  LaunchFiles launchJob(std::int64_t workers, std::int64_t gas, const std::string& tag,
+                        const std::vector<std::string>& extra, bool oneHost,
+                        const std::vector<std::string>& env);
+  // One run of the job (one node agent per worker); its timings, `requireSteps` as readTimings.
+  RunTimings runOnce(std::int64_t workers, std::int64_t gas, const std::string& tag,
+                     const std::vector<std::string>& extra, bool requireSteps);
+  // One more run (repeat r) of the job under `stretch launch`, merged into `all`.
+  void addRepeat(RunTimings& all, std::int64_t workers, std::int64_t gas, int r);
+  NetworkFit measureNetwork() const;
+  // The resumed run (step 4): 2 workers loading the last 2-worker fit run's checkpoint. Returns
+  // its load seconds (0 when it loaded nothing) and appends its start-up to `startups`.
+  double measureResume(std::vector<double>& startups);
+  // `repeat` runs of 2 workers on one host, rank 1 killed by the fault script after `killStep`;
+  // `aloneStep` is the lone worker's step, which the step redone costs anyway.
+  LiveRecovery measureLiveRecovery(std::int64_t killStep, double aloneStep);
+  Measurements measure();
+
+  CalibrationOptions options_;
+  fs::path self_;
+  CalibrationJob job_;
+  fs::path dir_;
+  fs::path log_;
+  std::mt19937 rng_;
+  bool measureCosts_ = false;
+  fs::path fitCheckpoint_;  // the checkpoint directory of the latest 2-worker fit run
+};
+
+// A new directory of its own under the temporary directory.
+fs::path makeScratchDir() {
+  const fs::path dir =
+      fs::temp_directory_path() / fmt::format("stretch-calibrate-{}", std::random_device{}());
+  fs::create_directories(dir);
+  return dir;
+}
+
+Calibration::Calibration(CalibrationOptions options, fs::path self, CalibrationJob job)
+    : options_(std::move(options)),
+      self_(std::move(self)),
+      job_(std::move(job)),
+      dir_(makeScratchDir()),
+      log_(dir_ / "calibration.log"),
+      rng_(std::random_device{}()),
+      measureCosts_(!options_.checkpointArgs.empty()) {}
+
+void Calibration::progress(const std::string& what) const {
+  if (options_.progress) {
+    std::cerr << "calibrate: " << what << "\n";
   }
-  // 5. live recovery: 2 workers on one host, rank 1 killed after step K by the fault script
-  const std::int64_t lastStep = two.steps.rbegin()->first.second;
-  const std::int64_t killStep = std::max<std::int64_t>(2, lastStep / 2);
-  const double aloneStep = measuredStep(one);
-  std::vector<double> killToNext;
+}
+
+std::vector<std::string> Calibration::checkpointArgs(const fs::path& ckpt) const {
+  std::vector<std::string> args;
+  for (std::string a : options_.checkpointArgs) {
+    for (auto at = a.find("{dir}"); at != std::string::npos; at = a.find("{dir}")) {
+      a.replace(at, 5, ckpt.string());
+    }
+    args.push_back(a);
+  }
+  return args;
+}
+
+LaunchFiles Calibration::launchJob(std::int64_t workers, std::int64_t gas, const std::string& tag,
+                                   const std::vector<std::string>& extra, bool oneHost,
+                                   const std::vector<std::string>& env) {
+  nlohmann::json c = job_.config;
+  c["gradient_accumulation_steps"] = gas;
+  const fs::path cfg = dir_ / fmt::format("config-{}x{}.json", workers, gas);
+  std::ofstream(cfg) << c.dump(2) << "\n";
+  const fs::path timings = dir_ / fmt::format("timings-{}.jsonl", tag);
+  const fs::path events = dir_ / fmt::format("events-{}.jsonl", tag);
+  std::vector<std::string> argv = {"env", "OMP_NUM_THREADS=1",
+                                   "STRETCH_TIMINGS_FILE=" + timings.string()};
+  argv.insert(argv.end(), env.begin(), env.end());
+  argv.insert(argv.end(), {self_.string(), "launch"});
+  if (workers == 1 || oneHost) {
+    argv.insert(argv.end(), {"--num_gpus", std::to_string(workers)});
+    if (oneHost) {
+      // the live run's kill is a restart to the agent (continued live or not)
+      argv.insert(argv.end(), {"--max_restarts", "3", "--recovery", "auto"});
+    }
+  } else {
+    // One node agent per worker, as a multi-node job runs: the start decision reaches the
+    // workers through the controller's store, and that is part of every restart.
+    const fs::path hostfile = dir_ / fmt::format("hostfile-{}", workers);
+    std::ofstream out(hostfile);
+    for (std::int64_t n = 0; n < workers; ++n) {
+      out << "n" << n << " slots=1\n";
+    }
+    out.close();
+    argv.insert(argv.end(), {"--hostfile", hostfile.string(), "--launcher", "local", "--log_dir",
+                             (dir_ / ("logs-" + tag)).string()});
+  }
+  // the controller's rendezvous takes the next port; both below the ephemeral range
+  // (runtime/common/ports.hpp)
+  const int master = freePortOutsideEphemeralRange(1, static_cast<std::uint32_t>(rng_()));
+  argv.insert(argv.end(),
+              {"--master_port", std::to_string(master), "--event_log", events.string()});
+  argv.insert(argv.end(), job_.argv.begin(), job_.argv.end());
+  argv.push_back("--config");
+  argv.push_back(cfg.string());
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  const launcher::Captured out = launcher::runCaptured(argv, log_);
+  if (!out.exit.ok()) {
+    throw Error(
+        fmt::format("calibration: the job on {} worker(s) ended with {} (its output: "
+                    "{})",
+                    workers, out.exit.describe(), log_.string()));
+  }
+  return LaunchFiles{timings, events};
+}
+
+RunTimings Calibration::runOnce(std::int64_t workers, std::int64_t gas, const std::string& tag,
+                                const std::vector<std::string>& extra, bool requireSteps) {
+  const LaunchFiles files = launchJob(workers, gas, tag, extra, false, {});
+  return readTimings(files.timings, workers, requireSteps, firstStartNs(files.events));
+}
+
+void Calibration::addRepeat(RunTimings& all, std::int64_t workers, std::int64_t gas, int r) {
+  progress(fmt::format("{} worker(s), micro batch {} x accumulation {} (run {} of {})", workers,
+                       job_.micro, gas, r + 1, options_.repeat));
+  const std::string tag = fmt::format("{}x{}-{}", workers, gas, r);
+  const fs::path checkpoint = dir_ / ("ckpt-" + tag);
+  if (workers == 2 && gas == job_.accumulation) {
+    fitCheckpoint_ = checkpoint;
+  }
+  RunTimings one =
+      runOnce(workers, gas, tag,
+              measureCosts_ ? checkpointArgs(checkpoint) : std::vector<std::string>{}, true);
+  all.workers = one.workers;
+  all.micro = one.micro;
+  all.gas = one.gas;
+  all.gradientBytes = one.gradientBytes;
+  all.repeatSteps.push_back(medianPeriod(one));
+  for (auto& [key, ranks] : one.steps) {
+    all.steps[{r, key.second}] = std::move(ranks);
+  }
+  for (auto v : {&RunTimings::saves, &RunTimings::loads, &RunTimings::startups}) {
+    (all.*v).insert((all.*v).end(), (one.*v).begin(), (one.*v).end());
+  }
+}
+
+NetworkFit Calibration::measureNetwork() const {
+  progress("network: all_reduce over 2 Gloo ranks, 4 KiB to 4 MiB");
+  const auto rows =
+      lastJson(launcher::runCaptured({self_.string(), "bench", "comm", "--ranks", "2", "--op",
+                                      "all_reduce", "-b", "4K", "-e", "4M", "-n", "50", "--json"},
+                                     log_)
+                   .out,
+               "stretch bench comm", log_);
+  return fitNetwork(rows);
+}
+
+double Calibration::measureResume(std::vector<double>& startups) {
+  progress("2 worker(s), resuming from the last run's checkpoint (restart and load costs)");
+  std::vector<std::string> extra = checkpointArgs(fitCheckpoint_);
+  extra.push_back("--resume");
+  const RunTimings resumed = runOnce(2, job_.accumulation, "resume", extra, false);
+  startups.insert(startups.end(), resumed.startups.begin(), resumed.startups.end());
+  return resumed.loads.empty() ? 0.0 : resumed.loads.front();
+}
+
+LiveRecovery Calibration::measureLiveRecovery(std::int64_t killStep, double aloneStep) {
+  LiveRecovery live;
+  live.killStep = killStep;
   std::vector<double> reconfigures;
-  std::string liveNote;
-  for (int r = 0; r < options.repeat; ++r) {
+  for (int r = 0; r < options_.repeat; ++r) {
     progress(fmt::format(
         "2 worker(s) on one host, rank 1 killed after step {}: live recovery (run {} of {})",
-        killStep, r + 1, options.repeat));
+        killStep, r + 1, options_.repeat));
     const std::string tag = fmt::format("live-{}", r);
-    const fs::path faults = dir / ("faults-" + tag);
+    const fs::path faults = dir_ / ("faults-" + tag);
     fs::create_directories(faults);
     const LaunchFiles files = launchJob(
-        2, accumulation, tag,
-        measureCosts ? checkpointArgs(dir / ("ckpt-" + tag)) : std::vector<std::string>{}, true,
+        2, job_.accumulation, tag,
+        measureCosts_ ? checkpointArgs(dir_ / ("ckpt-" + tag)) : std::vector<std::string>{}, true,
         {"STRETCH_FAULT_DIR=" + faults.string(),
          fmt::format("STRETCH_FAULT_KILL_AT_STEP={}:1", killStep)});
     const auto seconds = killToNextStep(files.timings, killStep, 1);
     if (!seconds) {
-      liveNote = fmt::format(
+      live.note = fmt::format(
           "not measured: rank 1 was not killed after step {} (the job does not honour "
           "STRETCH_FAULT_KILL_AT_STEP) or nobody trained on",
           killStep);
       break;
     }
     if (!recoveredLive(files.events)) {
-      liveNote =
+      live.note =
           "not measured: the job restarted from its checkpoint instead of recovering live (its "
           "workers do not speak the live protocol)";
       break;
     }
-    killToNext.push_back(*seconds);
+    live.killToNext.push_back(*seconds);
     reconfigures.push_back(std::max(0.0, *seconds - aloneStep));
   }
-  const bool liveMeasured = liveNote.empty() && !reconfigures.empty();
-  const double reconfigureSeconds = liveMeasured ? median(reconfigures) : 0.0;
-  if (liveMeasured) {
-    liveNote = fmt::format(
+  live.measured = live.note.empty() && !reconfigures.empty();
+  live.reconfigureSeconds = live.measured ? median(reconfigures) : 0.0;
+  if (live.measured) {
+    live.note = fmt::format(
         "median of {} kills: {:.3f} s from the kill to the next step, less the "
         "lone worker's {:.4f} s step",
-        killToNext.size(), median(killToNext), aloneStep);
+        live.killToNext.size(), median(live.killToNext), aloneStep);
   }
+  return live;
+}
 
-  const Fit fit1 = fitRun(one, 0.0);
-  const Fit fit2 = fitRun(two, fit1.computePerStep);
-  const auto gradientBytes = static_cast<std::uint64_t>(two.gradientBytes);
-  const double benchAllReduce =
-      sim::collectiveCost(cluster, comm::OpType::AllReduce, gradientBytes, 2).seconds;
-  // What the benchmark misses inside training: per collective.
-  cluster.opLatencyUs += std::max(0.0, fit2.allreduce - benchAllReduce) * 1e6;
+Measurements Calibration::measure() {
+  Measurements m;
+  m.costsMeasured = measureCosts_;
+  // 1. network
+  m.network = measureNetwork();
+  // 2. and 3. the fit runs and the held-out run, interleaved (1 worker, 2 workers, 2 workers at
+  // twice the accumulation, then again), so that the machine's drift reaches each alike
+  const std::int64_t heldOutGas = 2 * job_.accumulation;
+  for (int r = 0; r < options_.repeat; ++r) {
+    addRepeat(m.one, 1, job_.accumulation, r);
+    addRepeat(m.two, 2, job_.accumulation, r);
+    addRepeat(m.check, 2, heldOutGas, r);
+  }
+  // 4. (part) the resumed run: loading a checkpoint and starting again; the start-ups of every
+  // 2-worker run
+  m.startups = m.two.startups;
+  m.startups.insert(m.startups.end(), m.check.startups.begin(), m.check.startups.end());
+  if (measureCosts_) {
+    m.loadSeconds = measureResume(m.startups);
+  }
+  // 5. live recovery: 2 workers on one host, rank 1 killed after step K by the fault script
+  const std::int64_t lastStep = m.two.steps.rbegin()->first.second;
+  const std::int64_t killStep = std::max<std::int64_t>(2, lastStep / 2);
+  m.live = measureLiveRecovery(killStep, measuredStep(m.one));
+  return m;
+}
 
+// The step model fitted to the runs.
+struct FittedModel {
+  Fit one;                   // the lone worker's runs
+  Fit two;                   // the 2-worker runs
+  sim::ClusterSpec cluster;  // the network fit, plus what training adds per collective
   sim::JobSpec spec;
-  spec.secondsPerSample = fit1.computePerStep / static_cast<double>(micro * accumulation);
-  spec.gradientBytes = gradientBytes;
-  spec.bucketCount = 1;
-  spec.overlapComm = false;
-  spec.computeSpread = fit2.spread;
-  spec.stepOverheadSeconds = fit2.overhead;
-  auto predict = [&](std::int64_t workers, std::int64_t gas, const sim::JobSpec& j) {
-    const config::BatchTriple batch{micro * gas * workers, micro, gas};
-    return sim::nanosToSeconds(sim::planStep(j, cluster, batch, workers, 1).stepNs);
-  };
+  double benchAllReduce = 0;  // the benchmark's time for the gradient's bytes, seconds
+};
 
-  std::vector<double> saves = two.saves;
-  saves.insert(saves.end(), check.saves.begin(), check.saves.end());
-  const double saveSeconds = saves.empty() ? 0.0 : median(saves);
-  const double restartSeconds = measureCosts && !startups.empty() ? median(startups) : 0.0;
+FittedModel fitModel(const CalibrationJob& job, const Measurements& m) {
+  FittedModel f;
+  f.one = fitRun(m.one, 0.0);
+  f.two = fitRun(m.two, f.one.computePerStep);
+  f.cluster = m.network.cluster;
+  const auto gradientBytes = static_cast<std::uint64_t>(m.two.gradientBytes);
+  f.benchAllReduce =
+      sim::collectiveCost(f.cluster, comm::OpType::AllReduce, gradientBytes, 2).seconds;
+  // What the benchmark misses inside training: per collective.
+  f.cluster.opLatencyUs += std::max(0.0, f.two.allreduce - f.benchAllReduce) * 1e6;
 
-  nlohmann::json runs = nlohmann::json::array();
-  auto addRun = [&](const RunTimings& t, const Fit& f, double predicted, const std::string& role) {
-    const double m = measuredStep(t);
-    runs.push_back({{"workers", t.workers},
-                    {"measured_compute_seconds_per_step", f.computePerStep},
-                    {"measured_compute_spread", f.spread},
-                    {"measured_all_reduce_seconds", f.allreduce},
-                    {"measured_shortest_wait_seconds", f.shortestWait},
-                    {"measured_step_overhead_seconds", f.overhead},
-                    {"micro_batch", micro},
-                    {"gradient_accumulation_steps", t.gas},
-                    {"role", role},
-                    {"steps_used", t.steps.size()},
-                    {"repeat_step_seconds", t.repeatSteps},
-                    {"predicted_step_seconds", predicted},
-                    {"measured_step_seconds", m},
-                    {"relative_error", (predicted - m) / m}});
-  };
-  addRun(one, fit1, predict(1, accumulation, spec), "fit (1 worker)");
-  addRun(two, fit2, predict(2, accumulation, spec), "fit");
-  const double heldOutPredicted = predict(2, heldOutGas, spec);
-  addRun(check, fitRun(check, 2.0 * fit1.computePerStep), heldOutPredicted, "held out");
-  const auto& heldOut = runs.back();
+  f.spec.secondsPerSample =
+      f.one.computePerStep / static_cast<double>(job.micro * job.accumulation);
+  f.spec.gradientBytes = gradientBytes;
+  f.spec.bucketCount = 1;
+  f.spec.overlapComm = false;
+  f.spec.computeSpread = f.two.spread;
+  f.spec.stepOverheadSeconds = f.two.overhead;
+  return f;
+}
 
-  nlohmann::json scenarioConfig = config;
+// The fitted model's step for `workers` ranks at accumulation `gas`, seconds.
+double predictStep(const FittedModel& f, std::int64_t micro, std::int64_t workers,
+                   std::int64_t gas) {
+  const config::BatchTriple batch{micro * gas * workers, micro, gas};
+  return sim::nanosToSeconds(sim::planStep(f.spec, f.cluster, batch, workers, 1).stepNs);
+}
+
+// One run's entry in calibration.runs: its fit, and its predicted and measured step.
+nlohmann::json runReport(const RunTimings& t, const Fit& f, std::int64_t micro, double predicted,
+                         const std::string& role) {
+  const double m = measuredStep(t);
+  return {{"workers", t.workers},
+          {"measured_compute_seconds_per_step", f.computePerStep},
+          {"measured_compute_spread", f.spread},
+          {"measured_all_reduce_seconds", f.allreduce},
+          {"measured_shortest_wait_seconds", f.shortestWait},
+          {"measured_step_overhead_seconds", f.overhead},
+          {"micro_batch", micro},
+          {"gradient_accumulation_steps", t.gas},
+          {"role", role},
+          {"steps_used", t.steps.size()},
+          {"repeat_step_seconds", t.repeatSteps},
+          {"predicted_step_seconds", predicted},
+          {"measured_step_seconds", m},
+          {"relative_error", (predicted - m) / m}};
+}
+
+// The checkpoint and restart costs the scenario charges (0 when not measured).
+struct Costs {
+  std::vector<double> saves;  // every 2-worker run's saves, seconds
+  double saveSeconds = 0;
+  double restartSeconds = 0;
+};
+
+Costs costsOf(const Measurements& m) {
+  Costs c;
+  c.saves = m.two.saves;
+  c.saves.insert(c.saves.end(), m.check.saves.begin(), m.check.saves.end());
+  c.saveSeconds = c.saves.empty() ? 0.0 : median(c.saves);
+  c.restartSeconds = m.costsMeasured && !m.startups.empty() ? median(m.startups) : 0.0;
+  return c;
+}
+
+nlohmann::json clusterJson(const sim::ClusterSpec& cluster) {
+  return {{"name", cluster.name},
+          {"nodes", 1},
+          {"gpus_per_node", 2},
+          {"intra_node_GBps", cluster.intraNodeGBps},
+          {"inter_node_GBps", cluster.interNodeGBps},
+          {"intra_latency_us", 0.0},
+          {"inter_latency_us", 0.0},
+          {"op_latency_us", cluster.opLatencyUs}};
+}
+
+// The scenario's job: the held-out run's config and length, with the fitted step model.
+nlohmann::json jobJson(const CalibrationJob& job, const FittedModel& f, const Measurements& m,
+                       const Costs& costs) {
+  const std::int64_t heldOutGas = 2 * job.accumulation;
+  nlohmann::json scenarioConfig = job.config;
   scenarioConfig["gradient_accumulation_steps"] = heldOutGas;
-  scenarioConfig["train_batch_size"] = micro * heldOutGas * 2;
-  const std::int64_t steps = check.steps.rbegin()->first.second;
-  nlohmann::json result = {
-      {"cluster",
-       {{"name", cluster.name},
-        {"nodes", 1},
-        {"gpus_per_node", 2},
-        {"intra_node_GBps", cluster.intraNodeGBps},
-        {"inter_node_GBps", cluster.interNodeGBps},
-        {"intra_latency_us", 0.0},
-        {"inter_latency_us", 0.0},
-        {"op_latency_us", cluster.opLatencyUs}}},
-      {"job",
-       {{"config", scenarioConfig},
-        {"seconds_per_sample_per_gpu", spec.secondsPerSample},
-        {"gradient_bytes", spec.gradientBytes},
-        {"bucket_count", 1},
-        {"overlap_comm", false},
-        {"compute_spread", spec.computeSpread},
-        {"step_overhead_seconds", spec.stepOverheadSeconds},
-        {"total_steps", steps},
-        {"checkpoint",
-         {{"every_steps", steps}, {"save_seconds", saveSeconds}, {"load_seconds", loadSeconds}}},
-        {"restart_overhead_seconds", restartSeconds}}},
-      {"failures", {{"model", "none"}}},
-      {"calibration",
-       {{"job", job},
-        {"runs", runs},
-        {"single_worker_step_seconds", runs[0]["measured_step_seconds"]},
-        {"all_reduce", measured},
-        {"bench_all_reduce_seconds", benchAllReduce},
-        {"training_all_reduce_seconds", fit2.allreduce},
-        {"bench_op_latency_us", benchLatency * 1e6},
-        {"compute_seconds_per_step", fit2.computePerStep},
-        {"slowest_rank_compute_seconds_per_step", fit2.slowestCompute},
-        {"single_worker_compute_seconds_per_step", fit1.computePerStep},
-        {"compute_spread", fit2.spread},
-        {"step_overhead_seconds", fit2.overhead},
-        {"predicted_step_seconds", heldOutPredicted},
-        {"measured_step_seconds", heldOut["measured_step_seconds"]},
-        {"relative_error", heldOut["relative_error"]},
-        {"compute_seconds", fit1.computePerStep * 2.0},
-        {"all_reduce_seconds", fit2.allreduce},
-        {"costs_measured", measureCosts},
-        {"save_seconds", saves},
-        {"load_seconds", loadSeconds},
-        {"startup_seconds", startups},
-        {"restart_overhead_seconds", restartSeconds},
-        {"live_recovery",
-         {{"measured", liveMeasured},
-          {"kill_step", killStep},
-          {"kill_to_next_step_seconds", killToNext},
-          {"reconfigure_seconds", reconfigureSeconds},
-          {"note", liveNote}}}}}};
-  if (liveMeasured) {
+  scenarioConfig["train_batch_size"] = job.micro * heldOutGas * 2;
+  const std::int64_t steps = m.check.steps.rbegin()->first.second;
+  return {{"config", scenarioConfig},
+          {"seconds_per_sample_per_gpu", f.spec.secondsPerSample},
+          {"gradient_bytes", f.spec.gradientBytes},
+          {"bucket_count", 1},
+          {"overlap_comm", false},
+          {"compute_spread", f.spec.computeSpread},
+          {"step_overhead_seconds", f.spec.stepOverheadSeconds},
+          {"total_steps", steps},
+          {"checkpoint",
+           {{"every_steps", steps},
+            {"save_seconds", costs.saveSeconds},
+            {"load_seconds", m.loadSeconds}}},
+          {"restart_overhead_seconds", costs.restartSeconds}};
+}
+
+// The "calibration" object: `runs` (runReport's, the held-out run last) and the figures behind
+// the fit.
+nlohmann::json calibrationJson(const CalibrationJob& job, const FittedModel& f,
+                               const Measurements& m, const Costs& costs,
+                               const nlohmann::json& runs) {
+  const auto& heldOut = runs.back();
+  return {{"job", job.argv},
+          {"runs", runs},
+          {"single_worker_step_seconds", runs[0]["measured_step_seconds"]},
+          {"all_reduce", m.network.measured},
+          {"bench_all_reduce_seconds", f.benchAllReduce},
+          {"training_all_reduce_seconds", f.two.allreduce},
+          {"bench_op_latency_us", m.network.benchLatency * 1e6},
+          {"compute_seconds_per_step", f.two.computePerStep},
+          {"slowest_rank_compute_seconds_per_step", f.two.slowestCompute},
+          {"single_worker_compute_seconds_per_step", f.one.computePerStep},
+          {"compute_spread", f.two.spread},
+          {"step_overhead_seconds", f.two.overhead},
+          {"predicted_step_seconds", heldOut["predicted_step_seconds"]},
+          {"measured_step_seconds", heldOut["measured_step_seconds"]},
+          {"relative_error", heldOut["relative_error"]},
+          {"compute_seconds", f.one.computePerStep * 2.0},
+          {"all_reduce_seconds", f.two.allreduce},
+          {"costs_measured", m.costsMeasured},
+          {"save_seconds", costs.saves},
+          {"load_seconds", m.loadSeconds},
+          {"startup_seconds", m.startups},
+          {"restart_overhead_seconds", costs.restartSeconds},
+          {"live_recovery",
+           {{"measured", m.live.measured},
+            {"kill_step", m.live.killStep},
+            {"kill_to_next_step_seconds", m.live.killToNext},
+            {"reconfigure_seconds", m.live.reconfigureSeconds},
+            {"note", m.live.note}}}};
+}
+
+// The scenario and its "calibration" object (runCalibration's contract), from the measurements.
+nlohmann::json scenarioFrom(const CalibrationJob& job, const Measurements& m) {
+  const FittedModel f = fitModel(job, m);
+  nlohmann::json runs = nlohmann::json::array();
+  runs.push_back(runReport(m.one, f.one, job.micro, predictStep(f, job.micro, 1, job.accumulation),
+                           "fit (1 worker)"));
+  runs.push_back(
+      runReport(m.two, f.two, job.micro, predictStep(f, job.micro, 2, job.accumulation), "fit"));
+  runs.push_back(runReport(m.check, fitRun(m.check, 2.0 * f.one.computePerStep), job.micro,
+                           predictStep(f, job.micro, 2, 2 * job.accumulation), "held out"));
+  const Costs costs = costsOf(m);
+  nlohmann::json result = {{"cluster", clusterJson(f.cluster)},
+                           {"job", jobJson(job, f, m, costs)},
+                           {"failures", {{"model", "none"}}},
+                           {"calibration", calibrationJson(job, f, m, costs, runs)}};
+  if (m.live.measured) {
     // What `stretch launch --recovery auto` does on this host; the state sent to a replacement
     // is the default (3 x the gradient bytes at the measured bandwidth).
-    result["job"]["recovery"] = {{"mode", "live"}, {"reconfigure_seconds", reconfigureSeconds}};
+    result["job"]["recovery"] = {{"mode", "live"},
+                                 {"reconfigure_seconds", m.live.reconfigureSeconds}};
   }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
   return result;
+}
+
+nlohmann::json Calibration::run() {
+  const Measurements m = measure();
+  nlohmann::json result = scenarioFrom(job_, m);
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+  return result;
+}
+
+}  // namespace
+
+nlohmann::json runCalibration(CalibrationOptions options) {
+  const fs::path self = fs::read_symlink("/proc/self/exe");
+  CalibrationJob job = resolveJob(self, options);
+  Calibration calibration(std::move(options), self, std::move(job));
+  return calibration.run();
 }
 
 }  // namespace stretch::tools

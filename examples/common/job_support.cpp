@@ -22,6 +22,7 @@
 #include "runtime/common/error.hpp"
 #include "runtime/common/file_io.hpp"
 #include "runtime/common/posix_files.hpp"
+#include "runtime/common/worker_variables.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
 
 namespace stretch::examples {
@@ -134,15 +135,15 @@ bool saveIfDue(engine::Engine& engine, const JobOptions& options, std::int64_t s
 
 FaultScript FaultScript::fromEnvironment() {
   FaultScript f;
-  const char* dir = std::getenv("STRETCH_FAULT_DIR");
+  const char* dir = std::getenv(worker_env::kFaultDir);
   if (dir == nullptr)
     return f;
   f.dir = dir;
-  if (const char* kill = std::getenv("STRETCH_FAULT_KILL_AT_STEP")) {
+  if (const char* kill = std::getenv(worker_env::kFaultKillAtStep)) {
     if (std::sscanf(kill, "%ld:%ld", &f.killStep, &f.killRank) != 2)
-      throw ConfigError(ErrorDetail{"STRETCH_FAULT_KILL_AT_STEP", kill, "STEP:RANK"});
+      throw ConfigError(ErrorDetail{worker_env::kFaultKillAtStep, kill, "STEP:RANK"});
   }
-  if (const char* pauses = std::getenv("STRETCH_FAULT_PAUSE_AT_STEPS")) {
+  if (const char* pauses = std::getenv(worker_env::kFaultPauseAtSteps)) {
     const std::string text = pauses;
     for (std::size_t pos = 0; pos < text.size();) {
       const auto comma = std::min(text.find(',', pos), text.size());
@@ -150,7 +151,7 @@ FaultScript FaultScript::fromEnvironment() {
         f.pauseSteps.push_back(std::stoll(text.substr(pos, comma - pos)));
       } catch (const std::exception&) {
         throw ConfigError(
-            ErrorDetail{"STRETCH_FAULT_PAUSE_AT_STEPS", text, "comma-separated step numbers"});
+            ErrorDetail{worker_env::kFaultPauseAtSteps, text, "comma-separated step numbers"});
       }
       pos = comma + 1;
     }
@@ -219,6 +220,40 @@ std::int64_t parameterCount(torch::nn::Module& model) {
   return n;
 }
 
+StepLedger::StepLedger(const JobOptions& options)
+    : options_(options),
+      faults_(FaultScript::fromEnvironment()),
+      stepBegan_(std::chrono::steady_clock::now()) {}
+
+void StepLedger::addMicroLoss(double loss) {
+  lossSum_ += loss;
+  ++lossCount_;
+}
+
+StepLedger::Closed StepLedger::closeStep() {
+  Closed closed;
+  closed.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stepBegan_).count();
+  closed.meanLoss = lossCount_ > 0 ? lossSum_ / static_cast<double>(lossCount_) : 0.0;
+  stepSeconds_.push_back(closed.seconds);
+  lossSum_ = 0;
+  lossCount_ = 0;
+  return closed;
+}
+
+void StepLedger::finishStep(engine::Engine& engine) {
+  const std::int64_t step = engine.globalSteps();
+  saveIfDue(engine, options_, step);
+  faults_.afterStep(step, engine.dpRank());
+  stepBegan_ = std::chrono::steady_clock::now();
+}
+
+void StepLedger::abandonStep() {
+  lossSum_ = 0;
+  lossCount_ = 0;
+  stepBegan_ = std::chrono::steady_clock::now();
+}
+
 double median(std::vector<double> values) {
   if (values.empty())
     return 0.0;
@@ -234,7 +269,7 @@ std::int64_t peakRssBytes() {
 }
 
 std::int64_t launcherGeneration() {
-  const char* g = std::getenv("STRETCH_GENERATION");
+  const char* g = std::getenv(worker_env::kGeneration);
   if (g == nullptr)
     return 0;
   try {

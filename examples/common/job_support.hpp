@@ -4,6 +4,7 @@
 // saving and resuming, the fault-script hooks of the sim-to-real tests, and the measurements
 // their summaries report (weights digest, parameter count, step-time median, peak RSS).
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -97,6 +98,40 @@ struct FaultScript {
   // ConfigError naming the variable when one is malformed.
   static FaultScript fromEnvironment();
   void afterStep(std::int64_t step, std::int64_t rank) const;
+};
+
+// The end-of-step bookkeeping both example jobs share: the mean loss of a step's micro-batches on
+// this rank, the wall time of every optimizer step (checkpoint saves excluded: the simulator's
+// calibration, `stretch sim --calibrate`, compares its predicted step time with their median),
+// the checkpoint cadence (--save-at, --save-every) and the fault script.
+class StepLedger {
+ public:
+  explicit StepLedger(const JobOptions& options);
+
+  // After each micro-batch's backward.
+  void addMicroLoss(double loss);
+  struct Closed {
+    double meanLoss = 0;  // this rank's mean over the step's micro-batches
+    double seconds = 0;   // the step's wall time
+  };
+  // At an accumulation boundary, after engine.step(): the step's figures; starts the next sums.
+  Closed closeStep();
+  // After what the job does with a closed step (logs, evaluations): saves when due, runs the
+  // fault script, starts the next step's clock.
+  void finishStep(engine::Engine& engine);
+  // The step in flight was abandoned (liveMicroStep returned false): its sums and clock start
+  // over.
+  void abandonStep();
+
+  const std::vector<double>& stepSeconds() const { return stepSeconds_; }
+
+ private:
+  const JobOptions& options_;
+  FaultScript faults_;
+  double lossSum_ = 0;
+  std::int64_t lossCount_ = 0;
+  std::vector<double> stepSeconds_;
+  std::chrono::steady_clock::time_point stepBegan_;
 };
 
 // SHA-256 of the parameters' bytes in module order: equal digests mean bitwise-equal weights.

@@ -88,41 +88,24 @@ int runDigits(int argc, char** argv) {
       stretch::engine::initialize(torch::nn::AnyModule(model), config, options);
   stretch::examples::startTraining(*engine, job, live.get());
 
-  double lossSum = 0;
-  std::int64_t lossCount = 0;
   double lastLoss = 0;
-  // Wall time of every optimizer step (checkpoint saves excluded): the simulator's calibration
-  // (`stretch sim --calibrate`) compares its predicted step time with their median.
-  std::vector<double> stepSeconds;
-  const auto faults = stretch::examples::FaultScript::fromEnvironment();
-  auto stepBegan = std::chrono::steady_clock::now();
+  stretch::examples::StepLedger ledger(job);
   while (engine->globalSteps() < job.steps) {
     const bool completed = stretch::examples::liveMicroStep(*engine, live.get(), job.steps, [&] {
       auto batch = loader->next();
       auto loss = torch::cross_entropy_loss(
           engine->forward(batch.inputs.to(engine->dtype())).to(torch::kFloat32), batch.targets);
       engine->backward(loss);
-      lossSum += loss.item<double>();
-      ++lossCount;
+      ledger.addMicroLoss(loss.item<double>());
       const bool boundary = engine->isGradientAccumulationBoundary();
       engine->step();
       if (boundary) {
-        lastLoss = lossSum / static_cast<double>(lossCount);
-        lossSum = 0;
-        lossCount = 0;
-        stepSeconds.push_back(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - stepBegan).count());
-        const std::int64_t step = engine->globalSteps();
-        stretch::examples::saveIfDue(*engine, job, step);
-        faults.afterStep(step, engine->dpRank());
-        stepBegan = std::chrono::steady_clock::now();
+        lastLoss = ledger.closeStep().meanLoss;
+        ledger.finishStep(*engine);
       }
     });
-    if (!completed) {
-      lossSum = 0;
-      lossCount = 0;
-      stepBegan = std::chrono::steady_clock::now();
-    }
+    if (!completed)
+      ledger.abandonStep();
   }
   if (live)
     live->finish();  // workers still waiting for a generation have nothing left to do
@@ -136,19 +119,20 @@ int runDigits(int argc, char** argv) {
   const double acc = accuracy(model, test, engine->dtype());
   if (engine->dpRank() == 0) {
     if (job.json) {
-      nlohmann::json out = {{"steps", engine->globalSteps()},
-                            {"skipped_steps", engine->skippedSteps()},
-                            {"samples", engine->globalSamples()},
-                            {"world_size", engine->dpWorldSize()},
-                            {"final_loss", reduced[0]},
-                            {"test_accuracy", acc},
-                            {"weights_sha256", stretch::examples::weightsDigest(*model)},
-                            {"test_rows", test.size()},
-                            {"parameters", stretch::examples::parameterCount(*model)},
-                            {"step_seconds_median", stretch::examples::median(stepSeconds)},
-                            {"micro_batch", engine->microBatchSize()},
-                            {"gradient_accumulation_steps", engine->gradientAccumulationSteps()},
-                            {"optimizer_state_bytes", engine->optimizerStateBytes()}};
+      nlohmann::json out = {
+          {"steps", engine->globalSteps()},
+          {"skipped_steps", engine->skippedSteps()},
+          {"samples", engine->globalSamples()},
+          {"world_size", engine->dpWorldSize()},
+          {"final_loss", reduced[0]},
+          {"test_accuracy", acc},
+          {"weights_sha256", stretch::examples::weightsDigest(*model)},
+          {"test_rows", test.size()},
+          {"parameters", stretch::examples::parameterCount(*model)},
+          {"step_seconds_median", stretch::examples::median(ledger.stepSeconds())},
+          {"micro_batch", engine->microBatchSize()},
+          {"gradient_accumulation_steps", engine->gradientAccumulationSteps()},
+          {"optimizer_state_bytes", engine->optimizerStateBytes()}};
       if (const auto copies = stretch::examples::partitionCopyFigures(*engine)) {
         out["partition_copy_bytes"] = copies->bytes;  // live recovery, ZeRO 1/2 (docs/launch.md)
         out["partition_copy_ms_per_step"] = copies->msPerStep;

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -136,11 +137,11 @@ double allReduce(stretch::comm::ProcessGroup* group, double value, stretch::comm
   return v[0];
 }
 
-int runGpt(int argc, char** argv) {
-  const std::string source = STRETCH_SOURCE_DIR;
+// The command line, with the preset's defaults filled in.
+struct GptArgs {
   stretch::examples::JobOptions job;
   std::string preset = "small";
-  std::string dataPath = stretch::joinPath(source, "fixtures/data/text/licenses.txt.gz");
+  std::string dataPath;
   GptShape shape{};
   std::int64_t evalEvery = 50;
   std::int64_t evalWindows = 128;
@@ -148,6 +149,15 @@ int runGpt(int argc, char** argv) {
   std::int64_t sampleChars = 200;
   std::string initFrom;
   std::string exportInit;
+};
+
+// Parses the command line into `args`; an exit status when the job should end at once (--help,
+// a bad flag).
+std::optional<int> parseGptArgs(int argc, char** argv, GptArgs& args) {
+  const std::string source = STRETCH_SOURCE_DIR;
+  auto& [job, preset, dataPath, shape, evalEvery, evalWindows, logEvery, sampleChars, initFrom,
+         exportInit] = args;
+  dataPath = stretch::joinPath(source, "fixtures/data/text/licenses.txt.gz");
 
   CLI::App app{
       "Train a GPT-style character language model with the Stretch engine.\n"
@@ -195,7 +205,6 @@ int runGpt(int argc, char** argv) {
     std::cerr << "stretch-train-gpt: error: " << problem << "\n";
     return 2;
   }
-  stretch::examples::routeLogs(job);
 
   const Preset& chosen = findPreset(preset);
   const auto given = [&app](const char* name) { return app.count(name) > 0; };
@@ -213,6 +222,85 @@ int runGpt(int argc, char** argv) {
     shape.context = chosen.shape.context;
   if (!given("--dropout"))
     shape.dropout = chosen.shape.dropout;
+  return std::nullopt;
+}
+
+// What a run leaves for its summary line (or JSON object).
+struct GptSummary {
+  const std::vector<double>& losses;
+  const nlohmann::json& validations;
+  double lastValidation;
+  double medianSeconds;
+  std::int64_t tokensPerStep;
+  std::int64_t parameters;
+  std::int64_t generation;
+  double peakRss;
+  double unigramEntropy;
+  std::string sample;
+};
+
+// Rank 0's summary: one JSON object with --json, else two lines.
+void printGptSummary(const stretch::engine::Engine& engine, torch::nn::Module& model,
+                     const GptArgs& args, const GptSummary& s) {
+  const auto& job = args.job;
+  const auto& shape = args.shape;
+  const auto& [losses, validations, lastValidation, medianSeconds, tokensPerStep, parameters,
+               generation, peakRss, unigramEntropy, sample] = s;
+  const double tokensPerSecond =
+      medianSeconds > 0 ? static_cast<double>(tokensPerStep) / medianSeconds : 0.0;
+  if (job.json) {
+    nlohmann::json out = {{"steps", engine.globalSteps()},
+                          {"skipped_steps", engine.skippedSteps()},
+                          {"samples", engine.globalSamples()},
+                          {"tokens", engine.globalSamples() * shape.context},
+                          {"world_size", engine.dpWorldSize()},
+                          {"generation", generation},
+                          {"micro_batch", engine.microBatchSize()},
+                          {"gradient_accumulation_steps", engine.gradientAccumulationSteps()},
+                          {"train_batch_size", engine.trainBatchSize()},
+                          {"zero_stage", engine.zeroStage()},
+                          {"parameters", parameters},
+                          {"layers", shape.layers},
+                          {"heads", shape.heads},
+                          {"width", shape.width},
+                          {"context", shape.context},
+                          {"vocabulary", shape.vocab},
+                          {"activation_checkpointing", shape.activationCheckpointing},
+                          {"final_loss", losses.empty() ? std::nan("") : losses.back()},
+                          {"losses", losses},
+                          {"learning_rate", engine.learningRates().front()},
+                          {"validation_loss", lastValidation},
+                          {"validation", validations},
+                          {"unigram_entropy", unigramEntropy},
+                          {"step_seconds_median", medianSeconds},
+                          {"tokens_per_second", tokensPerSecond},
+                          {"peak_rss_bytes", static_cast<std::int64_t>(peakRss)},
+                          {"weights_sha256", stretch::examples::weightsDigest(model)},
+                          {"optimizer_state_bytes", engine.optimizerStateBytes()},
+                          {"sample", sample}};
+    if (const auto copies = stretch::examples::partitionCopyFigures(engine)) {
+      out["partition_copy_bytes"] = copies->bytes;  // live recovery, ZeRO 1/2 (docs/launch.md)
+      out["partition_copy_ms_per_step"] = copies->msPerStep;
+    }
+    std::cout << out.dump() << "\n";
+  } else {
+    std::cout << fmt::format(
+        "gpt: {} steps on {} rank(s), {} tokens; final training loss {:.4f}; validation loss "
+        "{:.4f} (unigram entropy {:.4f}); {:.0f} tokens/s; peak RSS {:.0f} MiB\n"
+        "sample: {}\n",
+        engine.globalSteps(), engine.dpWorldSize(), engine.globalSamples() * shape.context,
+        losses.empty() ? std::nan("") : losses.back(), lastValidation, unigramEntropy,
+        tokensPerSecond, peakRss / (1 << 20), sample);
+  }
+}
+
+int runGpt(int argc, char** argv) {
+  GptArgs args;
+  if (const auto status = parseGptArgs(argc, argv, args))
+    return *status;
+  auto& [job, preset, dataPath, shape, evalEvery, evalWindows, logEvery, sampleChars, initFrom,
+         exportInit] = args;
+  stretch::examples::routeLogs(job);
 
   const auto config = stretch::examples::readJobConfig(job.configPath);
   shape.activationCheckpointing = config.activationCheckpointing.has_value();
@@ -255,36 +343,26 @@ int runGpt(int argc, char** argv) {
   }
 
   std::vector<double> losses;  // the global mean loss of every step of this run
-  std::vector<double> stepSeconds;
   nlohmann::json validations = nlohmann::json::array();
   double lastValidation = std::nan("");
-  const auto faults = stretch::examples::FaultScript::fromEnvironment();
-  double lossSum = 0;
-  std::int64_t lossCount = 0;
+  stretch::examples::StepLedger ledger(job);
   std::int64_t micro = 0;
-  auto stepBegan = std::chrono::steady_clock::now();
   while (engine->globalSteps() < job.steps) {
     const bool completed = stretch::examples::liveMicroStep(*engine, live.get(), job.steps, [&] {
       auto batch = loader->next();
       torch::manual_seed(dropoutSeed(job.seed, engine->globalSteps(), micro++, engine->dpRank()));
       auto loss = lossOf(engine->forward(batch.inputs.to(device)), batch.targets.to(device));
       engine->backward(loss);
-      lossSum += loss.item<double>();
-      ++lossCount;
+      ledger.addMicroLoss(loss.item<double>());
       const bool boundary = engine->isGradientAccumulationBoundary();
       engine->step();
       if (!boundary)
         return;
       micro = 0;
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - stepBegan).count();
-      stepSeconds.push_back(seconds);
+      const auto [meanLoss, seconds] = ledger.closeStep();
       const double stepLoss =
-          allReduce(engine->processGroup().get(), lossSum / static_cast<double>(lossCount),
-                    stretch::comm::ReduceOp::Avg);
+          allReduce(engine->processGroup().get(), meanLoss, stretch::comm::ReduceOp::Avg);
       losses.push_back(stepLoss);
-      lossSum = 0;
-      lossCount = 0;
       const std::int64_t step = engine->globalSteps();
       if (engine->dpRank() == 0 && logEvery > 0 && (step % logEvery == 0 || step == job.steps)) {
         spdlog::info(
@@ -292,7 +370,7 @@ int runGpt(int argc, char** argv) {
             "peak rss {:.0f} MiB generation {} world {} micro {} x {}",
             step, job.steps, stepLoss, engine->learningRates().front(),
             static_cast<double>(tokensPerStep) / seconds, seconds,
-            stretch::examples::median(stepSeconds),
+            stretch::examples::median(ledger.stepSeconds()),
             static_cast<double>(stretch::examples::peakRssBytes()) / (1 << 20), generation,
             engine->dpWorldSize(), engine->microBatchSize(), engine->gradientAccumulationSteps());
       }
@@ -303,15 +381,11 @@ int runGpt(int argc, char** argv) {
         spdlog::info("step {}: validation loss {:.4f} (unigram entropy {:.4f})", step,
                      lastValidation, corpus.unigramEntropy);
       }
-      stretch::examples::saveIfDue(*engine, job, step);
-      faults.afterStep(step, engine->dpRank());
-      stepBegan = std::chrono::steady_clock::now();
+      ledger.finishStep(*engine);
     });
     if (!completed) {
       micro = 0;
-      lossSum = 0;
-      lossCount = 0;
-      stepBegan = std::chrono::steady_clock::now();
+      ledger.abandonStep();
     }
   }
 
@@ -326,53 +400,10 @@ int runGpt(int argc, char** argv) {
     validations.push_back({{"step", engine->globalSteps()}, {"loss", lastValidation}});
     const auto sample = corpus.decode(
         stretch::examples::generate(model, corpus.encode("The "), sampleChars, 0.8, job.seed));
-    const double medianSeconds = stretch::examples::median(stepSeconds);
-    const double tokensPerSecond =
-        medianSeconds > 0 ? static_cast<double>(tokensPerStep) / medianSeconds : 0.0;
-    if (job.json) {
-      nlohmann::json out = {{"steps", engine->globalSteps()},
-                            {"skipped_steps", engine->skippedSteps()},
-                            {"samples", engine->globalSamples()},
-                            {"tokens", engine->globalSamples() * shape.context},
-                            {"world_size", engine->dpWorldSize()},
-                            {"generation", generation},
-                            {"micro_batch", engine->microBatchSize()},
-                            {"gradient_accumulation_steps", engine->gradientAccumulationSteps()},
-                            {"train_batch_size", engine->trainBatchSize()},
-                            {"zero_stage", engine->zeroStage()},
-                            {"parameters", parameters},
-                            {"layers", shape.layers},
-                            {"heads", shape.heads},
-                            {"width", shape.width},
-                            {"context", shape.context},
-                            {"vocabulary", shape.vocab},
-                            {"activation_checkpointing", shape.activationCheckpointing},
-                            {"final_loss", losses.empty() ? std::nan("") : losses.back()},
-                            {"losses", losses},
-                            {"learning_rate", engine->learningRates().front()},
-                            {"validation_loss", lastValidation},
-                            {"validation", validations},
-                            {"unigram_entropy", corpus.unigramEntropy},
-                            {"step_seconds_median", medianSeconds},
-                            {"tokens_per_second", tokensPerSecond},
-                            {"peak_rss_bytes", static_cast<std::int64_t>(peakRss)},
-                            {"weights_sha256", stretch::examples::weightsDigest(*model)},
-                            {"optimizer_state_bytes", engine->optimizerStateBytes()},
-                            {"sample", sample}};
-      if (const auto copies = stretch::examples::partitionCopyFigures(*engine)) {
-        out["partition_copy_bytes"] = copies->bytes;  // live recovery, ZeRO 1/2 (docs/launch.md)
-        out["partition_copy_ms_per_step"] = copies->msPerStep;
-      }
-      std::cout << out.dump() << "\n";
-    } else {
-      std::cout << fmt::format(
-          "gpt: {} steps on {} rank(s), {} tokens; final training loss {:.4f}; validation loss "
-          "{:.4f} (unigram entropy {:.4f}); {:.0f} tokens/s; peak RSS {:.0f} MiB\n"
-          "sample: {}\n",
-          engine->globalSteps(), engine->dpWorldSize(), engine->globalSamples() * shape.context,
-          losses.empty() ? std::nan("") : losses.back(), lastValidation, corpus.unigramEntropy,
-          tokensPerSecond, peakRss / (1 << 20), sample);
-    }
+    printGptSummary(*engine, *model, args,
+                    GptSummary{losses, validations, lastValidation,
+                               stretch::examples::median(ledger.stepSeconds()), tokensPerStep,
+                               parameters, generation, peakRss, corpus.unigramEntropy, sample});
   }
   stretch::comm::destroyProcessGroup();
   return 0;

@@ -17,8 +17,10 @@
 //    the generation of the StartWorkers that started the worker.
 //  - Not thread-safe: one agent loop drives one group.
 
+#include <optional>
 #include <vector>
 
+#include "runtime/agent/live_plan.hpp"
 #include "runtime/agent/state_machine.hpp"
 
 namespace stretch::agent {
@@ -30,14 +32,16 @@ class WorkerGroup {
   virtual void start(const StartWorkers& action) = 0;
   virtual void stop() = 0;
   virtual std::vector<WorkerExited> poll() = 0;
-  // Live recovery: starts generation `action` keeping the workers that still run and fit its
-  // layout (they continue in the new generation), stopping those that do not and starting only
-  // the missing ones. Returns false when this group cannot (the caller then stops and starts
-  // as usual). Exits reported afterwards carry action.generation.
-  virtual bool continueLive(const StartWorkers& /*action*/) { return false; }
-  // Whether continueLive(next) would keep workers running (asked before their generation is
-  // stopped).
-  virtual bool canContinueLive(const StartWorkers& /*next*/) const { return false; }
+  // Live recovery (runtime/agent/live_plan.hpp). What the running workers hold, for
+  // planLiveRecovery, asked before their generation is stopped; nullopt when this group cannot
+  // keep workers into `next` at all (live recovery off, or a layout it does not own).
+  virtual std::optional<LiveSituation> liveSituation(const StartWorkers& /*next*/) const {
+    return std::nullopt;
+  }
+  // Starts generation `action` by carrying out `plan` (a live plan for `action` made from this
+  // group's liveSituation): the kept workers go on, the others stop, the joiners start, the
+  // live generations are published. Exits reported afterwards carry action.generation.
+  virtual void continueLive(const StartWorkers& /*action*/, const LivePlan& /*plan*/) {}
 };
 
 }  // namespace stretch::agent

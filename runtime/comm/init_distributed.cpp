@@ -17,6 +17,7 @@
 #include "runtime/comm/store.hpp"
 #include "runtime/comm/store_registry.hpp"
 #include "runtime/comm/tcp_store.hpp"
+#include "runtime/common/worker_variables.hpp"
 
 extern char** environ;
 
@@ -63,7 +64,7 @@ constexpr std::string_view kRelevant[] = {"RANK",
                                           "PMI_SIZE",
                                           "MPI_LOCALRANKID",
                                           "MPI_LOCALNRANKS",
-                                          "STRETCH_TIMEOUT",
+                                          worker_env::kTimeout,
                                           "DEEPSPEED_TIMEOUT"};
 
 std::optional<std::string> lookup(const Environment& env, std::string_view name) {
@@ -122,7 +123,7 @@ std::optional<int> intVar(const Environment& env, std::string_view name, const I
 Duration timeoutFrom(const InitOptions& options, const Environment& env) {
   if (options.timeout)
     return *options.timeout;
-  for (std::string_view name : {"STRETCH_TIMEOUT", "DEEPSPEED_TIMEOUT"}) {
+  for (std::string_view name : {worker_env::kTimeout, "DEEPSPEED_TIMEOUT"}) {
     if (auto text = lookup(env, name)) {
       const auto minutes = parseInteger(*text);
       if (!minutes || *minutes <= 0 || *minutes > 100000) {
@@ -181,7 +182,7 @@ StoreInit parseRedisInitMethod(const std::string& method) {
 DistributedEnv discoverEnvironment(const InitOptions& options, const Environment& env) {
   DistributedEnv out;
   out.timeout = timeoutFrom(options, env);
-  out.token = lookup(env, "STRETCH_STORE_TOKEN").value_or("");
+  out.token = lookup(env, worker_env::kStoreToken).value_or("");
   out.initMethod = options.initMethod.empty() ? "env://" : options.initMethod;
   if (out.initMethod != "env://" && !out.initMethod.starts_with("tcp://") &&
       !out.initMethod.starts_with("file://") && !out.initMethod.starts_with(kRedisScheme)) {

@@ -74,7 +74,7 @@ std::shared_ptr<ProcessGroup> initDistributed(const InitOptions& options = {});
 
 // A group of `size` ranks whose backend (a registered name) rendezvouses through `store`,
 // already prefixed for this group: what initDistributed builds after discovery, for the groups
-// a job builds later (live recovery's generations, runtime/comm/live_generation.hpp). The
+// a job builds later (live recovery's generations, runtime/live/generation.hpp). The
 // transport binds to this host's address towards `peerAddress` (the store's host). Collective:
 // blocks until every rank has joined (timeout). The group's store() is left unset.
 std::shared_ptr<ProcessGroup> buildGroup(const std::string& backend, std::shared_ptr<Store> store,

@@ -76,6 +76,17 @@ std::string errorFrame(std::string_view message) {
   return FrameWriter(Reply::Error).str(message).take();
 }
 
+// Reads a key list; false when the frame is malformed.
+bool readKeys(FrameReader& reader, std::vector<std::string>& keys) {
+  const std::uint32_t n = reader.u32();
+  if (reader.failed() || n > reader.remaining() / 4)
+    return false;
+  keys.reserve(n);
+  for (std::uint32_t i = 0; i < n && !reader.failed(); ++i)
+    keys.emplace_back(reader.str());
+  return reader.complete();
+}
+
 }  // namespace
 
 struct TcpStoreServer::Impl {
@@ -112,6 +123,21 @@ struct TcpStoreServer::Impl {
   void processFrames(Conn& conn);
   bool handleFrame(Conn& conn, std::string_view payload);
   bool handleRequest(Conn& conn, Request type, FrameReader& reader);
+  // One per request type, after the handshake: false when the frame is malformed (the caller
+  // closes the connection), else true (answered, or a Wait parked).
+  bool handleSet(Conn& conn, FrameReader& reader);
+  bool handleGet(Conn& conn, FrameReader& reader);
+  bool handleAdd(Conn& conn, FrameReader& reader);
+  bool handleCompareSet(Conn& conn, FrameReader& reader);
+  bool handleCheck(Conn& conn, FrameReader& reader);
+  bool handleWait(Conn& conn, FrameReader& reader);
+  bool handleCancelWait(Conn& conn, FrameReader& reader);
+  bool handleDeleteKey(Conn& conn, FrameReader& reader);
+  bool handleNumKeys(Conn& conn, FrameReader& reader);
+  // True when the key (or value) breaks our limits; it has then been answered with Error and
+  // the connection stays usable.
+  bool refuseBadKey(Conn& conn, std::string_view key);
+  bool refuseBadValue(Conn& conn, std::string_view key, std::string_view value);
   void reject(Conn& conn, RejectReason reason, std::string_view message);
   void queue(Conn& conn, std::string frame);
   void flush(Conn& conn);
@@ -407,183 +433,203 @@ bool TcpStoreServer::Impl::handleFrame(Conn& conn, std::string_view payload) {
 }
 
 bool TcpStoreServer::Impl::handleRequest(Conn& conn, Request type, FrameReader& reader) {
-  // Reads a key list; false when the frame is malformed.
-  const auto readKeys = [&reader](std::vector<std::string>& keys) {
-    const std::uint32_t n = reader.u32();
-    if (reader.failed() || n > reader.remaining() / 4)
-      return false;
-    keys.reserve(n);
-    for (std::uint32_t i = 0; i < n && !reader.failed(); ++i)
-      keys.emplace_back(reader.str());
-    return reader.complete();
-  };
-  const auto badKey = [&](std::string_view key) {
-    if (auto problem = keyProblem(key, options.maxKeyBytes)) {
-      queue(conn, errorFrame(*problem));
-      return true;
-    }
-    return false;
-  };
-  const auto badValue = [&](std::string_view key, std::string_view value) {
-    if (auto problem = valueProblem(key, value, options.maxValueBytes)) {
-      queue(conn, errorFrame(*problem));
-      return true;
-    }
-    return false;
-  };
-
   switch (type) {
-    case Request::Set: {
-      const std::string_view key = reader.str();
-      const std::string_view value = reader.str();
-      if (!reader.complete())
-        return false;
-      if (badKey(key) || badValue(key, value))
-        return true;
-      std::string k(key);
-      data[k].assign(value);
-      notify(k);
-      queue(conn, FrameWriter(Reply::Ok).take());
-      return true;
-    }
-    case Request::Get: {
-      const std::string_view key = reader.str();
-      if (!reader.complete())
-        return false;
-      if (badKey(key))
-        return true;
-      const auto it = data.find(std::string(key));
-      queue(conn, it == data.end() ? FrameWriter(Reply::NotFound).take()
-                                   : FrameWriter(Reply::Value).str(it->second).take());
-      return true;
-    }
-    case Request::Add: {
-      const std::string_view key = reader.str();
-      const std::int64_t delta = reader.i64();
-      if (!reader.complete())
-        return false;
-      if (badKey(key))
-        return true;
-      std::string k(key);
-      std::int64_t current = 0;
-      if (const auto it = data.find(k); it != data.end()) {
-        const std::string& text = it->second;
-        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), current);
-        if (ec != std::errc() || end != text.data() + text.size()) {
-          queue(conn, errorFrame(fmt::format("add on key \"{}\" whose value \"{}\" is not an "
-                                             "integer",
-                                             printable(k), printable(text))));
-          return true;
-        }
-      }
-      std::int64_t result = 0;
-      if (__builtin_add_overflow(current, delta, &result)) {
-        queue(conn, errorFrame(fmt::format("add {} to key \"{}\" = {} overflows int64", delta,
-                                           printable(k), current)));
-        return true;
-      }
-      data[k] = std::to_string(result);
-      notify(k);
-      queue(conn, FrameWriter(Reply::Int).i64(result).take());
-      return true;
-    }
-    case Request::CompareSet: {
-      const std::string_view key = reader.str();
-      const std::string_view expected = reader.str();
-      const std::string_view desired = reader.str();
-      if (!reader.complete())
-        return false;
-      if (badKey(key) || badValue(key, expected) || badValue(key, desired))
-        return true;
-      std::string k(key);
-      const auto it = data.find(k);
-      if (it == data.end() && !expected.empty()) {
-        queue(conn, FrameWriter(Reply::Value).str(expected).take());
-        return true;
-      }
-      if (it != data.end() && it->second != expected) {
-        queue(conn, FrameWriter(Reply::Value).str(it->second).take());
-        return true;
-      }
-      data[k].assign(desired);
-      notify(k);
-      queue(conn, FrameWriter(Reply::Value).str(desired).take());
-      return true;
-    }
-    case Request::Check: {
-      std::vector<std::string> keys;
-      if (!readKeys(keys))
-        return false;
-      bool all = true;
-      for (const auto& key : keys) {
-        if (badKey(key))
-          return true;
-        all = all && data.contains(key);
-      }
-      queue(conn, FrameWriter(Reply::Bool).u8(all ? 1 : 0).take());
-      return true;
-    }
-    case Request::Wait: {
-      std::vector<std::string> keys;
-      if (!readKeys(keys))
-        return false;
-      for (const auto& key : keys) {
-        if (badKey(key))
-          return true;
-      }
-      std::unordered_set<std::string_view> seen;
-      std::size_t missing = 0;
-      for (const auto& key : keys) {
-        if (!data.contains(key) && seen.insert(key).second) {
-          waiters[key].push_back(conn.id);
-          ++missing;
-        }
-      }
-      if (missing == 0) {
-        queue(conn, FrameWriter(Reply::Ready).take());
-      } else {
-        conn.waiting = true;
-        conn.missing = missing;
-        conn.waitKeys = std::move(keys);
-      }
-      return true;
-    }
-    case Request::CancelWait: {
-      if (!reader.complete())
-        return false;
-      FrameWriter reply(Reply::WaitCanceled);
-      std::vector<std::uint32_t> still;
-      for (std::size_t i = 0; i < conn.waitKeys.size(); ++i) {
-        if (!data.contains(conn.waitKeys[i]))
-          still.push_back(static_cast<std::uint32_t>(i));
-      }
-      unregisterWait(conn);
-      reply.u32(static_cast<std::uint32_t>(still.size()));
-      for (const std::uint32_t index : still)
-        reply.u32(index);
-      queue(conn, reply.take());
-      return true;
-    }
-    case Request::DeleteKey: {
-      const std::string_view key = reader.str();
-      if (!reader.complete())
-        return false;
-      if (badKey(key))
-        return true;
-      const bool erased = data.erase(std::string(key)) > 0;
-      queue(conn, FrameWriter(Reply::Bool).u8(erased ? 1 : 0).take());
-      return true;
-    }
-    case Request::NumKeys: {
-      if (!reader.complete())
-        return false;
-      queue(conn, FrameWriter(Reply::Int).i64(static_cast<std::int64_t>(data.size())).take());
-      return true;
-    }
+    case Request::Set:
+      return handleSet(conn, reader);
+    case Request::Get:
+      return handleGet(conn, reader);
+    case Request::Add:
+      return handleAdd(conn, reader);
+    case Request::CompareSet:
+      return handleCompareSet(conn, reader);
+    case Request::Check:
+      return handleCheck(conn, reader);
+    case Request::Wait:
+      return handleWait(conn, reader);
+    case Request::CancelWait:
+      return handleCancelWait(conn, reader);
+    case Request::DeleteKey:
+      return handleDeleteKey(conn, reader);
+    case Request::NumKeys:
+      return handleNumKeys(conn, reader);
     case Request::Hello:
       return false;  // only valid as the first frame
   }
   return false;
+}
+
+bool TcpStoreServer::Impl::refuseBadKey(Conn& conn, std::string_view key) {
+  if (auto problem = keyProblem(key, options.maxKeyBytes)) {
+    queue(conn, errorFrame(*problem));
+    return true;
+  }
+  return false;
+}
+
+bool TcpStoreServer::Impl::refuseBadValue(Conn& conn, std::string_view key,
+                                          std::string_view value) {
+  if (auto problem = valueProblem(key, value, options.maxValueBytes)) {
+    queue(conn, errorFrame(*problem));
+    return true;
+  }
+  return false;
+}
+
+bool TcpStoreServer::Impl::handleSet(Conn& conn, FrameReader& reader) {
+  const std::string_view key = reader.str();
+  const std::string_view value = reader.str();
+  if (!reader.complete())
+    return false;
+  if (refuseBadKey(conn, key) || refuseBadValue(conn, key, value))
+    return true;
+  std::string k(key);
+  data[k].assign(value);
+  notify(k);
+  queue(conn, FrameWriter(Reply::Ok).take());
+  return true;
+}
+
+bool TcpStoreServer::Impl::handleGet(Conn& conn, FrameReader& reader) {
+  const std::string_view key = reader.str();
+  if (!reader.complete())
+    return false;
+  if (refuseBadKey(conn, key))
+    return true;
+  const auto it = data.find(std::string(key));
+  queue(conn, it == data.end() ? FrameWriter(Reply::NotFound).take()
+                               : FrameWriter(Reply::Value).str(it->second).take());
+  return true;
+}
+
+bool TcpStoreServer::Impl::handleAdd(Conn& conn, FrameReader& reader) {
+  const std::string_view key = reader.str();
+  const std::int64_t delta = reader.i64();
+  if (!reader.complete())
+    return false;
+  if (refuseBadKey(conn, key))
+    return true;
+  std::string k(key);
+  std::int64_t current = 0;
+  if (const auto it = data.find(k); it != data.end()) {
+    const std::string& text = it->second;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), current);
+    if (ec != std::errc() || end != text.data() + text.size()) {
+      queue(conn, errorFrame(fmt::format("add on key \"{}\" whose value \"{}\" is not an "
+                                         "integer",
+                                         printable(k), printable(text))));
+      return true;
+    }
+  }
+  std::int64_t result = 0;
+  if (__builtin_add_overflow(current, delta, &result)) {
+    queue(conn, errorFrame(fmt::format("add {} to key \"{}\" = {} overflows int64", delta,
+                                       printable(k), current)));
+    return true;
+  }
+  data[k] = std::to_string(result);
+  notify(k);
+  queue(conn, FrameWriter(Reply::Int).i64(result).take());
+  return true;
+}
+
+bool TcpStoreServer::Impl::handleCompareSet(Conn& conn, FrameReader& reader) {
+  const std::string_view key = reader.str();
+  const std::string_view expected = reader.str();
+  const std::string_view desired = reader.str();
+  if (!reader.complete())
+    return false;
+  if (refuseBadKey(conn, key) || refuseBadValue(conn, key, expected) ||
+      refuseBadValue(conn, key, desired))
+    return true;
+  std::string k(key);
+  const auto it = data.find(k);
+  if (it == data.end() && !expected.empty()) {
+    queue(conn, FrameWriter(Reply::Value).str(expected).take());
+    return true;
+  }
+  if (it != data.end() && it->second != expected) {
+    queue(conn, FrameWriter(Reply::Value).str(it->second).take());
+    return true;
+  }
+  data[k].assign(desired);
+  notify(k);
+  queue(conn, FrameWriter(Reply::Value).str(desired).take());
+  return true;
+}
+
+bool TcpStoreServer::Impl::handleCheck(Conn& conn, FrameReader& reader) {
+  std::vector<std::string> keys;
+  if (!readKeys(reader, keys))
+    return false;
+  bool all = true;
+  for (const auto& key : keys) {
+    if (refuseBadKey(conn, key))
+      return true;
+    all = all && data.contains(key);
+  }
+  queue(conn, FrameWriter(Reply::Bool).u8(all ? 1 : 0).take());
+  return true;
+}
+
+bool TcpStoreServer::Impl::handleWait(Conn& conn, FrameReader& reader) {
+  std::vector<std::string> keys;
+  if (!readKeys(reader, keys))
+    return false;
+  for (const auto& key : keys) {
+    if (refuseBadKey(conn, key))
+      return true;
+  }
+  std::unordered_set<std::string_view> seen;
+  std::size_t missing = 0;
+  for (const auto& key : keys) {
+    if (!data.contains(key) && seen.insert(key).second) {
+      waiters[key].push_back(conn.id);
+      ++missing;
+    }
+  }
+  if (missing == 0) {
+    queue(conn, FrameWriter(Reply::Ready).take());
+  } else {
+    conn.waiting = true;
+    conn.missing = missing;
+    conn.waitKeys = std::move(keys);
+  }
+  return true;
+}
+
+bool TcpStoreServer::Impl::handleCancelWait(Conn& conn, FrameReader& reader) {
+  if (!reader.complete())
+    return false;
+  FrameWriter reply(Reply::WaitCanceled);
+  std::vector<std::uint32_t> still;
+  for (std::size_t i = 0; i < conn.waitKeys.size(); ++i) {
+    if (!data.contains(conn.waitKeys[i]))
+      still.push_back(static_cast<std::uint32_t>(i));
+  }
+  unregisterWait(conn);
+  reply.u32(static_cast<std::uint32_t>(still.size()));
+  for (const std::uint32_t index : still)
+    reply.u32(index);
+  queue(conn, reply.take());
+  return true;
+}
+
+bool TcpStoreServer::Impl::handleDeleteKey(Conn& conn, FrameReader& reader) {
+  const std::string_view key = reader.str();
+  if (!reader.complete())
+    return false;
+  if (refuseBadKey(conn, key))
+    return true;
+  const bool erased = data.erase(std::string(key)) > 0;
+  queue(conn, FrameWriter(Reply::Bool).u8(erased ? 1 : 0).take());
+  return true;
+}
+
+bool TcpStoreServer::Impl::handleNumKeys(Conn& conn, FrameReader& reader) {
+  if (!reader.complete())
+    return false;
+  queue(conn, FrameWriter(Reply::Int).i64(static_cast<std::int64_t>(data.size())).take());
+  return true;
 }
 
 void TcpStoreServer::Impl::reject(Conn& conn, RejectReason reason, std::string_view message) {

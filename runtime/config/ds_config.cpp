@@ -22,12 +22,12 @@ namespace stretch::config {
 
 namespace {
 
-using detail::ErrorKind;
-using detail::IntRule;
-using detail::Json;
-using detail::KeySet;
-using detail::NumberRule;
-using detail::ObjectReader;
+using json::ErrorKind;
+using json::IntRule;
+using json::Json;
+using json::KeySet;
+using json::NumberRule;
+using json::ObjectReader;
 
 constexpr std::int64_t kInt64Min = std::numeric_limits<std::int64_t>::min();
 constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
@@ -194,7 +194,7 @@ Params readParams(const ObjectReader& owner) {
     owner.failValue(path, *value, "an object of parameters");
   }
   for (const auto& [name, item] : value->items()) {
-    const std::string itemPath = path + "." + detail::shorten(name);
+    const std::string itemPath = path + "." + json::shorten(name);
     if (item.is_boolean()) {
       params.emplace(name, item.get<bool>());
     } else if (item.is_number_integer()) {
@@ -479,7 +479,7 @@ void checkElasticBatchKeys(const ObjectReader& top, const DsConfig& config) {
     }
   }
   const Json& first = *top.find(found.front());
-  detail::throwDetail(
+  json::throwDetail(
       ErrorKind::Elasticity, std::string(found.front()),
       top.written(first, std::string(found.front())),
       fmt::format("no batch keys while elasticity is enabled: found {}; elastic training computes "
@@ -503,8 +503,8 @@ DsConfig readConfig(const ObjectReader& top) {
   config.bf16 = readBf16(top);
   if (config.fp16.enabled && config.bf16.enabled) {
     const std::string bf16Key = top.has("bfloat16") ? "bfloat16" : "bf16";
-    detail::throwDetail(ErrorKind::Config, bf16Key + ".enabled", "true",
-                        "false while fp16.enabled is true (fp16 and bf16 cannot both be enabled)");
+    json::throwDetail(ErrorKind::Config, bf16Key + ".enabled", "true",
+                      "false while fp16.enabled is true (fp16 and bf16 cannot both be enabled)");
   }
 
   config.gradientClipping =
@@ -608,8 +608,8 @@ Ordered elasticityJson(const ElasticityConfig& e) {
 }
 
 ParsedConfig parseChecked(std::string_view text, std::string_view source) {
-  const detail::JsonDocument document = detail::parseJsonDocument(text, source, "");
-  detail::KeyReport report;
+  const json::JsonDocument document = json::parseJsonDocument(text, source, "");
+  json::KeyReport report;
   const ObjectReader top(document, document.root, "", ErrorKind::Config, report);
   ParsedConfig parsed{readConfig(top), {}};
   parsed.warnings = report.warnings();
@@ -634,6 +634,10 @@ ParsedConfig parseConfig(std::string_view jsonText, std::string_view source) {
 
 ParsedConfig loadConfig(const std::filesystem::path& path) {
   return parseConfig(readFile(path), path.string());
+}
+
+std::string elasticityToJson(const ElasticityConfig& elasticity) {
+  return nlohmann::json::parse(elasticityJson(elasticity).dump()).dump();
 }
 
 std::string toJson(const DsConfig& config) {

@@ -161,4 +161,9 @@ ParsedConfig loadConfig(const std::filesystem::path& path);
 // reads back to an equal DsConfig.
 std::string toJson(const DsConfig& config);
 
+// The elasticity section alone, every field explicit, as one line of JSON with sorted keys: the
+// text `stretch launch` hands its workers, whose runtime compares it with its own
+// (ensure_immutable_elastic_config).
+std::string elasticityToJson(const ElasticityConfig& elasticity);
+
 }  // namespace stretch::config

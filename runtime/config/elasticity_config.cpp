@@ -28,6 +28,8 @@ std::string_view toString(ElasticityVersion version) noexcept {
 
 namespace detail {
 
+using namespace json;
+
 namespace {
 
 constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
@@ -199,10 +201,10 @@ ElasticityConfig readElasticity(const ObjectReader& reader) {
 ElasticityConfig parseElasticitySection(std::string_view jsonText, std::string_view source,
                                         std::vector<std::string>& warnings) {
   try {
-    const detail::JsonDocument document = detail::parseJsonDocument(jsonText, source, "elasticity");
-    detail::KeyReport report;
-    const detail::ObjectReader reader(document, document.root, "elasticity",
-                                      detail::ErrorKind::Elasticity, report);
+    const json::JsonDocument document = json::parseJsonDocument(jsonText, source, "elasticity");
+    json::KeyReport report;
+    const json::ObjectReader reader(document, document.root, "elasticity",
+                                    json::ErrorKind::Elasticity, report);
     ElasticityConfig config = detail::readElasticity(reader);
     for (std::string& warning : report.warnings()) {
       warnings.push_back(std::move(warning));

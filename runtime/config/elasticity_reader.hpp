@@ -10,6 +10,6 @@ namespace stretch::config::detail {
 // Validates the section in DeepSpeed's order (ElasticityConfig.__init__, then the version checks
 // of compute_elastic_config) and reports its unknown keys. The reader should use
 // ErrorKind::Elasticity so that every problem is an ElasticityConfigError.
-ElasticityConfig readElasticity(const ObjectReader& reader);
+ElasticityConfig readElasticity(const json::ObjectReader& reader);
 
 }  // namespace stretch::config::detail

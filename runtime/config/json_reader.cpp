@@ -11,7 +11,7 @@
 #include "runtime/common/error.hpp"
 #include "runtime/common/strings.hpp"
 
-namespace stretch::config::detail {
+namespace stretch::config::json {
 
 namespace {
 
@@ -678,4 +678,4 @@ void ObjectReader::rejectUnknown(std::span<const std::string_view> known,
   }
 }
 
-}  // namespace stretch::config::detail
+}  // namespace stretch::config::json

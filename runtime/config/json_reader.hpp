@@ -14,9 +14,10 @@
 // are listed, unknown ones become one warning with "did you mean") and warnUnread (scenario and
 // job files: every key never looked up becomes "<path>: unknown key, ignored").
 //
-// Only for the modules that may use nlohmann (runtime/config's .cpp files, sim/, planner/); no
-// public header of runtime/config includes it. Everything here throws only stretch::Error
-// children (ConfigError, or ElasticityConfigError for readers created with ErrorKind::Elasticity).
+// Namespace stretch::config::json. Only for the modules that may use nlohmann (runtime/config's
+// .cpp files, sim/, planner/); no other public header of runtime/config includes it. Everything
+// here throws only stretch::Error children (ConfigError, or ElasticityConfigError for readers
+// created with ErrorKind::Elasticity).
 
 #include <cstddef>
 #include <cstdint>
@@ -32,7 +33,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace stretch::config::detail {
+namespace stretch::config::json {
 
 using Json = nlohmann::json;
 
@@ -207,4 +208,4 @@ std::int64_t readIntElement(const ObjectReader& owner, const Json& value,
 // Shortens text for messages (fuzzed input can hold megabyte strings).
 std::string shorten(std::string_view text, std::size_t limit = 80);
 
-}  // namespace stretch::config::detail
+}  // namespace stretch::config::json

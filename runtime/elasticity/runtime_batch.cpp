@@ -7,6 +7,7 @@
 
 #include "runtime/common/error.hpp"
 #include "runtime/elasticity/solver.hpp"
+#include "runtime/common/worker_variables.hpp"
 
 namespace stretch::elasticity {
 
@@ -21,14 +22,14 @@ ElasticEnvironment ElasticEnvironment::fromProcess() {
   ElasticEnvironment env;
   env.worldSize = readEnv("WORLD_SIZE");
   const auto deepspeed = readEnv("DEEPSPEED_ELASTICITY_CONFIG");
-  const auto stretch = readEnv("STRETCH_ELASTICITY_CONFIG");
+  const auto stretch = readEnv(worker_env::kElasticityConfig);
   if (deepspeed && stretch && *deepspeed != *stretch) {
     throw ElasticityConfigError(
-        ErrorDetail{"STRETCH_ELASTICITY_CONFIG", *stretch,
+        ErrorDetail{worker_env::kElasticityConfig, *stretch,
                     "the same text as DEEPSPEED_ELASTICITY_CONFIG when both are set"});
   }
-  const char* names[3] = {"STRETCH_TRAIN_BATCH_SIZE", "STRETCH_MICRO_BATCH_SIZE",
-                          "STRETCH_GRADIENT_ACCUMULATION_STEPS"};
+  const char* names[3] = {worker_env::kTrainBatchSize, worker_env::kMicroBatchSize,
+                          worker_env::kGradientAccumulationSteps};
   std::optional<std::string> values[3];
   int present = 0;
   for (int i = 0; i < 3; ++i) {
@@ -58,7 +59,7 @@ ElasticEnvironment ElasticEnvironment::fromProcess() {
     env.schedulerConfig = deepspeed;
   } else if (stretch) {
     env.schedulerConfig = stretch;
-    env.schedulerConfigName = "STRETCH_ELASTICITY_CONFIG";
+    env.schedulerConfigName = worker_env::kElasticityConfig;
   }
   return env;
 }
@@ -148,7 +149,7 @@ TrainingBatch resolveTrainingBatch(const config::DsConfig& config, std::int64_t 
   if (env.launcherBatch && *env.launcherBatch != out.triple) {
     const auto& l = *env.launcherBatch;
     throw ElasticityConfigError(ErrorDetail{
-        "STRETCH_TRAIN_BATCH_SIZE",
+        worker_env::kTrainBatchSize,
         fmt::format("{} = micro {} x accumulation {} x {} ranks", l.trainBatchSize,
                     l.microBatchPerGpu, l.gradientAccumulation, out.dataParallelSize),
         fmt::format("the batch this worker's config gives for world size {}: {} = micro {} x "

@@ -35,6 +35,53 @@ std::shared_ptr<comm::ProcessGroup> singleRankGroup() {
   return group;
 }
 
+// The config's own errors, raised before the batch is resolved and before any collective.
+void validateConfig(const config::DsConfig& config) {
+  if (config.zero.stage < 0 || config.zero.stage > 2) {
+    throw ConfigError(ErrorDetail{"zero_optimization.stage", std::to_string(config.zero.stage),
+                                  "0, 1 or 2 (ZeRO stage 3 is not implemented)"});
+  }
+  if (config.fp16.enabled && config.bf16.enabled) {
+    throw ConfigError(ErrorDetail{"fp16.enabled", "true",
+                                  "fp16 and bf16 not both enabled (bf16.enabled is true)"});
+  }
+  if (config.zero.stage == 2 && config.gradientAllreduceOp == config::GradientAllreduceOp::Mean &&
+      (config.prescaleGradients || config.gradientPredivideFactor != 1.0)) {
+    throw ConfigError(ErrorDetail{
+        "gradient_predivide_factor", fmt::format("{}", config.gradientPredivideFactor),
+        "1.0 and prescale_gradients false with ZeRO stage 2 (DeepSpeed asserts the same)"});
+  }
+  if (config.gradientPredivideFactor <= 0.0) {
+    throw ConfigError(ErrorDetail{"gradient_predivide_factor",
+                                  fmt::format("{}", config.gradientPredivideFactor),
+                                  "a positive number"});
+  }
+  if (config.gradientClipping < 0.0) {
+    throw ConfigError(ErrorDetail{"gradient_clipping", fmt::format("{}", config.gradientClipping),
+                                  "a non-negative number (0 disables clipping)"});
+  }
+}
+
+// The elasticity solver's batch for this world size when enabled, else the batch keys; its
+// warnings and the settings without effect are logged first, so that they show even when the
+// group does not fit.
+config::BatchTriple resolveBatch(const config::DsConfig& config, std::int64_t worldSize,
+                                 int groupSize) {
+  const auto training = elasticity::resolveTrainingBatch(
+      config, worldSize, elasticity::ElasticEnvironment::fromProcess());
+  for (const auto& warning : training.warnings)
+    spdlog::warn("{}", warning);
+  for (const auto& warning : settingsWithoutEffect(config))
+    spdlog::warn("{}", warning);
+  if (training.dataParallelSize != groupSize) {
+    throw ConfigError(ErrorDetail{
+        "world size", std::to_string(training.dataParallelSize),
+        fmt::format("the process group's size {} (model parallelism is not implemented)",
+                    groupSize)});
+  }
+  return training.triple;
+}
+
 }  // namespace
 
 Initialized initialize(torch::nn::AnyModule model, const config::DsConfig& config,
@@ -60,46 +107,9 @@ void Engine::setUp(torch::nn::AnyModule model, const config::DsConfig& config,
   if (!group_)
     group_ = singleRankGroup();
 
-  if (config.zero.stage < 0 || config.zero.stage > 2) {
-    throw ConfigError(ErrorDetail{"zero_optimization.stage", std::to_string(config.zero.stage),
-                                  "0, 1 or 2 (ZeRO stage 3 is not implemented)"});
-  }
+  validateConfig(config);
   zeroStage_ = static_cast<int>(config.zero.stage);
-  if (config.fp16.enabled && config.bf16.enabled) {
-    throw ConfigError(ErrorDetail{"fp16.enabled", "true",
-                                  "fp16 and bf16 not both enabled (bf16.enabled is true)"});
-  }
-  if (zeroStage_ == 2 && config.gradientAllreduceOp == config::GradientAllreduceOp::Mean &&
-      (config.prescaleGradients || config.gradientPredivideFactor != 1.0)) {
-    throw ConfigError(ErrorDetail{
-        "gradient_predivide_factor", fmt::format("{}", config.gradientPredivideFactor),
-        "1.0 and prescale_gradients false with ZeRO stage 2 (DeepSpeed asserts the same)"});
-  }
-  if (config.gradientPredivideFactor <= 0.0) {
-    throw ConfigError(ErrorDetail{"gradient_predivide_factor",
-                                  fmt::format("{}", config.gradientPredivideFactor),
-                                  "a positive number"});
-  }
-  if (config.gradientClipping < 0.0) {
-    throw ConfigError(ErrorDetail{"gradient_clipping", fmt::format("{}", config.gradientClipping),
-                                  "a non-negative number (0 disables clipping)"});
-  }
-
-  // Batch: the elasticity solver's for this world size when enabled, else the batch keys.
-  const std::int64_t worldSize = options.worldSize.value_or(group_->size());
-  const auto training = elasticity::resolveTrainingBatch(
-      config, worldSize, elasticity::ElasticEnvironment::fromProcess());
-  for (const auto& warning : training.warnings)
-    spdlog::warn("{}", warning);
-  for (const auto& warning : settingsWithoutEffect(config))
-    spdlog::warn("{}", warning);
-  batch_ = training.triple;
-  if (training.dataParallelSize != group_->size()) {
-    throw ConfigError(ErrorDetail{
-        "world size", std::to_string(training.dataParallelSize),
-        fmt::format("the process group's size {} (model parallelism is not implemented)",
-                    group_->size())});
-  }
+  batch_ = resolveBatch(config, options.worldSize.value_or(group_->size()), group_->size());
   bucketElements_ = std::max<std::int64_t>(1, config.zero.reduceBucketSize);
 
   // Device and dtype.
@@ -108,15 +118,31 @@ void Engine::setUp(torch::nn::AnyModule model, const config::DsConfig& config,
   dtype_ = config.fp16.enabled   ? torch::kFloat16
            : config.bf16.enabled ? torch::kBFloat16
                                  : torch::kFloat32;
-  auto module = model_.ptr();
-  module->to(device_, dtype_);
+  model_.ptr()->to(device_, dtype_);
 
+  const std::vector<torch::Tensor> frozen = setUpFlatBuffers();
+  // A live joiner gets the job's state from rejoin() instead.
+  if (group_->size() > 1 && !options.liveJoin)
+    broadcastInitialWeights(frozen);
+  setUpMaster(config);
+  setUpOptimizer(config, options);
+  if (dpRank() == 0) {
+    const int world = group_->size();
+    spdlog::info(
+        "stretch engine: {} parameters ({} trainable elements), {} on {}, ZeRO stage {}, "
+        "{} rank(s), train_batch_size {} = micro batch {} x gradient accumulation {} x {}",
+        params_.size(), numel_, c10::toString(dtype_), device_.str(), zeroStage_, world,
+        batch_.trainBatchSize, batch_.microBatchPerGpu, batch_.gradientAccumulation, world);
+  }
+}
+
+std::vector<torch::Tensor> Engine::setUpFlatBuffers() {
   // Flat parameter and gradient buffers; parameters and grads become views into them. A tensor
   // registered under two names (tied weights) gets one slot, under its first name; parameters
   // that need no gradient (frozen) stay where they are and are only broadcast.
   std::unordered_set<const c10::TensorImpl*> seen;
   std::vector<torch::Tensor> frozen;
-  for (const auto& item : module->named_parameters(/*recurse=*/true)) {
+  for (const auto& item : model_.ptr()->named_parameters(/*recurse=*/true)) {
     if (!seen.insert(item.value().unsafeGetTensorImpl()).second)
       continue;
     if (!item.value().requires_grad()) {
@@ -142,38 +168,39 @@ void Engine::setUp(torch::nn::AnyModule model, const config::DsConfig& config,
   // by bucket during backward and released (setUpZero2Buckets).
   if (zeroStage_ != 2)
     flatGrads_ = torch::zeros({padded}, flatOptions);
-  {
-    torch::NoGradGuard noGrad;
-    std::int64_t offset = 0;
-    for (auto& p : params_) {
-      const std::int64_t n = p.numel();
-      auto view = flatParams_.narrow(0, offset, n);
-      view.copy_(p.detach().reshape({-1}));
-      p.set_data(view.view(p.sizes()));
-      if (flatGrads_.defined())
-        p.mutable_grad() = flatGrads_.narrow(0, offset, n).view(p.sizes());
-      else
-        p.mutable_grad().reset();
-      paramOffsets_.push_back(offset);
-      offset += n;
-    }
+  torch::NoGradGuard noGrad;
+  std::int64_t offset = 0;
+  for (auto& p : params_) {
+    const std::int64_t n = p.numel();
+    auto view = flatParams_.narrow(0, offset, n);
+    view.copy_(p.detach().reshape({-1}));
+    p.set_data(view.view(p.sizes()));
+    if (flatGrads_.defined())
+      p.mutable_grad() = flatGrads_.narrow(0, offset, n).view(p.sizes());
+    else
+      p.mutable_grad().reset();
+    paramOffsets_.push_back(offset);
+    offset += n;
   }
-  // Every rank starts from rank 0's weights (DeepSpeed's _broadcast_model), frozen ones too.
-  // A live joiner gets the job's state from rejoin() instead.
-  if (world > 1 && !options.liveJoin) {
-    group_->broadcast(toBufferView(flatParams_), 0)->wait();
-    torch::NoGradGuard noGrad;
-    for (auto& p : frozen) {
-      if (p.is_contiguous()) {
-        group_->broadcast(toBufferView(p), 0)->wait();
-      } else {
-        auto staged = p.contiguous();
-        group_->broadcast(toBufferView(staged), 0)->wait();
-        p.copy_(staged);
-      }
-    }
-  }
+  return frozen;
+}
 
+void Engine::broadcastInitialWeights(const std::vector<torch::Tensor>& frozen) {
+  // Every rank starts from rank 0's weights (DeepSpeed's _broadcast_model), frozen ones too.
+  group_->broadcast(toBufferView(flatParams_), 0)->wait();
+  torch::NoGradGuard noGrad;
+  for (const auto& p : frozen) {
+    if (p.is_contiguous()) {
+      group_->broadcast(toBufferView(p), 0)->wait();
+    } else {
+      auto staged = p.contiguous();
+      group_->broadcast(toBufferView(staged), 0)->wait();
+      p.copy_(staged);
+    }
+  }
+}
+
+void Engine::setUpMaster(const config::DsConfig& config) {
   // fp32 master weights the optimizer steps.
   if (dtype_ == torch::kFloat32) {
     master_ = zeroStage_ >= 1 ? flatParams_.narrow(0, dpRank() * partitionSize_, partitionSize_)
@@ -187,9 +214,11 @@ void Engine::setUp(torch::nn::AnyModule model, const config::DsConfig& config,
     gradAccum32_ = torch::zeros({partitionSize_}, master_.options());
     setUpZero2Buckets();
   }
-  if (zeroStage_ == 0 && world > 1 && config.zero.overlapCommEffective())
+  if (zeroStage_ == 0 && group_->size() > 1 && config.zero.overlapCommEffective())
     setUpOverlap();
+}
 
+void Engine::setUpOptimizer(const config::DsConfig& config, const InitOptions& options) {
   // Optimizer, scheduler, loss scaler, data.
   if (options.optimizer) {
     optimizer_ = options.optimizer;
@@ -219,18 +248,11 @@ void Engine::setUp(torch::nn::AnyModule model, const config::DsConfig& config,
                                                           : LossScaleRule::kZeroOptimizer);
   if (options.trainingData) {
     loader_ = std::make_shared<DataLoader>(*options.trainingData, batch_.microBatchPerGpu, dpRank(),
-                                           world, options.dataSeed,
+                                           group_->size(), options.dataSeed,
                                            /*shuffle=*/true, /*dropLast=*/false);
   }
   if (loader_)
     positionAtStep_ = loader_->position();
-  if (dpRank() == 0) {
-    spdlog::info(
-        "stretch engine: {} parameters ({} trainable elements), {} on {}, ZeRO stage {}, "
-        "{} rank(s), train_batch_size {} = micro batch {} x gradient accumulation {} x {}",
-        params_.size(), numel_, c10::toString(dtype_), device_.str(), zeroStage_, world,
-        batch_.trainBatchSize, batch_.microBatchPerGpu, batch_.gradientAccumulation, world);
-  }
 }
 
 int Engine::dpRank() const noexcept {

@@ -78,6 +78,8 @@ struct InitOptions {
 };
 
 class Engine;
+struct PartitionPlan;
+struct PartitionSource;
 
 struct Initialized {
   std::shared_ptr<Engine> engine;
@@ -246,6 +248,12 @@ class Engine {
   Engine() = default;
 
   void setUp(torch::nn::AnyModule model, const config::DsConfig& config, InitOptions& options);
+  // setUp's steps after the checks, in its order. The flat buffers, with the parameters and
+  // their gradients as views; returns the frozen parameters, which stay where they are.
+  std::vector<torch::Tensor> setUpFlatBuffers();
+  void broadcastInitialWeights(const std::vector<torch::Tensor>& frozen);
+  void setUpMaster(const config::DsConfig& config);
+  void setUpOptimizer(const config::DsConfig& config, const InitOptions& options);
   void reduceBoundaryGradients();
   void reduceScatterInto(const torch::Tensor& flat, torch::Tensor& out);
   void scaleForAverage(torch::Tensor& t, bool beforeReduction) const;
@@ -256,6 +264,13 @@ class Engine {
   void applySchedule(const std::vector<double>& lrs);
   std::vector<FileRecord> gatherRecords(const std::vector<FileRecord>& mine);
   void checkTagAgreement(const std::string& tag);
+  // loadCheckpoint's parts after the weights: this rank's optimizer slice from the saved shards
+  // (any saved size and stage), then the scheduler, loss scaler, data position and counters.
+  void loadOptimizerState(const c10::impl::GenericDict& model, const std::string& modelFile,
+                          const std::string& path, const CheckpointManifest& manifest,
+                          std::int64_t savedWorld, std::int64_t savedStage);
+  void loadTrainingProgress(const c10::impl::GenericDict& model, const std::string& modelFile,
+                            bool loadLrSchedulerStates);
   // Buckets of `size` elements over [0, total) of the flat order, each parameter's buckets, and
   // a post hook on every parameter's gradient accumulator (overlap_comm and ZeRO 2 share them).
   void setUpBuckets(std::int64_t total, std::int64_t size);
@@ -297,6 +312,21 @@ class Engine {
   int transferPartitions(comm::ProcessGroup& pool, int newWorld, bool member,
                          c10::impl::GenericDict* state,
                          std::map<std::string, torch::Tensor>* optimizerTensors);
+  // transferPartitions' steps, collective over `pool` in this order on every rank: the plan
+  // from every rank's copies (PartitionsLostError when there is none); the step's replicated
+  // state, into `state` on a member (returns the optimizer tensors' names); each old partition
+  // to the members, into `weights` and `slices` (a donor's are empty); then, on a member alone,
+  // its new slice installed.
+  PartitionPlan planFromPooledCopies(comm::ProcessGroup& pool) const;
+  std::vector<std::string> broadcastReplicatedState(comm::ProcessGroup& pool,
+                                                    const PartitionPlan& plan, bool member,
+                                                    c10::impl::GenericDict* state);
+  void exchangePartitions(comm::ProcessGroup& pool, const PartitionPlan& plan, int newWorld,
+                          const torch::Tensor& weights, const std::vector<torch::Tensor>& slices);
+  void installPartitionSlice(int rank, bool direct, const torch::Tensor& weights,
+                             const std::vector<std::string>& keys,
+                             const std::vector<torch::Tensor>& slices,
+                             std::map<std::string, torch::Tensor>& optimizerTensors);
 
   config::DsConfig config_;
   config::BatchTriple batch_;
@@ -372,6 +402,8 @@ class Engine {
     torch::Tensor data;             // fp32, CPU: (1 + keys) x partition elements
     c10::IValue replicated;         // own copies: replicatedState() of the step
   };
+  // The copy a plan's source names: one of this rank's own or of its ward's.
+  const PartitionCopy& copyAt(const PartitionSource& source) const;
   bool partitionCopies_ = false;
   int buddyDistance_ = 1;
   PartitionCopy ownCopies_[2];

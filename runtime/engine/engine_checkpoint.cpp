@@ -26,6 +26,7 @@
 
 #include "runtime/common/error.hpp"
 #include "runtime/common/posix_files.hpp"
+#include "runtime/common/worker_variables.hpp"
 #include "runtime/config/ds_config.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
 #include "runtime/engine/engine.hpp"
@@ -113,6 +114,109 @@ void recordCheckpoint(StepTimingsFile* timings, const char* event, int rank, std
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   t.unixNs = unixNowNs();
   timings->record(t);
+}
+
+// The tag to load: the given one, else dir/latest's; nullopt (rank 0 warns) when there is none.
+std::optional<std::string> tagToLoad(const std::string& dir, const std::optional<std::string>& tag,
+                                     int rank) {
+  if (tag)
+    return *tag;
+  const auto latest = readLatest(dir);
+  if (!latest) {
+    if (rank == 0) {
+      spdlog::warn(
+          "loadCheckpoint: {} has no 'latest' file and no tag was given; nothing "
+          "loaded",
+          dir);
+    }
+    return std::nullopt;
+  }
+  return *latest;
+}
+
+// Every rank reads the (replicated) model states.
+void loadModuleWeights(torch::nn::Module& module, const GenericDict& model,
+                       const std::string& modelFile) {
+  const GenericDict weights = dictField(model, "module", modelFile);
+  torch::NoGradGuard noGrad;
+  for (const auto& item : module.named_parameters(true)) {
+    const auto t = tensorField(weights, item.key(), modelFile);
+    if (t.sizes() != item.value().sizes()) {
+      throw CheckpointError(fmt::format("{}: module.{} has shape {}, the model's is {}", modelFile,
+                                        item.key(), fmt::join(t.sizes(), "x"),
+                                        fmt::join(item.value().sizes(), "x")));
+    }
+    item.value().copy_(t);
+  }
+  for (const auto& item : module.named_buffers(true))
+    item.value().copy_(tensorField(weights, item.key(), modelFile));
+}
+
+// A rank's range [begin, end) of the unpadded flat vector, gathered from the saved shards that
+// overlap it; the tensors are as long as the rank's master weights (zeros past the range).
+struct OptimizerSlice {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  torch::Tensor fp32;
+  std::map<std::string, torch::Tensor> stateTensors;
+  std::map<std::string, double> scalars;
+  std::string savedType;
+};
+
+void absorbShard(OptimizerSlice& slice, const GenericDict& shard, const std::string& file) {
+  slice.savedType = field(shard, "type", file).toStringRef();
+  const std::int64_t b = intField(shard, "begin", file);
+  const std::int64_t e = intField(shard, "end", file);
+  const std::int64_t lo = std::max(b, slice.begin);
+  const std::int64_t hi = std::min(e, slice.end);
+  if (lo < hi) {
+    slice.fp32.narrow(0, lo - slice.begin, hi - lo)
+        .copy_(tensorField(shard, "fp32", file).narrow(0, lo - b, hi - lo));
+    const GenericDict states = dictField(shard, "state", file);
+    for (const auto& item : states) {
+      const std::string key = item.key().toStringRef();
+      auto& dst = slice.stateTensors[key];
+      if (!dst.defined())
+        dst = torch::zeros({slice.fp32.numel()}, torch::kFloat32);
+      dst.narrow(0, lo - slice.begin, hi - lo)
+          .copy_(item.value().toTensor().narrow(0, lo - b, hi - lo));
+    }
+  }
+  for (const auto& item : dictField(shard, "scalars", file))
+    slice.scalars[item.key().toStringRef()] = item.value().toDouble();
+}
+
+// A stage 0 checkpoint holds the whole shard in its model states; a ZeRO 1/2 one a file per
+// saved rank, of which only those that overlap the slice are read.
+void readOptimizerShards(OptimizerSlice& slice, const GenericDict& model,
+                         const std::string& modelFile, const std::string& path,
+                         const CheckpointManifest& manifest, std::int64_t numel,
+                         std::int64_t savedWorld, std::int64_t savedStage) {
+  if (savedStage == 0) {
+    absorbShard(slice, dictField(model, "optimizer", modelFile), modelFile);
+    return;
+  }
+  const std::int64_t savedPartition = (numel + savedWorld - 1) / savedWorld;
+  for (std::int64_t r = 0; r < savedWorld; ++r) {
+    const std::int64_t b = std::min(numel, r * savedPartition);
+    const std::int64_t e = std::min(numel, b + savedPartition);
+    if (std::max(b, slice.begin) >= std::min(e, slice.end) && r != 0)
+      continue;  // no overlap (rank 0's shard is always read for the scalars)
+    const std::string file = joinPath(path, zeroOptimStatesName(static_cast<int>(r)));
+    const GenericDict data = loadStateFile(file, manifest).toGenericDict();
+    absorbShard(slice, dictField(data, "optimizer_state_dict", file), file);
+  }
+}
+
+// The keys of the model states the engine did not write: the client state saveCheckpoint added.
+StateDict clientStateOf(const GenericDict& model) {
+  StateDict clientState;
+  for (const auto& item : model) {
+    const std::string key = item.key().toStringRef();
+    if (engineKeys().count(key) == 0)
+      clientState[key] = item.value();
+  }
+  return clientState;
 }
 
 }  // namespace
@@ -223,8 +327,8 @@ std::string Engine::saveCheckpoint(const std::string& dir, std::optional<std::st
   // Fault injection for the launcher's tests (docs/testing.md): on a job's first attempt
   // (STRETCH_RESTART_COUNT unset or 0), the last rank dies like a SIGKILLed process after its
   // files of the given step are written and before the manifest and `latest`.
-  const char* restarts = std::getenv("STRETCH_RESTART_COUNT");
-  if (const char* step = std::getenv("STRETCH_FAULT_KILL_DURING_SAVE");
+  const char* restarts = std::getenv(worker_env::kRestartCount);
+  if (const char* step = std::getenv(worker_env::kFaultKillDuringSave);
       step != nullptr && std::to_string(globalSteps_) == step && rank == dpWorldSize() - 1 &&
       (restarts == nullptr || std::string(restarts) == "0")) {
     spdlog::warn("saveCheckpoint: STRETCH_FAULT_KILL_DURING_SAVE={}: killing rank {} mid-save",
@@ -298,43 +402,15 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::string& dir,
                                                        bool loadOptimizerStates,
                                                        bool loadLrSchedulerStates) {
   const auto began = std::chrono::steady_clock::now();
-  std::string name;
-  if (tag) {
-    name = *tag;
-  } else {
-    const auto latest = readLatest(dir);
-    if (!latest) {
-      if (dpRank() == 0) {
-        spdlog::warn(
-            "loadCheckpoint: {} has no 'latest' file and no tag was given; nothing "
-            "loaded",
-            dir);
-      }
-      return std::nullopt;
-    }
-    name = *latest;
-  }
-  const std::string path = joinPath(dir, name);
+  const std::optional<std::string> name = tagToLoad(dir, tag, dpRank());
+  if (!name)
+    return std::nullopt;
+  const std::string path = joinPath(dir, *name);
   const CheckpointManifest manifest = readManifest(path);
   const std::string modelFile = joinPath(path, modelStatesName());
   const GenericDict model = loadStateFile(modelFile, manifest).toGenericDict();
 
-  // Weights: every rank reads the (replicated) model states.
-  const GenericDict module = dictField(model, "module", modelFile);
-  {
-    torch::NoGradGuard noGrad;
-    for (const auto& item : model_.ptr()->named_parameters(true)) {
-      const auto t = tensorField(module, item.key(), modelFile);
-      if (t.sizes() != item.value().sizes()) {
-        throw CheckpointError(fmt::format("{}: module.{} has shape {}, the model's is {}",
-                                          modelFile, item.key(), fmt::join(t.sizes(), "x"),
-                                          fmt::join(item.value().sizes(), "x")));
-      }
-      item.value().copy_(t);
-    }
-    for (const auto& item : model_.ptr()->named_buffers(true))
-      item.value().copy_(tensorField(module, item.key(), modelFile));
-  }
+  loadModuleWeights(*model_.ptr(), model, modelFile);
   const std::int64_t savedNumel = intField(model, "numel", modelFile);
   if (savedNumel != numel_) {
     throw CheckpointError(
@@ -342,67 +418,44 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::string& dir,
   }
   const std::int64_t savedWorld = intField(model, "dp_world_size", modelFile);
   const std::int64_t savedStage = intField(model, "zero_stage", modelFile);
+  if (loadOptimizerStates)
+    loadOptimizerState(model, modelFile, path, manifest, savedWorld, savedStage);
+  loadTrainingProgress(model, modelFile, loadLrSchedulerStates);
 
-  if (loadOptimizerStates) {
-    // This rank's range of the unpadded flat vector, gathered from the shards that overlap it.
-    const std::int64_t begin = zeroStage_ >= 1 ? std::min(numel_, dpRank() * partitionSize_) : 0;
-    const std::int64_t end = zeroStage_ >= 1 ? std::min(numel_, begin + partitionSize_) : numel_;
-    torch::Tensor fp32 = torch::zeros({master_.numel()}, torch::kFloat32);
-    std::map<std::string, torch::Tensor> stateTensors;
-    std::map<std::string, double> scalars;
-    std::string savedType;
-    auto absorb = [&](const GenericDict& shard, const std::string& file) {
-      savedType = field(shard, "type", file).toStringRef();
-      const std::int64_t b = intField(shard, "begin", file);
-      const std::int64_t e = intField(shard, "end", file);
-      const std::int64_t lo = std::max(b, begin);
-      const std::int64_t hi = std::min(e, end);
-      if (lo < hi) {
-        fp32.narrow(0, lo - begin, hi - lo)
-            .copy_(tensorField(shard, "fp32", file).narrow(0, lo - b, hi - lo));
-        const GenericDict states = dictField(shard, "state", file);
-        for (const auto& item : states) {
-          const std::string key = item.key().toStringRef();
-          auto& dst = stateTensors[key];
-          if (!dst.defined())
-            dst = torch::zeros({master_.numel()}, torch::kFloat32);
-          dst.narrow(0, lo - begin, hi - lo)
-              .copy_(item.value().toTensor().narrow(0, lo - b, hi - lo));
-        }
-      }
-      for (const auto& item : dictField(shard, "scalars", file))
-        scalars[item.key().toStringRef()] = item.value().toDouble();
-    };
-    if (savedStage == 0) {
-      absorb(dictField(model, "optimizer", modelFile), modelFile);
-    } else {
-      const std::int64_t savedPartition = (numel_ + savedWorld - 1) / savedWorld;
-      for (std::int64_t r = 0; r < savedWorld; ++r) {
-        const std::int64_t b = std::min(numel_, r * savedPartition);
-        const std::int64_t e = std::min(numel_, b + savedPartition);
-        if (std::max(b, begin) >= std::min(e, end) && r != 0)
-          continue;  // no overlap (rank 0's shard is always read for the scalars)
-        const std::string file = joinPath(path, zeroOptimStatesName(static_cast<int>(r)));
-        const GenericDict data = loadStateFile(file, manifest).toGenericDict();
-        absorb(dictField(data, "optimizer_state_dict", file), file);
-      }
-    }
-    if (savedType != optimizer_->name()) {
-      throw CheckpointError(fmt::format("{}: optimizer state of {} cannot be loaded into {}", path,
-                                        savedType, optimizer_->name()));
-    }
-    {
-      torch::NoGradGuard noGrad;
-      master_.copy_(fp32.to(master_.device()));
-      for (auto& [key, t] : stateTensors)
-        t = t.to(master_.device());
-      optimizer_->loadState(stateTensors, scalars);
-      // The model's weights from the fp32 masters (exact for fp32; the module file holds the
-      // rounded half-precision copy).
-      publishMaster();
-    }
+  LoadedCheckpoint loaded;
+  loaded.path = path;
+  loaded.tag = *name;
+  loaded.savedDpWorldSize = savedWorld;
+  loaded.clientState = clientStateOf(model);
+  group_->barrier()->wait();
+  recordCheckpoint(timings_.get(), "load", dpRank(), globalSteps_, began);
+  return loaded;
+}
+
+void Engine::loadOptimizerState(const GenericDict& model, const std::string& modelFile,
+                                const std::string& path, const CheckpointManifest& manifest,
+                                std::int64_t savedWorld, std::int64_t savedStage) {
+  OptimizerSlice slice;
+  slice.begin = zeroStage_ >= 1 ? std::min(numel_, dpRank() * partitionSize_) : 0;
+  slice.end = zeroStage_ >= 1 ? std::min(numel_, slice.begin + partitionSize_) : numel_;
+  slice.fp32 = torch::zeros({master_.numel()}, torch::kFloat32);
+  readOptimizerShards(slice, model, modelFile, path, manifest, numel_, savedWorld, savedStage);
+  if (slice.savedType != optimizer_->name()) {
+    throw CheckpointError(fmt::format("{}: optimizer state of {} cannot be loaded into {}", path,
+                                      slice.savedType, optimizer_->name()));
   }
+  torch::NoGradGuard noGrad;
+  master_.copy_(slice.fp32.to(master_.device()));
+  for (auto& [key, t] : slice.stateTensors)
+    t = t.to(master_.device());
+  optimizer_->loadState(slice.stateTensors, slice.scalars);
+  // The model's weights from the fp32 masters (exact for fp32; the module file holds the
+  // rounded half-precision copy).
+  publishMaster();
+}
 
+void Engine::loadTrainingProgress(const GenericDict& model, const std::string& modelFile,
+                                  bool loadLrSchedulerStates) {
   if (loadLrSchedulerStates && scheduler_) {
     const auto& s = field(model, "lr_scheduler", modelFile);
     if (s.isGenericDict()) {
@@ -446,19 +499,6 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::string& dir,
     flatGrads_.zero_();
   if (gradAccum32_.defined())
     gradAccum32_.zero_();
-
-  LoadedCheckpoint loaded;
-  loaded.path = path;
-  loaded.tag = name;
-  loaded.savedDpWorldSize = savedWorld;
-  for (const auto& item : model) {
-    const std::string key = item.key().toStringRef();
-    if (engineKeys().count(key) == 0)
-      loaded.clientState[key] = item.value();
-  }
-  group_->barrier()->wait();
-  recordCheckpoint(timings_.get(), "load", dpRank(), globalSteps_, began);
-  return loaded;
 }
 
 }  // namespace stretch::engine

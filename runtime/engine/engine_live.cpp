@@ -16,12 +16,12 @@
 #include <torch/torch.h>
 
 #include "runtime/comm/errors.hpp"
-#include "runtime/comm/live_generation.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/engine/partition_plan.hpp"
 #include "runtime/engine/tensor_view.hpp"
+#include "runtime/live/generation.hpp"
 
 namespace stretch::engine {
 
@@ -81,6 +81,44 @@ std::vector<std::string> splitKeys(const std::string& joined) {
   return out;
 }
 
+// Where old partition p's elements go in the new layout: `tensors` optimizer rows beside the
+// fp32 weights, old partitions of `oldSize` elements, new slices of `newSize`.
+struct PartitionLayout {
+  std::int64_t numel = 0;
+  std::int64_t oldSize = 0;
+  std::int64_t newSize = 0;
+  std::int64_t tensors = 0;
+
+  // [begin, end) of old partition p that member q's new slice holds (end == begin: nothing).
+  std::pair<std::int64_t, std::int64_t> overlap(std::int64_t p, std::int64_t q) const {
+    const std::int64_t begin = std::max(p * oldSize, q * newSize);
+    const std::int64_t end = std::min({(p + 1) * oldSize, (q + 1) * newSize, numel});
+    return std::pair{begin, std::max(begin, end)};
+  }
+  // The optimizer rows of `copy` (old partition p) in [begin, end), contiguous.
+  torch::Tensor blockOf(const torch::Tensor& copy, std::int64_t p, std::int64_t begin,
+                        std::int64_t end) const {
+    return copy.view({1 + tensors, oldSize})
+        .narrow(0, 1, tensors)
+        .narrow(1, begin - p * oldSize, end - begin)
+        .contiguous();
+  }
+  // The elements of old partition p that are weights (not padding).
+  std::int64_t weightsIn(std::int64_t p) const {
+    return std::clamp<std::int64_t>(numel - p * oldSize, 0, oldSize);
+  }
+  // A block of old partition p into member `rank`'s slices.
+  void takeBlock(const std::vector<torch::Tensor>& slices, const torch::Tensor& block,
+                 std::int64_t p, int rank) const {
+    const auto [begin, end] = overlap(p, rank);
+    for (std::int64_t k = 0; k < tensors; ++k) {
+      slices[static_cast<std::size_t>(k)]
+          .narrow(0, begin - rank * newSize, end - begin)
+          .copy_(block[k]);
+    }
+  }
+};
+
 }  // namespace
 
 void Engine::abandonStep() {
@@ -124,7 +162,7 @@ void Engine::enablePartitionCopies(int buddyDistance) {
 
 int Engine::buddyDistance() const noexcept {
   // The layout the agent assumes when it picks an interim generation's members.
-  return comm::liveBuddyDistance(buddyDistance_, dpWorldSize());
+  return live::liveBuddyDistance(buddyDistance_, dpWorldSize());
 }
 
 std::int64_t Engine::partitionCopyBytes() const {
@@ -372,8 +410,34 @@ int Engine::rejoinReplicated(GenericDict& state,
 int Engine::transferPartitions(comm::ProcessGroup& pool, int newWorld, bool member,
                                GenericDict* state,
                                std::map<std::string, torch::Tensor>* optimizerTensors) {
-  const int rank = pool.rank();
-  const int poolSize = pool.size();
+  const PartitionPlan plan = planFromPooledCopies(pool);
+  const std::vector<std::string> keys = broadcastReplicatedState(pool, plan, member, state);
+
+  // The fp32 weights: an fp32 model on the CPU receives them straight into its flat buffer (laid
+  // out for the new group first), others into a temporary fp32 copy.
+  const std::int64_t newSize = (numel_ + newWorld - 1) / newWorld;
+  const auto hostFloat = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCPU);
+  torch::Tensor weights;
+  std::vector<torch::Tensor> slices;
+  const bool direct = member && dtype_ == torch::kFloat32 && flatParams_.is_cpu();
+  if (member) {
+    if (direct) {
+      relayoutForWorld();
+      weights = flatParams_;
+    } else {
+      weights = torch::zeros({numel_}, hostFloat);
+    }
+    for (std::int64_t k = 0; k < plan.stateTensors; ++k)
+      slices.push_back(torch::zeros({newSize}, hostFloat));
+  }
+  exchangePartitions(pool, plan, newWorld, weights, slices);
+  if (!member)
+    return plan.replicated.rank;
+  installPartitionSlice(pool.rank(), direct, weights, keys, slices, *optimizerTensors);
+  return plan.replicated.rank;
+}
+
+PartitionPlan Engine::planFromPooledCopies(comm::ProcessGroup& pool) const {
   // What every rank of the pool holds, pooled; every rank plans alike from the same reports.
   std::vector<HeldCopy> mine;
   for (int slot = 0; slot < 2; ++slot) {
@@ -389,120 +453,89 @@ int Engine::transferPartitions(comm::ProcessGroup& pool, int newWorld, bool memb
     }
   }
   const std::vector<std::int64_t> encoded = encodeHeld(mine);
-  std::vector<std::int64_t> pooled(encoded.size() * static_cast<std::size_t>(poolSize));
+  std::vector<std::int64_t> pooled(encoded.size() * static_cast<std::size_t>(pool.size()));
   {
     std::vector<std::int64_t> input = encoded;
     pool.allGather(comm::BufferView::of(std::span(input)), comm::BufferView::of(std::span(pooled)))
         ->wait();
   }
-  const auto held = decodeHeld(pooled, poolSize);
-  const auto plan = planPartitionRecovery(held);
+  const auto held = decodeHeld(pooled, pool.size());
+  auto plan = planPartitionRecovery(held);
   if (!plan) {
     throw PartitionsLostError(fmt::format(
         "live recovery of ZeRO stage {} is impossible: {}; the job restarts from its last "
         "checkpoint",
         zeroStage_, describeLostPartitions(held, buddyDistance_)));
   }
-  const auto copyAt = [this](const PartitionSource& source) -> const PartitionCopy& {
-    return source.own ? ownCopies_[source.slot] : wardCopies_[source.slot];
-  };
+  return std::move(*plan);
+}
 
+const Engine::PartitionCopy& Engine::copyAt(const PartitionSource& source) const {
+  return source.own ? ownCopies_[source.slot] : wardCopies_[source.slot];
+}
+
+std::vector<std::string> Engine::broadcastReplicatedState(comm::ProcessGroup& pool,
+                                                          const PartitionPlan& plan, bool member,
+                                                          GenericDict* state) {
   // The replicated state of the step, with the names of the optimizer tensors.
   std::vector<char> bytes;
-  if (rank == plan->replicated.rank) {
-    const PartitionCopy& own = copyAt(plan->replicated);
+  if (pool.rank() == plan.replicated.rank) {
+    const PartitionCopy& own = copyAt(plan.replicated);
     auto replicated = own.replicated.toGenericDict().copy();
     replicated.insert("state_keys", joinKeys(own.keys));
     bytes = serializeState(replicated);
   }
-  broadcastBytes(pool, bytes, plan->replicated.rank);
+  broadcastBytes(pool, bytes, plan.replicated.rank);
   std::vector<std::string> keys;
   if (member) {
     *state = deserializeState(bytes, "live state").toGenericDict();
     keys = splitKeys(entry(*state, "state_keys").toStringRef());
-    if (static_cast<std::int64_t>(keys.size()) != plan->stateTensors)
+    if (static_cast<std::int64_t>(keys.size()) != plan.stateTensors)
       throw InternalError("live state: the optimizer tensors' names do not match the copies");
   }
+  return keys;
+}
 
+void Engine::exchangePartitions(comm::ProcessGroup& pool, const PartitionPlan& plan, int newWorld,
+                                const torch::Tensor& weights,
+                                const std::vector<torch::Tensor>& slices) {
   // Old partition p, from its source, to every member q of the new layout: the fp32 weights of
   // the partition (every member holds the whole model), received in place, then the optimizer
   // tensors' elements that fall in q's new slice (a member holds only its slice: nothing else of
   // the old state is materialised). Two messages per (p, q), in p order on both sides.
-  const std::int64_t oldSize = (numel_ + plan->world - 1) / plan->world;
-  const std::int64_t newSize = (numel_ + newWorld - 1) / newWorld;
-  const std::int64_t tensors = plan->stateTensors;
+  const int rank = pool.rank();
+  const PartitionLayout layout{numel_, (numel_ + plan.world - 1) / plan.world,
+                               (numel_ + newWorld - 1) / newWorld, plan.stateTensors};
   const auto hostFloat = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCPU);
-  // [begin, end) of old partition p that member q's new slice holds (end == begin: nothing).
-  const auto overlap = [&](std::int64_t p, std::int64_t q) {
-    const std::int64_t begin = std::max(p * oldSize, q * newSize);
-    const std::int64_t end = std::min({(p + 1) * oldSize, (q + 1) * newSize, numel_});
-    return std::pair{begin, std::max(begin, end)};
-  };
-  // The optimizer rows of `copy` (old partition p) in [begin, end), contiguous.
-  const auto blockOf = [&](const torch::Tensor& copy, std::int64_t p, std::int64_t begin,
-                           std::int64_t end) {
-    return copy.view({1 + tensors, oldSize})
-        .narrow(0, 1, tensors)
-        .narrow(1, begin - p * oldSize, end - begin)
-        .contiguous();
-  };
-  // The fp32 weights: an fp32 model on the CPU receives them straight into its flat buffer (laid
-  // out for the new group first), others into a temporary fp32 copy.
-  torch::Tensor weights;
-  std::vector<torch::Tensor> slices;
-  const bool direct = member && dtype_ == torch::kFloat32 && flatParams_.is_cpu();
-  if (member) {
-    if (direct) {
-      relayoutForWorld();
-      weights = flatParams_;
-    } else {
-      weights = torch::zeros({numel_}, hostFloat);
-    }
-    for (std::int64_t k = 0; k < tensors; ++k)
-      slices.push_back(torch::zeros({newSize}, hostFloat));
-  }
-  // The elements of old partition p that are weights (not padding).
-  const auto weightsIn = [&](std::int64_t p) {
-    return std::clamp<std::int64_t>(numel_ - p * oldSize, 0, oldSize);
-  };
-  // A block of old partition p into this member's slices.
-  const auto takeBlock = [&](const torch::Tensor& block, std::int64_t p) {
-    const auto [begin, end] = overlap(p, rank);
-    for (std::int64_t k = 0; k < tensors; ++k) {
-      slices[static_cast<std::size_t>(k)]
-          .narrow(0, begin - rank * newSize, end - begin)
-          .copy_(block[k]);
-    }
-  };
   std::vector<std::pair<torch::Tensor, std::shared_ptr<comm::Work>>> sends;
   std::vector<std::tuple<torch::Tensor, std::int64_t, std::shared_ptr<comm::Work>>> receives;
-  for (std::int64_t p = 0; p < plan->world; ++p) {
-    const PartitionSource& source = plan->partitions[static_cast<std::size_t>(p)];
+  for (std::int64_t p = 0; p < plan.world; ++p) {
+    const PartitionSource& source = plan.partitions[static_cast<std::size_t>(p)];
     for (int q = 0; q < newWorld; ++q) {
-      const auto [begin, end] = overlap(p, q);
-      const std::int64_t valid = weightsIn(p);
+      const auto [begin, end] = layout.overlap(p, q);
+      const std::int64_t valid = layout.weightsIn(p);
       if (rank == source.rank) {
         const torch::Tensor& copy = copyAt(source).data;
         const auto own = copy.narrow(0, 0, valid);  // row 0: the weights, contiguous
         if (q == rank) {
-          weights.narrow(0, p * oldSize, valid).copy_(own);
+          weights.narrow(0, p * layout.oldSize, valid).copy_(own);
           if (end > begin)
-            takeBlock(blockOf(copy, p, begin, end), p);
+            layout.takeBlock(slices, layout.blockOf(copy, p, begin, end), p, rank);
           continue;
         }
         if (valid > 0)
           sends.emplace_back(own, pool.send(toBufferView(own), q, kStateTag));
         if (end > begin) {
-          auto block = blockOf(copy, p, begin, end);
+          auto block = layout.blockOf(copy, p, begin, end);
           sends.emplace_back(block, pool.send(toBufferView(block), q, kStateTag));
         }
       } else if (q == rank) {
         if (valid > 0) {
-          auto into = weights.narrow(0, p * oldSize, valid);
+          auto into = weights.narrow(0, p * layout.oldSize, valid);
           receives.emplace_back(into, -1, pool.recv(toBufferView(into), source.rank, kStateTag));
         }
         if (end > begin) {
-          auto block = torch::empty({tensors, end - begin}, hostFloat);
+          auto block = torch::empty({layout.tensors, end - begin}, hostFloat);
           receives.emplace_back(block, p, pool.recv(toBufferView(block), source.rank, kStateTag));
         }
       }
@@ -511,13 +544,16 @@ int Engine::transferPartitions(comm::ProcessGroup& pool, int newWorld, bool memb
   for (auto& [buffer, p, work] : receives) {
     work->wait();
     if (p >= 0)
-      takeBlock(buffer, p);
+      layout.takeBlock(slices, buffer, p, rank);
   }
   for (auto& [buffer, work] : sends)
     work->wait();
-  if (!member)
-    return plan->replicated.rank;
+}
 
+void Engine::installPartitionSlice(int rank, bool direct, const torch::Tensor& weights,
+                                   const std::vector<std::string>& keys,
+                                   const std::vector<torch::Tensor>& slices,
+                                   std::map<std::string, torch::Tensor>& optimizerTensors) {
   // This rank's slice of the new layout.
   torch::NoGradGuard noGrad;
   if (!direct) {
@@ -525,12 +561,12 @@ int Engine::transferPartitions(comm::ProcessGroup& pool, int newWorld, bool memb
     flatParams_.narrow(0, 0, numel_).copy_(weights.to(flatParams_.device()));
   }
   flatParams_.narrow(0, numel_, flatParams_.numel() - numel_).zero_();
+  const auto hostFloat = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCPU);
   if (dtype_ != torch::kFloat32)  // an fp32 model's master is its slice of flatParams_
     master_.copy_(sliceOrZeros(weights, numel_, rank * partitionSize_, partitionSize_, hostFloat));
   const auto onDevice = master_.options();
   for (std::size_t k = 0; k < keys.size(); ++k)
-    (*optimizerTensors)[keys[k]] = slices[k].to(onDevice);
-  return plan->replicated.rank;
+    optimizerTensors[keys[k]] = slices[k].to(onDevice);
 }
 
 void Engine::donatePartitions(comm::ProcessGroup& transfer, int newWorld) {

@@ -13,6 +13,7 @@
 #include "runtime/comm/init_distributed.hpp"
 #include "runtime/comm/tcp_store.hpp"
 #include "runtime/common/error.hpp"
+#include "runtime/common/worker_variables.hpp"
 
 namespace stretch::engine {
 
@@ -76,9 +77,9 @@ class SupersedableStore final : public comm::Store {
                                               std::chrono::milliseconds(20)));
         return;
       } catch (const comm::StoreTimeoutError&) {
-        if (root_->check({comm::live_keys::kFinished}))
+        if (root_->check({live::live_keys::kFinished}))
           throw JobFinishedElsewhere("the job finished while this worker joined a generation");
-        if (comm::latestLiveGeneration(*root_) > generation_) {
+        if (live::latestLiveGeneration(*root_) > generation_) {
           throw comm::CommTimeoutError(fmt::format(
               "live generation {} was superseded before its group formed", generation_));
         }
@@ -96,7 +97,7 @@ class SupersedableStore final : public comm::Store {
   std::uint64_t generation_;
 };
 
-config::BatchTriple batchOf(const comm::LiveGeneration& record) {
+config::BatchTriple batchOf(const live::LiveGeneration& record) {
   config::BatchTriple batch;
   batch.trainBatchSize = record.trainBatchSize;
   batch.microBatchPerGpu = record.microBatch;
@@ -107,7 +108,7 @@ config::BatchTriple batchOf(const comm::LiveGeneration& record) {
 }  // namespace
 
 std::unique_ptr<LiveRecovery> LiveRecovery::fromEnvironment() {
-  const char* address = std::getenv("STRETCH_AGENT_STORE");
+  const char* address = std::getenv(worker_env::kAgentStore);
   if (address == nullptr || *address == '\0')
     return nullptr;
   const std::string text = address;
@@ -120,17 +121,17 @@ std::unique_ptr<LiveRecovery> LiveRecovery::fromEnvironment() {
     port = 0;
   }
   if (port < 1 || port > 65535)
-    throw ConfigError(ErrorDetail{"STRETCH_AGENT_STORE", text, "HOST:PORT"});
+    throw ConfigError(ErrorDetail{worker_env::kAgentStore, text, "HOST:PORT"});
   comm::TcpStoreOptions options;
   options.host = text.substr(0, colon);
   options.port = port;
-  const char* token = std::getenv("STRETCH_STORE_TOKEN");
+  const char* token = std::getenv(worker_env::kStoreToken);
   options.token = token != nullptr ? token : "";
   options.timeout = std::chrono::seconds(30);
-  const char* node = std::getenv("STRETCH_NODE_ID");
-  const auto generation = integerVariable("STRETCH_LIVE_GENERATION", 0, 0);
-  const char* join = std::getenv("STRETCH_LIVE_JOIN");
-  const auto timeout = integerVariable("STRETCH_LIVE_TIMEOUT", 300, 1);
+  const char* node = std::getenv(worker_env::kNodeId);
+  const auto generation = integerVariable(worker_env::kLiveGeneration, 0, 0);
+  const char* join = std::getenv(worker_env::kLiveJoin);
+  const auto timeout = integerVariable(worker_env::kLiveTimeout, 300, 1);
   return std::make_unique<LiveRecovery>(
       std::make_shared<comm::TcpStore>(options), options.host,
       node != nullptr && *node != '\0' ? node : "localhost", integerVariable("LOCAL_RANK", 0, 0),
@@ -149,18 +150,18 @@ LiveRecovery::LiveRecovery(std::shared_ptr<comm::Store> store, std::string store
       joining_(joining),
       timeout_(timeout) {}
 
-comm::LiveGeneration LiveRecovery::waitForGeneration(std::uint64_t after) {
+live::LiveGeneration LiveRecovery::waitForGeneration(std::uint64_t after) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   while (true) {
-    if (store_->check({comm::live_keys::kFinished})) {
+    if (store_->check({live::live_keys::kFinished})) {
       throw JobFinishedElsewhere(
           fmt::format("live recovery: worker {} of node {}: the job finished while it waited for "
                       "a generation",
                       localRank_, nodeId_));
     }
-    const auto latest = comm::latestLiveGeneration(*store_);
+    const auto latest = live::latestLiveGeneration(*store_);
     if (latest > after)
-      return comm::parseLiveGeneration(store_->get(comm::live_keys::generation(latest)));
+      return live::parseLiveGeneration(store_->get(live::live_keys::generation(latest)));
     if (std::chrono::steady_clock::now() > deadline) {
       throw comm::CommTimeoutError(fmt::format(
           "live recovery: worker {} of node {} waited {} s for a generation after {}; none came "
@@ -171,7 +172,7 @@ comm::LiveGeneration LiveRecovery::waitForGeneration(std::uint64_t after) {
   }
 }
 
-LiveRecovery::Joined LiveRecovery::joinRecord(const comm::LiveGeneration& record) {
+LiveRecovery::Joined LiveRecovery::joinRecord(const live::LiveGeneration& record) {
   const std::int64_t rank = record.rankOf(nodeId_, localRank_);
   const std::int64_t transferRank = record.transferRankOf(nodeId_, localRank_);
   if (transferRank < 0) {
@@ -192,11 +193,11 @@ LiveRecovery::Joined LiveRecovery::joinRecord(const comm::LiveGeneration& record
   Joined joined;
   try {
     if (!record.donors.empty()) {
-      joined.transfer = build(comm::live_keys::transferPrefix(record.generation), transferRank,
+      joined.transfer = build(live::live_keys::transferPrefix(record.generation), transferRank,
                               record.transferSize());
     }
     if (rank >= 0)
-      joined.group = build(comm::live_keys::groupPrefix(record.generation), rank, record.worldSize);
+      joined.group = build(live::live_keys::groupPrefix(record.generation), rank, record.worldSize);
   } catch (const comm::CommError& e) {
     spdlog::warn("live recovery: generation {}'s group did not form ({}); waiting for the next",
                  record.generation, e.what());
@@ -206,14 +207,14 @@ LiveRecovery::Joined LiveRecovery::joinRecord(const comm::LiveGeneration& record
 }
 
 void LiveRecovery::donate(Engine& engine, comm::ProcessGroup& transfer,
-                          const comm::LiveGeneration& record) {
+                          const live::LiveGeneration& record) {
   spdlog::info(
       "live recovery: worker {} of node {} gives its partition copies to generation {} (it "
       "trains in none of its {} rank(s))",
       localRank_, nodeId_, record.generation, record.worldSize);
   try {
     engine.donatePartitions(transfer, static_cast<int>(record.worldSize));
-    store_->add(comm::live_keys::donated(record.generation), 1);
+    store_->add(live::live_keys::donated(record.generation), 1);
   } catch (const PartitionsLostError& e) {
     spdlog::warn("live recovery: generation {}: {}", record.generation, e.what());
   } catch (const comm::CommError& e) {
@@ -225,7 +226,7 @@ void LiveRecovery::donate(Engine& engine, comm::ProcessGroup& transfer,
 std::shared_ptr<comm::ProcessGroup> LiveRecovery::joinGroup() {
   // Ready: the agent publishes the generation that includes this worker once every worker it
   // started for it is ready (the survivors train on meanwhile).
-  store_->add(comm::live_keys::ready(generation_), 1);
+  store_->add(live::live_keys::ready(generation_), 1);
   std::uint64_t after = generation_ > 0 ? generation_ - 1 : 0;
   while (true) {
     pending_ = waitForGeneration(after);
@@ -243,7 +244,7 @@ std::shared_ptr<comm::ProcessGroup> LiveRecovery::joinGroup() {
 void LiveRecovery::partitionsLost(Engine& engine, const PartitionsLostError& e) {
   // Every member of the group decided alike: none can continue live. Each withdraws its offer
   // before any exits, so that the agent restarts the job from its checkpoint at the first exit.
-  store_->deleteKey(comm::live_keys::capable(nodeId_, ::getpid()));
+  store_->deleteKey(live::live_keys::capable(nodeId_, ::getpid()));
   try {
     engine.processGroup()->barrier()->wait();
   } catch (const comm::CommError&) {
@@ -290,19 +291,19 @@ void LiveRecovery::start(Engine& engine) {
   action.sa_flags = SA_RESTART;
   ::sigaction(SIGUSR1, &action, nullptr);
   if (engine.supportsLiveRecovery())
-    store_->set(comm::live_keys::capable(nodeId_, ::getpid()),
-                engine.partitionCopiesEnabled() ? comm::live_keys::kCapableWithCopies : "1");
+    store_->set(live::live_keys::capable(nodeId_, ::getpid()),
+                engine.partitionCopiesEnabled() ? live::live_keys::kCapableWithCopies : "1");
 }
 
 void LiveRecovery::finish() {
-  store_->set(comm::live_keys::kFinished, std::to_string(generation_));
+  store_->set(live::live_keys::kFinished, std::to_string(generation_));
 }
 
 bool LiveRecovery::announced() {
   if (gAnnounced == 0)
     return false;
   gAnnounced = 0;
-  return comm::latestLiveGeneration(*store_) > generation_;
+  return live::latestLiveGeneration(*store_) > generation_;
 }
 
 void LiveRecovery::recover(Engine& engine) {

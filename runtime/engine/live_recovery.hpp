@@ -1,6 +1,6 @@
 #pragma once
 // LiveRecovery: a worker's side of live recovery under `stretch launch --recovery live|auto`
-// (docs/launch.md "Live recovery"; the store protocol is runtime/comm/live_generation.hpp).
+// (docs/launch.md "Live recovery"; the store protocol is runtime/live/generation.hpp).
 //
 // When a peer dies, the survivors' collectives fail (CommPeerError within milliseconds over
 // Gloo). recover() then abandons the step in flight (Engine::abandonStep), waits for the agent's
@@ -35,10 +35,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/comm/live_generation.hpp"
 #include "runtime/comm/process_group.hpp"
 #include "runtime/comm/store.hpp"
 #include "runtime/engine/engine.hpp"
+#include "runtime/live/generation.hpp"
 
 namespace stretch::engine {
 
@@ -98,7 +98,7 @@ class LiveRecovery {
 
  private:
   // Waits for a record newer than `after`.
-  comm::LiveGeneration waitForGeneration(std::uint64_t after);
+  live::LiveGeneration waitForGeneration(std::uint64_t after);
   // A ZeRO 1/2 partition died with its copies: withdraws this worker's live/capable key, waits
   // for the group's other members to do the same (a barrier), logs why.
   void partitionsLost(Engine& engine, const PartitionsLostError& e);
@@ -111,10 +111,10 @@ class LiveRecovery {
   // Joins `record`'s groups (this worker's ranks in them); nothing when the worker has no place
   // in it or a rendezvous times out (a member died before joining), so that the caller waits
   // for the next generation.
-  Joined joinRecord(const comm::LiveGeneration& record);
+  Joined joinRecord(const live::LiveGeneration& record);
   // A donor of `record`: gives its partition copies over `transfer`; failures are logged (the
   // members' side decides what follows).
-  void donate(Engine& engine, comm::ProcessGroup& transfer, const comm::LiveGeneration& record);
+  void donate(Engine& engine, comm::ProcessGroup& transfer, const live::LiveGeneration& record);
 
   std::shared_ptr<comm::Store> store_;
   std::string storeHost_;
@@ -126,7 +126,7 @@ class LiveRecovery {
   // path (start() says so).
   bool onCpu_ = true;
   std::chrono::milliseconds timeout_;
-  comm::LiveGeneration pending_;  // a joiner's record, between joinGroup() and start()
+  live::LiveGeneration pending_;  // a joiner's record, between joinGroup() and start()
   std::shared_ptr<comm::ProcessGroup> pendingTransfer_;  // and its transfer group, if any
 };
 

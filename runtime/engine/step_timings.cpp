@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/common/error.hpp"
+#include "runtime/common/worker_variables.hpp"
 
 namespace stretch::engine {
 
@@ -37,7 +38,7 @@ std::int64_t unixNowNs() {
 }
 
 std::unique_ptr<StepTimingsFile> StepTimingsFile::fromEnvironment() {
-  const char* path = std::getenv("STRETCH_TIMINGS_FILE");
+  const char* path = std::getenv(worker_env::kTimingsFile);
   if (path == nullptr || *path == '\0') {
     return nullptr;
   }
@@ -48,7 +49,7 @@ StepTimingsFile::StepTimingsFile(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     throw ConfigError(
-        ErrorDetail{"STRETCH_TIMINGS_FILE", path,
+        ErrorDetail{worker_env::kTimingsFile, path,
                     fmt::format("a file this process can append to ({})", std::strerror(errno))});
   }
 }

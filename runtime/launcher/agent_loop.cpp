@@ -29,156 +29,202 @@ std::optional<std::int64_t> latestCheckpointStep(const std::filesystem::path& di
   }
 }
 
-AgentResult runAgentLoop(const AgentLoopOptions& options, WorkerGroup& workers) {
-  validate(options.config);
-  std::unique_ptr<EventLog> log;
-  if (options.eventLog) {
-    std::error_code ec;
-    if (options.eventLog->has_parent_path())
-      std::filesystem::create_directories(options.eventLog->parent_path(), ec);
-    log = std::make_unique<EventLog>(*options.eventLog);
-  }
-  const Clock& clock = options.clock;
-  AgentStateMachine machine(options.config, clock());
-  AgentResult result;
-  std::optional<Time> failureSeen;  // when the exit that caused the pending restart was reaped
-  bool done = false;
+namespace {
 
-  bool liveNext = false;  // the StartWorkers that follows continues the running workers live
-  auto execute = [&](const std::vector<Action>& actions) {
-    for (std::size_t index = 0; index < actions.size(); ++index) {
-      const Action& action = actions[index];
-      const Time now = clock();
-      if (const auto* start = std::get_if<StartWorkers>(&action)) {
-        const bool live = liveNext;
-        liveNext = false;
-        const bool continued = live && workers.continueLive(*start);
-        if (live && !continued)
-          workers.stop();  // the group could not keep its workers after all
-        std::optional<std::int64_t> step;
-        if (!continued && start->resumeFromLatest && options.checkpointDir)
-          step = latestCheckpointStep(*options.checkpointDir);
-        if (log) {
-          auto record = recordOf(action, now, step);
-          if (options.liveRecovery && start->generation > 1)
-            record.recovery = continued ? "live" : "checkpoint";
-          log->write(record);
-        }
-        if (!continued)
-          workers.start(*start);
-        else
-          ++result.liveRecoveries;
-        spdlog::info(
-            "agent: generation {}: world size {} on {} node(s), batch {} = micro {} x "
-            "accumulation {} x {}{} ({}{})",
-            start->generation, start->worldSize, start->nodes.size(), start->batch.trainBatchSize,
-            start->batch.microBatchPerGpu, start->batch.gradientAccumulation,
-            start->dataParallelSize,
-            step ? fmt::format(", resuming from step {}", *step) : std::string(), start->reason,
-            continued ? "; live: the running workers continue" : "");
-        if (failureSeen) {
-          result.recoveryTimes.push_back(clock() - *failureSeen);
-          failureSeen.reset();
-        }
-        result.generations = start->generation;
-      } else if (const auto* stop = std::get_if<StopWorkers>(&action)) {
-        liveNext = options.liveRecovery && index + 1 < actions.size() &&
-                   std::holds_alternative<StartWorkers>(actions[index + 1]) &&
-                   workers.canContinueLive(std::get<StartWorkers>(actions[index + 1]));
-        if (log) {
-          auto record = recordOf(action, now);
-          if (options.liveRecovery)
-            record.recovery = liveNext ? "live" : "checkpoint";
-          log->write(record);
-        }
-        spdlog::info("agent: {} generation {}: {}",
-                     liveNext ? "leaving the running workers of" : "stopping", stop->generation,
-                     stop->reason);
-        if (!liveNext)
-          workers.stop();
-      } else if (const auto* wait = std::get_if<Wait>(&action)) {
-        if (log)
-          log->write(action, now);
-        spdlog::info("agent: waiting: {}", wait->reason);
-      } else if (std::get_if<Finish>(&action) != nullptr) {
-        if (log)
-          log->write(action, now);
-        result.exitCode = 0;
-        done = true;
-      } else if (const auto* fail = std::get_if<Fail>(&action)) {
-        if (log)
-          log->write(action, now);
-        result.exitCode = fail->exitCode == 0 ? 1 : fail->exitCode;
-        result.message = fail->message;
-        done = true;
-      } else if (const auto* event = std::get_if<LogEvent>(&action)) {
-        if (log)
-          log->write(action, now);
-        if (event->event == "node_left" || event->event == "heartbeat_lost" ||
-            event->event == "node_joined")
-          spdlog::info("agent: {}: {}", event->event, event->reason);
-      }
-    }
-  };
-  auto apply = [&](const Event& event) {
-    if (const auto* exit = std::get_if<WorkerExited>(&event)) {
-      if (exit->exitCode != 0 && exit->generation == machine.generation() && !failureSeen)
-        failureSeen = clock();
-    } else if (std::holds_alternative<NodeLeft>(event) ||
-               std::holds_alternative<HeartbeatLost>(event)) {
-      if (!failureSeen)
-        failureSeen = clock();
-    }
-    execute(machine.handle(clock(), event));
-  };
+std::unique_ptr<EventLog> openEventLog(const std::optional<std::filesystem::path>& path) {
+  if (!path)
+    return nullptr;
+  std::error_code ec;
+  if (path->has_parent_path())
+    std::filesystem::create_directories(path->parent_path(), ec);
+  return std::make_unique<EventLog>(*path);
+}
 
-  for (const Event& event : options.initialEvents) {
-    apply(event);
-    if (done)
-      break;
-  }
-  const auto step = std::chrono::milliseconds(10);
-  Time nextTick = clock() + options.monitorInterval;
-  while (!done) {
-    if (options.stopSignal != nullptr && options.stopSignal->load() != 0) {
-      const int sig = options.stopSignal->load();
-      workers.stop();
-      result.exitCode = 128 + sig;
-      result.message =
-          fmt::format("stopped by signal {} ({}); every worker was stopped", sig, strsignal(sig));
-      if (log) {
-        EventRecord record;
-        record.time = clock();
-        record.event = "interrupted";
-        record.generation = machine.generation();
-        record.exitCode = result.exitCode;
-        record.reason = result.message;
-        log->write(record);
-      }
-      break;
-    }
-    std::this_thread::sleep_for(step);
-    // Exits are reaped every 10 ms (waitpid is cheap); the machine ticks every monitor interval.
-    for (const auto& exit : workers.poll()) {
-      apply(exit);
-      if (done)
+// One run of the loop: the machine, the group, the event log and what the result collects.
+class AgentLoop {
+ public:
+  AgentLoop(const AgentLoopOptions& options, WorkerGroup& workers)
+      : options_(options),
+        workers_(workers),
+        log_(openEventLog(options.eventLog)),
+        clock_(options.clock),
+        machine_(options.config, clock_()) {}
+
+  AgentResult run() {
+    for (const Event& event : options_.initialEvents) {
+      apply(event);
+      if (done_)
         break;
     }
-    if (!done && options.nodeEvents) {
-      for (const auto& event : options.nodeEvents(clock())) {
-        apply(event);
-        if (done)
+    const auto step = std::chrono::milliseconds(10);
+    Time nextTick = clock_() + options_.monitorInterval;
+    while (!done_) {
+      if (options_.stopSignal != nullptr && options_.stopSignal->load() != 0) {
+        interrupt(options_.stopSignal->load());
+        break;
+      }
+      std::this_thread::sleep_for(step);
+      // Exits are reaped every 10 ms (waitpid is cheap); the machine ticks every monitor
+      // interval.
+      for (const auto& exit : workers_.poll()) {
+        apply(exit);
+        if (done_)
           break;
       }
+      if (!done_ && options_.nodeEvents) {
+        for (const auto& event : options_.nodeEvents(clock_())) {
+          apply(event);
+          if (done_)
+            break;
+        }
+      }
+      if (!done_ && clock_() >= nextTick) {
+        nextTick = clock_() + options_.monitorInterval;
+        execute(machine_.tick(clock_()));
+      }
     }
-    if (!done && clock() >= nextTick) {
-      nextTick = clock() + options.monitorInterval;
-      execute(machine.tick(clock()));
+    workers_.stop();
+    result_.restarts = machine_.restartCount();
+    return result_;
+  }
+
+ private:
+  void apply(const Event& event) {
+    if (const auto* exit = std::get_if<WorkerExited>(&event)) {
+      if (exit->exitCode != 0 && exit->generation == machine_.generation() && !failureSeen_)
+        failureSeen_ = clock_();
+    } else if (std::holds_alternative<NodeLeft>(event) ||
+               std::holds_alternative<HeartbeatLost>(event)) {
+      if (!failureSeen_)
+        failureSeen_ = clock_();
+    }
+    execute(machine_.handle(clock_(), event));
+  }
+
+  void execute(const std::vector<Action>& actions) {
+    for (std::size_t index = 0; index < actions.size(); ++index) {
+      const Action& action = actions[index];
+      const Time now = clock_();
+      if (const auto* start = std::get_if<StartWorkers>(&action)) {
+        startWorkers(*start, now);
+      } else if (const auto* stop = std::get_if<StopWorkers>(&action)) {
+        const auto* next =
+            index + 1 < actions.size() ? std::get_if<StartWorkers>(&actions[index + 1]) : nullptr;
+        stopWorkers(*stop, next, now);
+      } else {
+        if (log_)
+          log_->write(action, now);
+        if (const auto* wait = std::get_if<Wait>(&action)) {
+          spdlog::info("agent: waiting: {}", wait->reason);
+        } else if (std::get_if<Finish>(&action) != nullptr) {
+          result_.exitCode = 0;
+          done_ = true;
+        } else if (const auto* fail = std::get_if<Fail>(&action)) {
+          result_.exitCode = fail->exitCode == 0 ? 1 : fail->exitCode;
+          result_.message = fail->message;
+          done_ = true;
+        } else if (const auto* event = std::get_if<LogEvent>(&action)) {
+          if (event->event == "node_left" || event->event == "heartbeat_lost" ||
+              event->event == "node_joined")
+            spdlog::info("agent: {}: {}", event->event, event->reason);
+        }
+      }
     }
   }
-  workers.stop();
-  result.restarts = machine.restartCount();
-  return result;
+
+  // A start carries out the live plan made at the stop before it, or starts every worker.
+  void startWorkers(const StartWorkers& start, Time now) {
+    const bool continued = livePlan_.has_value();
+    if (continued)
+      workers_.continueLive(start, *livePlan_);
+    livePlan_.reset();
+    std::optional<std::int64_t> step;
+    if (!continued && start.resumeFromLatest && options_.checkpointDir)
+      step = latestCheckpointStep(*options_.checkpointDir);
+    if (log_) {
+      auto record = recordOf(start, now, step);
+      if (options_.liveRecovery && start.generation > 1)
+        record.recovery = continued ? "live" : "checkpoint";
+      log_->write(record);
+    }
+    if (!continued)
+      workers_.start(start);
+    else
+      ++result_.liveRecoveries;
+    spdlog::info(
+        "agent: generation {}: world size {} on {} node(s), batch {} = micro {} x "
+        "accumulation {} x {}{} ({}{})",
+        start.generation, start.worldSize, start.nodes.size(), start.batch.trainBatchSize,
+        start.batch.microBatchPerGpu, start.batch.gradientAccumulation, start.dataParallelSize,
+        step ? fmt::format(", resuming from step {}", *step) : std::string(), start.reason,
+        continued ? "; live: the running workers continue" : "");
+    if (failureSeen_) {
+      result_.recoveryTimes.push_back(clock_() - *failureSeen_);
+      failureSeen_.reset();
+    }
+    result_.generations = start.generation;
+  }
+
+  // A stop followed by a start (`next`) keeps the running workers when live recovery is on and
+  // agent::planLiveRecovery says they hold the state.
+  void stopWorkers(const StopWorkers& stop, const StartWorkers* next, Time now) {
+    livePlan_.reset();
+    if (options_.liveRecovery && next != nullptr) {
+      if (const auto situation = workers_.liveSituation(*next)) {
+        LivePlan plan = planLiveRecovery(*situation, *next, machine_.rules());
+        spdlog::info("agent: live recovery: {}", plan.reason);
+        if (plan.live)
+          livePlan_ = std::move(plan);
+      }
+    }
+    const bool liveNext = livePlan_.has_value();
+    if (log_) {
+      auto record = recordOf(stop, now);
+      if (options_.liveRecovery)
+        record.recovery = liveNext ? "live" : "checkpoint";
+      log_->write(record);
+    }
+    spdlog::info("agent: {} generation {}: {}",
+                 liveNext ? "leaving the running workers of" : "stopping", stop.generation,
+                 stop.reason);
+    if (!liveNext)
+      workers_.stop();
+  }
+
+  void interrupt(int sig) {
+    workers_.stop();
+    result_.exitCode = 128 + sig;
+    result_.message =
+        fmt::format("stopped by signal {} ({}); every worker was stopped", sig, strsignal(sig));
+    if (log_) {
+      EventRecord record;
+      record.time = clock_();
+      record.event = "interrupted";
+      record.generation = machine_.generation();
+      record.exitCode = result_.exitCode;
+      record.reason = result_.message;
+      log_->write(record);
+    }
+  }
+
+  const AgentLoopOptions& options_;
+  WorkerGroup& workers_;
+  std::unique_ptr<EventLog> log_;
+  const Clock& clock_;
+  AgentStateMachine machine_;
+  AgentResult result_;
+  std::optional<Time> failureSeen_;  // when the exit that caused the pending restart was reaped
+  bool done_ = false;
+  // The live plan for the StartWorkers that follows a StopWorkers, when the running workers carry
+  // the state on.
+  std::optional<LivePlan> livePlan_;
+};
+
+}  // namespace
+
+AgentResult runAgentLoop(const AgentLoopOptions& options, WorkerGroup& workers) {
+  validate(options.config);
+  return AgentLoop(options, workers).run();
 }
 
 }  // namespace stretch::launcher

@@ -55,10 +55,12 @@ struct AgentLoopOptions {
   Duration monitorInterval = std::chrono::seconds(1);
   const std::atomic<int>* stopSignal = nullptr;  // non-zero: stop (the signal number)
   Clock clock = agent::systemClock();
-  // Live recovery: a stop followed at once by a start keeps the running workers
-  // (WorkerGroup::continueLive) when the group says it can (canContinueLive); the event log then
-  // marks both records "recovery": "live", and a restart of every worker "recovery":
-  // "checkpoint". Off: every restart stops every worker (no "recovery" key).
+  // Live recovery: at a stop followed at once by a start, the loop asks the group what its
+  // workers hold (WorkerGroup::liveSituation) and decides with agent::planLiveRecovery (the
+  // state machine's world-size rules give the interim batch); a live plan keeps the running
+  // workers (WorkerGroup::continueLive carries it out) and the event log marks both records
+  // "recovery": "live", a restart of every worker "recovery": "checkpoint"; the plan's reason
+  // goes to the agent's log. Off: every restart stops every worker (no "recovery" key).
   bool liveRecovery = false;
 };
 

@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "runtime/comm/live_generation.hpp"
 #include "runtime/launcher/job_protocol.hpp"
+#include "runtime/live/generation.hpp"
 
 namespace stretch::launcher {
 
@@ -196,7 +196,8 @@ class RemoteWorkers final : public WorkerGroup {
     c.masterAddr = masterAddrFor(action);
     c.liveGeneration = liveGeneration_;
     pendingTarget_.reset();
-    members_ = membersOf(action);
+    members_ = agent::placesOf(action);
+    copyDistance_ = action.nodes.empty() ? 1 : action.nodes.front().localWorldSize;
     send(c);
     running_ = action.generation;
   }
@@ -228,143 +229,83 @@ class RemoteWorkers final : public WorkerGroup {
 
   // ---- Live recovery (options.liveStore set) -------------------------------------------------
 
-  // Whether `next` can continue with the running workers: every running worker of the live
-  // nodes has said it can (live/capable/<node>/<pid>) or is a joiner not ready yet, and one of
-  // those that can has a place in `next`.
-  bool canContinueLive(const StartWorkers& next) const override {
+  // What the live nodes run (their workers/<node> records) and what the workers said
+  // (live/capable), for agent::planLiveRecovery.
+  std::optional<agent::LiveSituation> liveSituation(const StartWorkers& /*next*/) const override {
     if (!options_.liveStore)
-      return false;
-    bool anyCapable = false;
+      return std::nullopt;
+    agent::LiveSituation s;
+    s.group = members_;
+    s.copyDistance = copyDistance_;
     for (const auto& [node, record] : runningWorkers()) {
-      const NodeAssignment* place = placeOf(next, node);
       for (const auto& [local, pid] : record.workers) {
-        if (capable(node, pid)) {
-          anyCapable = anyCapable || (place != nullptr && local < place->localWorldSize);
-        } else if (std::find(record.joiners.begin(), record.joiners.end(), pid) ==
-                   record.joiners.end()) {
-          spdlog::info(
-              "controller: worker {} of node {} (pid {}) cannot continue live; restarting every "
-              "worker",
-              local, node, pid);
-          return false;
-        }
+        const bool joiner =
+            std::find(record.joiners.begin(), record.joiners.end(), pid) != record.joiners.end();
+        s.running.push_back({{node, local}, pid, capable(node, pid), joiner});
+        s.partitionCopies =
+            s.partitionCopies || live::keepsPartitionCopies(*options_.liveStore, node, pid);
       }
     }
-    return anyCapable;
+    return s;
   }
 
-  // Keeps the workers that can continue and have a place in `action`, starts the missing ones
-  // as joiners; when workers were lost the survivors first train alone in an interim generation
-  // (as many as make a valid world size, chosen to keep every ZeRO partition), and the
-  // generation `action` is published once every joiner is ready (pollLive). Survivors the new
-  // generation leaves out that hold a partition copy no member holds (a node left out of a
-  // smaller world, say) give it over as donors first, and are stopped once they have.
-  bool continueLive(const StartWorkers& action) override {
-    if (!canContinueLive(action))
-      return false;
-    const auto records = runningWorkers();
+  // Carries out `plan` through one Live command: keeps its workers (and the donors until they
+  // gave their copies), starts the joiners, publishes the generation the plan publishes at once;
+  // the generation `action` follows once every joiner is ready (pollLive). Donors left out of
+  // `action` are stopped, by the same command without them, once they gave their copies.
+  void continueLive(const StartWorkers& action, const agent::LivePlan& plan) override {
     Command c;
     c.kind = CommandKind::Live;
     c.start = action;
     c.masterAddr = masterAddrFor(action);
     c.reason = action.reason;
-    std::vector<Member> survivors;
+    const auto locals = [](const std::vector<std::int64_t>& list) {
+      return std::vector<int>(list.begin(), list.end());
+    };
     std::int64_t joining = 0;
-    for (const NodeAssignment& n : action.nodes) {
-      std::vector<int> kept;
-      if (const auto it = records.find(n.nodeId); it != records.end()) {
-        for (const auto& [local, pid] : it->second.workers) {
-          if (local < n.localWorldSize && capable(n.nodeId, pid))
-            kept.push_back(local);
-        }
-      }
-      std::sort(kept.begin(), kept.end());
-      for (int local = 0; local < static_cast<int>(n.localWorldSize); ++local) {
-        if (std::binary_search(kept.begin(), kept.end(), local))
-          survivors.push_back({n.nodeId, local});
-        else
-          c.join[n.nodeId].push_back(local);
-      }
-      if (!kept.empty())
-        c.keep[n.nodeId] = kept;
-      joining += n.localWorldSize - static_cast<std::int64_t>(kept.size());
-    }
-    // Survivors without a place in `action` (past a node's share, or on a node it leaves out).
-    std::vector<Member> leftOut;
-    for (const auto& [node, record] : records) {
-      const NodeAssignment* place = placeOf(action, node);
-      for (const auto& [local, pid] : record.workers) {
-        if (capable(node, pid) && (place == nullptr || local >= place->localWorldSize))
-          leftOut.push_back({node, local});
-      }
+    for (const auto& [node, list] : plan.keep)
+      c.keep[node] = locals(list);
+    for (const auto& [node, list] : plan.join) {
+      c.join[node] = locals(list);
+      joining += static_cast<std::int64_t>(list.size());
     }
     pendingTarget_.reset();
     donorRelease_.reset();
     running_ = action.generation;
-    // Donors only where the workers keep ZeRO 1/2 partition copies (a ZeRO 0 rank holds the
-    // whole state: the members need nothing from those left out).
-    std::vector<Member> everyone;
-    bool copies = false;
-    for (const auto& [node, record] : records) {
-      for (const auto& [local, pid] : record.workers)
-        copies = copies || comm::keepsPartitionCopies(*options_.liveStore, node, pid);
-    }
-    if (copies) {
-      everyone = survivors;
-      everyone.insert(everyone.end(), leftOut.begin(), leftOut.end());
-    }
-    std::vector<Member> donors;
     std::uint64_t donorGeneration = 0;
-    if (joining == 0) {
-      const auto members = membersOf(action);
-      donors = donorsOf(everyone, members, action);  // copies of the running group
-      members_ = members;
+    if (plan.publish) {
       donorGeneration = ++liveGeneration_;
-      publishLive(donorGeneration, action, members_, action.batch, donors);
-      c.liveGeneration = liveGeneration_;
+      publishLive(donorGeneration, action, plan.publish->members, plan.publish->batch,
+                  plan.publish->donors);
+      members_ = plan.publish->members;
       c.signal = true;
-    } else {
-      if (!sameMembers(survivors, members_)) {
-        // Workers were lost: the survivors go on alone while the joiners start.
-        for (auto n = static_cast<std::int64_t>(survivors.size()); n >= 1; --n) {
-          if (const auto batch = options_.batchFor(n)) {
-            const auto interim = interimOf(survivors, action, static_cast<std::size_t>(n));
-            donors = donorsOf(everyone, interim, action);
-            donorGeneration = ++liveGeneration_;
-            publishLive(donorGeneration, action, interim, *batch, donors);
-            members_ = interim;
-            c.signal = true;
-            break;
-          }
-        }
-      }
+    }
+    c.liveGeneration = liveGeneration_;
+    if (plan.awaitJoiners) {
       pendingGeneration_ = ++liveGeneration_;
       pendingTarget_ = action;
       pendingJoiners_ = joining;
       pendingKeep_ = c.keep;
       c.liveGeneration = pendingGeneration_;
     }
-    // Donors are kept until they gave their copies; those left out of `action` are stopped
-    // then, by the same command without them (joiners kept: nothing is started again).
     Command sent = c;
-    for (const Member& d : donors)
-      addLocal(sent.keep, d);
+    if (plan.publish) {
+      for (const agent::WorkerPlace& d : plan.publish->donors)
+        addLocal(sent.keep, d);
+    }
     send(sent);
-    const bool anyLeftOut = std::any_of(donors.begin(), donors.end(), [&](const Member& d) {
-      return std::find(leftOut.begin(), leftOut.end(), d) != leftOut.end();
-    });
-    if (anyLeftOut) {
+    if (!plan.releaseAfterDonating.empty()) {
       Command release = c;
       release.signal = false;
-      for (const auto& [node, locals] : c.join) {
-        for (const int local : locals)
+      for (const auto& [node, list] : c.join) {
+        for (const int local : list)
           addLocal(release.keep, {node, local});
       }
       release.join.clear();
-      donorRelease_ = DonorRelease{donorGeneration, static_cast<std::int64_t>(donors.size()),
-                                   std::move(release), options_.clock()};
+      donorRelease_ =
+          DonorRelease{donorGeneration, static_cast<std::int64_t>(plan.publish->donors.size()),
+                       std::move(release), options_.clock()};
     }
-    return true;
   }
 
   // Publishes the pending generation once every joiner is ready, and signals the survivors;
@@ -372,7 +313,7 @@ class RemoteWorkers final : public WorkerGroup {
   // should one never say so).
   void pollLive() {
     if (donorRelease_ &&
-        (options_.liveStore->add(comm::live_keys::donated(donorRelease_->generation), 0) >=
+        (options_.liveStore->add(live::live_keys::donated(donorRelease_->generation), 0) >=
              donorRelease_->donors ||
          options_.clock() - donorRelease_->since > std::chrono::seconds(60))) {
       const Command release = donorRelease_->command;
@@ -380,9 +321,9 @@ class RemoteWorkers final : public WorkerGroup {
       send(release);
     }
     if (!pendingTarget_ ||
-        options_.liveStore->add(comm::live_keys::ready(pendingGeneration_), 0) < pendingJoiners_)
+        options_.liveStore->add(live::live_keys::ready(pendingGeneration_), 0) < pendingJoiners_)
       return;
-    const std::vector<Member> all = membersOf(*pendingTarget_);
+    const std::vector<agent::WorkerPlace> all = agent::placesOf(*pendingTarget_);
     publishLive(pendingGeneration_, *pendingTarget_, all, pendingTarget_->batch);
     members_ = all;
     pendingTarget_.reset();
@@ -436,43 +377,11 @@ class RemoteWorkers final : public WorkerGroup {
     }
   }
 
-  struct Member {
-    std::string node;
-    int local = 0;
-    bool operator==(const Member&) const = default;
-  };
-
-  static const NodeAssignment* placeOf(const StartWorkers& s, const std::string& node) {
-    for (const NodeAssignment& n : s.nodes) {
-      if (n.nodeId == node)
-        return &n;
-    }
-    return nullptr;
-  }
-
-  // Every worker of `s`, in rank order.
-  static std::vector<Member> membersOf(const StartWorkers& s) {
-    std::vector<Member> out;
-    for (const NodeAssignment& n : s.nodes) {
-      for (int local = 0; local < static_cast<int>(n.localWorldSize); ++local)
-        out.push_back({n.nodeId, local});
-    }
-    return out;
-  }
-
-  static void addLocal(std::map<std::string, std::vector<int>>& keep, const Member& m) {
-    auto& locals = keep[m.node];
-    if (std::find(locals.begin(), locals.end(), m.local) == locals.end())
-      locals.insert(std::upper_bound(locals.begin(), locals.end(), m.local), m.local);
-  }
-
-  static bool sameMembers(std::vector<Member> a, std::vector<Member> b) {
-    const auto less = [](const Member& x, const Member& y) {
-      return std::tie(x.node, x.local) < std::tie(y.node, y.local);
-    };
-    std::sort(a.begin(), a.end(), less);
-    std::sort(b.begin(), b.end(), less);
-    return a == b;
+  static void addLocal(std::map<std::string, std::vector<int>>& keep, const agent::WorkerPlace& m) {
+    const auto local = static_cast<int>(m.localRank);
+    auto& locals = keep[m.nodeId];
+    if (std::find(locals.begin(), locals.end(), local) == locals.end())
+      locals.insert(std::upper_bound(locals.begin(), locals.end(), local), local);
   }
 
   std::string masterAddrFor(const StartWorkers& action) const {
@@ -485,7 +394,7 @@ class RemoteWorkers final : public WorkerGroup {
   }
 
   bool capable(const std::string& node, std::int64_t pid) const {
-    return options_.liveStore->check({comm::live_keys::capable(node, pid)});
+    return options_.liveStore->check({live::live_keys::capable(node, pid)});
   }
 
   // What every live node runs (its workers/<node> record), by node id.
@@ -498,89 +407,19 @@ class RemoteWorkers final : public WorkerGroup {
     return out;
   }
 
-  // Ids for comm::interimMembers / interimDonors: positions in members_ (the running group),
-  // then the workers it does not hold, in the order met.
-  struct Ids {
-    std::vector<Member> known;
-    std::vector<int> members;
-    int of(const Member& m) {
-      auto at = std::find(known.begin(), known.end(), m);
-      if (at == known.end())
-        at = known.insert(known.end(), m);
-      return static_cast<int>(at - known.begin());
-    }
-    std::vector<int> of(const std::vector<Member>& list) {
-      std::vector<int> out;
-      for (const Member& m : list)
-        out.push_back(of(m));
-      return out;
-    }
-  };
-  Ids idsOfRunningGroup() const {
-    Ids ids{members_, {}};
-    for (std::size_t i = 0; i < members_.size(); ++i)
-      ids.members.push_back(static_cast<int>(i));
-    return ids;
-  }
-  // The distance the running workers' copies were made at (their LOCAL_WORLD_SIZE).
-  static int copyDistance(const StartWorkers& action) {
-    return static_cast<int>(action.nodes.empty() ? 1 : action.nodes.front().localWorldSize);
-  }
-  // `list` in the order of `action`'s nodes (local ranks ascending), then any on other nodes.
-  static std::vector<Member> inRankOrder(std::vector<Member> list, const StartWorkers& action) {
-    const auto key = [&](const Member& m) {
-      std::size_t node = action.nodes.size();
-      for (std::size_t i = 0; i < action.nodes.size(); ++i) {
-        if (action.nodes[i].nodeId == m.node)
-          node = i;
-      }
-      return std::tuple(node, m.node, m.local);
-    };
-    std::sort(list.begin(), list.end(),
-              [&](const Member& a, const Member& b) { return key(a) < key(b); });
-    return list;
-  }
-
-  // `count` survivors for an interim generation, in `action`'s rank order: the first whose
-  // partitions and copies hold every partition of the current group (comm::interimMembers).
-  std::vector<Member> interimOf(const std::vector<Member>& survivors, const StartWorkers& action,
-                                std::size_t count) const {
-    Ids ids = idsOfRunningGroup();
-    const auto survivorIds = ids.of(survivors);
-    std::vector<Member> chosen;
-    for (const int id : comm::interimMembers(ids.members, survivorIds, copyDistance(action), count))
-      chosen.push_back(ids.known[static_cast<std::size_t>(id)]);
-    return inRankOrder(chosen, action);
-  }
-
-  // The survivors outside `chosen` that must give the new generation their copies: the current
-  // group's partitions that `chosen` do not hold (comm::interimDonors).
-  std::vector<Member> donorsOf(const std::vector<Member>& survivors,
-                               const std::vector<Member>& chosen,
-                               const StartWorkers& action) const {
-    Ids ids = idsOfRunningGroup();
-    const auto survivorIds = ids.of(survivors);
-    const auto chosenIds = ids.of(chosen);
-    std::vector<Member> donors;
-    for (const int id :
-         comm::interimDonors(ids.members, survivorIds, chosenIds, copyDistance(action)))
-      donors.push_back(ids.known[static_cast<std::size_t>(id)]);
-    return inRankOrder(donors, action);
-  }
-
   void publishLive(std::uint64_t generation, const StartWorkers& target,
-                   const std::vector<Member>& members, const config::BatchTriple& batch,
-                   const std::vector<Member>& donors = {}) {
-    const auto pairs = [](const std::vector<Member>& list) {
+                   const std::vector<agent::WorkerPlace>& members, const config::BatchTriple& batch,
+                   const std::vector<agent::WorkerPlace>& donors = {}) {
+    const auto pairs = [](const std::vector<agent::WorkerPlace>& list) {
       std::vector<std::pair<std::string, std::int64_t>> out;
-      for (const Member& m : list)
-        out.emplace_back(m.node, m.local);
+      for (const agent::WorkerPlace& m : list)
+        out.emplace_back(m.nodeId, m.localRank);
       return out;
     };
-    const comm::LiveGeneration record = comm::makeLiveGeneration(
+    const live::LiveGeneration record = live::makeLiveGeneration(
         generation, target.generation, pairs(members), batch.trainBatchSize, batch.microBatchPerGpu,
         batch.gradientAccumulation, pairs(donors));
-    comm::publishLiveGeneration(*options_.liveStore, record);
+    live::publishLiveGeneration(*options_.liveStore, record);
     spdlog::info(
         "controller: live generation {}: {} worker(s) on {} node(s), batch {} = micro {} x "
         "accumulation {} x {}{}",
@@ -589,7 +428,9 @@ class RemoteWorkers final : public WorkerGroup {
         donors.empty() ? "" : fmt::format("; {} survivor(s) give it their copies", donors.size()));
   }
 
-  std::vector<Member> members_;  // the running live group, in rank order
+  std::vector<agent::WorkerPlace> members_;  // the running live group, in rank order
+  // The workers' LOCAL_WORLD_SIZE at their start: the distance of their partition copies.
+  std::int64_t copyDistance_ = 1;
   std::uint64_t liveGeneration_ = 0;
   std::optional<StartWorkers> pendingTarget_;  // published once every joiner is ready
   std::uint64_t pendingGeneration_ = 0;

@@ -48,10 +48,8 @@ struct JobControllerOptions {
   std::function<std::string()> pollLaunchers;
   Clock clock = agent::systemClock();
   // Live recovery (job/live): the job's store without the job prefix, where the workers meet
-  // (their live/... keys), and the batch of a world size (nullopt: not valid). Unset: every
-  // failure restarts every worker.
+  // (their live/... keys). Unset: every failure restarts every worker.
   std::shared_ptr<comm::Store> liveStore;
-  std::function<std::optional<config::BatchTriple>(std::int64_t worldSize)> batchFor;
 };
 
 AgentResult runJobController(const JobControllerOptions& options);

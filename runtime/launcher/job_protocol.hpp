@@ -78,7 +78,7 @@ struct ExitRecord {
   bool operator==(const ExitRecord&) const = default;
 };
 
-// Live recovery across nodes (job/live set; runtime/comm/live_generation.hpp has the workers'
+// Live recovery across nodes (job/live set; runtime/live/generation.hpp has the workers'
 // side): Live keeps the running workers that `keep` lists on each node (every other worker of
 // the node is stopped), starts the `join` local ranks as workers joining the running job (for
 // live generation `liveGeneration`), adopts `start` as the node's generation, then sends SIGUSR1

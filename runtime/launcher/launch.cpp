@@ -12,13 +12,13 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "runtime/accel/accelerator.hpp"
 #include "runtime/comm/tcp_store.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/common/file_io.hpp"
+#include "runtime/common/worker_variables.hpp"
 #include "runtime/config/ds_config.hpp"
 #include "runtime/launcher/host_address.hpp"
 #include "runtime/launcher/hostfile.hpp"
@@ -108,39 +108,28 @@ std::vector<std::pair<std::string, std::string>> deepspeedEnvFiles() {
   return out;
 }
 
-// Several nodes: this process serves the job's store and runs the controller; one `stretch
-// agent` per host runs that host's workers.
-AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
-                         agent::AgentConfig config, JobSettings job) {
-  // --no_ssh: this is node rank 0; it starts its own agent and the others join by themselves.
-  const RunnerKind runner = o.noSsh ? RunnerKind::Local : parseRunnerKind(o.launcher);
-  std::vector<LaunchHost> hosts;
-  for (const auto& [host, slots] : active.hosts)
-    hosts.push_back({host, slots});
-  const std::string rdzvAddr = !o.rdzvAddr.empty()           ? o.rdzvAddr
-                               : o.noSsh                     ? o.masterAddr
-                               : runner == RunnerKind::Local ? "127.0.0.1"
-                               : o.masterAddrGiven           ? o.masterAddr
-                                                             : hostAddress();
-  const int rdzvPort = o.rdzvPort.value_or(o.masterPort + 1);
-  if (rdzvPort == o.masterPort || rdzvPort > 65535) {
-    throw LaunchError(ErrorDetail{"--rdzv_port", std::to_string(rdzvPort),
+// Where the job's store listens (--rdzv_addr, or the master address, or this host's) and its
+// port (--rdzv_port, or --master_port + 1).
+std::pair<std::string, int> jobStoreAddress(const LaunchRequest& o, RunnerKind runner) {
+  const std::string addr = !o.rdzvAddr.empty()           ? o.rdzvAddr
+                           : o.noSsh                     ? o.masterAddr
+                           : runner == RunnerKind::Local ? "127.0.0.1"
+                           : o.masterAddrGiven           ? o.masterAddr
+                                                         : hostAddress();
+  const int port = o.rdzvPort.value_or(o.masterPort + 1);
+  if (port == o.masterPort || port > 65535) {
+    throw LaunchError(ErrorDetail{"--rdzv_port", std::to_string(port),
                                   "a port in 1..65535 other than --master_port"});
   }
-  comm::TcpStoreOptions storeOptions;
-  storeOptions.host = rdzvAddr;
-  storeOptions.port = rdzvPort;
-  storeOptions.isServer = true;
-  storeOptions.token = job.token;
-  storeOptions.timeout = std::chrono::seconds(30);
-  const auto rawStore = std::make_shared<comm::TcpStore>(storeOptions);
-  auto store = std::make_shared<comm::PrefixStore>(kJobPrefix, rawStore);
-  // Live recovery: the workers meet in this store, which outlives every one of them.
-  job.liveRecovery = o.recovery != "restart";
-  publishJob(*store, job, hosts);
-  spdlog::info("launch: job store on {}:{}; starting {} node agent(s) with the {} runner", rdzvAddr,
-               rdzvPort, hosts.size(), toString(runner));
+  return {addr, port};
+}
 
+// How the runner starts `stretch agent` on every host. The token reaches ssh agents on stdin,
+// pdsh agents (pdsh forwards no stdin) in a private file in the home directory (`tokenFile`),
+// the others (local, netns, mpirun -x) in their environment; never on a command line.
+RemoteLaunchSpec agentLaunchSpec(const LaunchRequest& o, RunnerKind runner,
+                                 const std::vector<LaunchHost>& hosts, const std::string& rdzv,
+                                 const JobSettings& job, std::optional<TokenFile>& tokenFile) {
   RemoteLaunchSpec spec;
   spec.runner = runner;
   for (const auto& h : hosts) {
@@ -152,7 +141,7 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
   spec.agentArgv = {self,
                     "agent",
                     "--rdzv",
-                    fmt::format("{}:{}", rdzvAddr, rdzvPort),
+                    rdzv,
                     "--node_rank",
                     std::string(kNodeRankPlaceholder),
                     "--controller_timeout",
@@ -163,12 +152,7 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
   }
   spec.exports = deepspeedExports(processEnvironment(), std::filesystem::current_path().string(),
                                   deepspeedEnvFiles());
-  // The token reaches ssh agents on stdin, pdsh agents (pdsh forwards no stdin) in a private
-  // file in the home directory, the others (local, netns, mpirun -x) in their environment;
-  // never on a command line.
-  const bool tokenOnStdin = runner == RunnerKind::Ssh;
-  std::optional<TokenFile> tokenFile;
-  if (tokenOnStdin) {
+  if (runner == RunnerKind::Ssh) {
     spec.agentArgv.push_back("--token_stdin");
   } else if (runner == RunnerKind::Pdsh) {
     tokenFile.emplace(job.token);
@@ -179,31 +163,26 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
         "this home directory); it is removed when the job ends",
         tokenFile->path());
   } else {
-    spec.exports["STRETCH_STORE_TOKEN"] = job.token;
+    spec.exports[worker_env::kStoreToken] = job.token;
   }
   spec.workDir = std::filesystem::current_path().string();
   spec.sshPort = o.sshPort;
-  {
-    std::istringstream words(o.launcherArgs);  // DeepSpeed splits --launcher_args on blanks
-    for (std::string w; words >> w;)
-      spec.launcherArgs.push_back(w);
-  }
-  if (!o.logDir.empty()) {
-    // For agents started by hand to grow an elastic job (`stretch agent --token_file`).
-    const auto tokenPath = std::filesystem::absolute(o.logDir) / "job_token";
-    std::filesystem::create_directories(tokenPath.parent_path());
-    writePrivateFile(tokenPath.string(), job.token + "\n");
-    spdlog::info(
-        "launch: add a node with `stretch agent --rdzv {}:{} --node_id NAME --nproc N "
-        "--token_file {}`",
-        rdzvAddr, rdzvPort, tokenPath.string());
-  }
+  std::istringstream words(o.launcherArgs);  // DeepSpeed splits --launcher_args on blanks
+  for (std::string w; words >> w;)
+    spec.launcherArgs.push_back(w);
+  return spec;
+}
+
+// Starts the runner's processes that bring up the node agents.
+std::vector<LaunchedProcess> startNodeAgents(const RemoteLaunchSpec& spec,
+                                             const std::vector<LaunchHost>& hosts,
+                                             const JobSettings& job) {
   std::vector<LaunchedProcess> processes;
   for (const auto& launch : buildNodeLaunches(spec)) {
     SpawnOptions spawn;
     spawn.argv = launch.argv;
     spawn.env = launch.env;
-    if (tokenOnStdin)
+    if (spec.runner == RunnerKind::Ssh)
       spawn.stdinData = job.token;
     // The runner ends with the launcher (SIGTERM lets ssh, pdsh and mpirun take the remote
     // agents down with them).
@@ -215,30 +194,15 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
     spdlog::debug("launch: started {}", p.what);
     processes.push_back(std::move(p));
   }
+  return processes;
+}
 
-  JobControllerOptions options;
-  if (job.liveRecovery) {
-    auto rules = std::make_shared<agent::WorldSizeRules>(config.training, config.modelParallelSize);
-    options.liveStore = rawStore;
-    options.batchFor = [rules](std::int64_t worldSize) { return rules->batchFor(worldSize); };
-  }
-  options.config = std::move(config);
-  options.store = store;
-  if (!o.eventLog.empty())
-    options.eventLog = o.eventLog;
-  if (!o.checkpointDir.empty())
-    options.checkpointDir = o.checkpointDir;
-  options.monitorInterval = agent::fromSeconds(o.monitorInterval);
-  options.heartbeatTimeout = agent::fromSeconds(o.heartbeatTimeout);
-  options.commandTimeout = agent::fromSeconds(o.heartbeatTimeout + 10.0);
-  if (o.masterAddrGiven)
-    options.masterAddr = o.masterAddr;
-  for (const auto& h : hosts)
-    options.launchHosts.push_back(h.id);
-  options.stopSignal = o.stopSignal;
-  options.pollLaunchers = [&]() -> std::string {
-    // A process that runs one node's agent (local, netns, ssh) ended: that node is gone now,
-    // no need to wait for its keep-alive to time out.
+// The controller's poll of the processes that bring up the agents: a process that runs one
+// node's agent (local, netns, ssh) that ended means that node is gone now, no need to wait for
+// its keep-alive to time out; all of them ended before any agent registered ends the job.
+std::function<std::string()> agentProcessPoll(std::vector<LaunchedProcess>& processes,
+                                              std::shared_ptr<comm::Store> store) {
+  return [&processes, store]() -> std::string {
     for (auto& p : processes) {
       p.process.poll();
       if (!p.process.running() && !p.reported && p.hosts.size() == 1) {
@@ -260,6 +224,65 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
            "registered:" +
            codes;
   };
+}
+
+// Several nodes: this process serves the job's store and runs the controller; one `stretch
+// agent` per host runs that host's workers.
+AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
+                         agent::AgentConfig config, JobSettings job) {
+  // --no_ssh: this is node rank 0; it starts its own agent and the others join by themselves.
+  const RunnerKind runner = o.noSsh ? RunnerKind::Local : parseRunnerKind(o.launcher);
+  std::vector<LaunchHost> hosts;
+  for (const auto& [host, slots] : active.hosts)
+    hosts.push_back({host, slots});
+  const auto [rdzvAddr, rdzvPort] = jobStoreAddress(o, runner);
+  comm::TcpStoreOptions storeOptions;
+  storeOptions.host = rdzvAddr;
+  storeOptions.port = rdzvPort;
+  storeOptions.isServer = true;
+  storeOptions.token = job.token;
+  storeOptions.timeout = std::chrono::seconds(30);
+  const auto rawStore = std::make_shared<comm::TcpStore>(storeOptions);
+  auto store = std::make_shared<comm::PrefixStore>(kJobPrefix, rawStore);
+  // Live recovery: the workers meet in this store, which outlives every one of them.
+  job.liveRecovery = o.recovery != "restart";
+  publishJob(*store, job, hosts);
+  spdlog::info("launch: job store on {}:{}; starting {} node agent(s) with the {} runner", rdzvAddr,
+               rdzvPort, hosts.size(), toString(runner));
+
+  std::optional<TokenFile> tokenFile;
+  const RemoteLaunchSpec spec =
+      agentLaunchSpec(o, runner, hosts, fmt::format("{}:{}", rdzvAddr, rdzvPort), job, tokenFile);
+  if (!o.logDir.empty()) {
+    // For agents started by hand to grow an elastic job (`stretch agent --token_file`).
+    const auto tokenPath = std::filesystem::absolute(o.logDir) / "job_token";
+    std::filesystem::create_directories(tokenPath.parent_path());
+    writePrivateFile(tokenPath.string(), job.token + "\n");
+    spdlog::info(
+        "launch: add a node with `stretch agent --rdzv {}:{} --node_id NAME --nproc N "
+        "--token_file {}`",
+        rdzvAddr, rdzvPort, tokenPath.string());
+  }
+  std::vector<LaunchedProcess> processes = startNodeAgents(spec, hosts, job);
+
+  JobControllerOptions options;
+  if (job.liveRecovery)
+    options.liveStore = rawStore;
+  options.config = std::move(config);
+  options.store = store;
+  if (!o.eventLog.empty())
+    options.eventLog = o.eventLog;
+  if (!o.checkpointDir.empty())
+    options.checkpointDir = o.checkpointDir;
+  options.monitorInterval = agent::fromSeconds(o.monitorInterval);
+  options.heartbeatTimeout = agent::fromSeconds(o.heartbeatTimeout);
+  options.commandTimeout = agent::fromSeconds(o.heartbeatTimeout + 10.0);
+  if (o.masterAddrGiven)
+    options.masterAddr = o.masterAddr;
+  for (const auto& h : hosts)
+    options.launchHosts.push_back(h.id);
+  options.stopSignal = o.stopSignal;
+  options.pollLaunchers = agentProcessPoll(processes, store);
   const auto result = runJobController(options);
   // The agents end on the controller's Exit command; give them time, then stop what is left.
   if (!waitForAll(processesOf(processes), std::chrono::seconds(10)))
@@ -473,7 +496,7 @@ class PidFile {
 // --no_ssh: the nodes start independently, so they share the store token through the
 // environment (STRETCH_STORE_TOKEN, the same secret on every node).
 std::string sharedToken() {
-  const char* token = std::getenv("STRETCH_STORE_TOKEN");
+  const char* token = std::getenv(worker_env::kStoreToken);
   if (token == nullptr || *token == '\0') {
     throw LaunchError(ErrorDetail{
         "--no_ssh", "given",
@@ -571,15 +594,17 @@ AgentResult runLaunch(const LaunchRequest& request) {
   job.masterPort = o.masterPort;
   job.token = o.noSsh ? sharedToken() : randomToken();
   if (!o.config.empty()) {
-    const auto parsed = config::loadConfig(o.config);
+    // Read and parsed once: the workers get the same text (GenerationConfigs).
+    std::string text = readFile(o.config, "--config");
+    const auto parsed = config::parseConfig(text, o.config);
     for (const auto& w : parsed.warnings)
       spdlog::warn("{}", w);
     config.training = parsed.config;
     job.batchFromConfig = true;
-    job.configJson = readFile(o.config, "--config");
+    job.configJson = std::move(text);
     if (parsed.config.elasticity.enabled) {
       // The workers' runtime checks it against its own (ensure_immutable_elastic_config).
-      job.elasticJson = nlohmann::json::parse(config::toJson(parsed.config))["elasticity"].dump();
+      job.elasticJson = config::elasticityToJson(parsed.config.elasticity);
     }
   } else {
     // No config: every world size is valid (one sample per rank and step).
@@ -635,8 +660,8 @@ AgentResult runLaunch(const LaunchRequest& request) {
     auto env =
         jobWorkerEnvironment(job, start, node, localRank, masterAddr, devices, configs.get());
     if (!liveAddress.empty()) {
-      env["STRETCH_AGENT_STORE"] = liveAddress;
-      env["STRETCH_NODE_ID"] = node.nodeId;
+      env[worker_env::kAgentStore] = liveAddress;
+      env[worker_env::kNodeId] = node.nodeId;
     }
     return env;
   };

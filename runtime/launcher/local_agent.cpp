@@ -4,12 +4,8 @@ namespace stretch::launcher {
 
 AgentResult runLocalAgent(const LocalAgentOptions& options) {
   std::optional<LiveRecoveryOptions> live;
-  if (options.liveStore) {
-    auto rules = std::make_shared<agent::WorldSizeRules>(options.config.training,
-                                                         options.config.modelParallelSize);
-    live = LiveRecoveryOptions{
-        options.liveStore, [rules](std::int64_t worldSize) { return rules->batchFor(worldSize); }};
-  }
+  if (options.liveStore)
+    live = LiveRecoveryOptions{options.liveStore};
   NodeWorkers workers(options.nodeId, options.command, options.environment, options.logDir,
                       options.stopGrace, live);
   AgentLoopOptions loop;

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/comm/tcp_store.hpp"
+#include "runtime/common/worker_variables.hpp"
 #include "runtime/launcher/host_address.hpp"
 #include "runtime/launcher/node_workers.hpp"
 #include "runtime/launcher/worker_env.hpp"
@@ -17,149 +18,213 @@ namespace stretch::launcher {
 using namespace agent;
 using std::chrono::milliseconds;
 
+namespace {
+
+// Registers this node in the job's store. Returns the sequence of the command published last:
+// commands published before this agent registered are not for it.
+std::uint64_t registerNode(comm::Store& store, const NodeAgentOptions& options) {
+  const std::string& id = options.node.nodeId;
+  std::uint64_t done = 0;
+  if (auto text = tryGet(store, "cmd"))
+    done = decodeCommand(*text).sequence;
+  store.set("ack/" + id, std::to_string(done));
+  store.add("hb/" + id, 1);
+  // A node that comes back under its old name runs nothing yet: the record its earlier agent
+  // left (workers that are gone) must not reach the controller's live decisions.
+  if (options.liveRecovery)
+    store.set("workers/" + id, encode(NodeWorkersRecord{}));
+  appendRecord(store, "nodes", encode(options.node));
+  spdlog::info("agent {}: registered with {} slot(s)", id, options.node.slots);
+  return done;
+}
+
+// Keep-alives from their own thread and connection, so that a worker stop that takes the grace
+// period does not look like a dead node; they stop when this is destroyed.
+class KeepAlive {
+ public:
+  explicit KeepAlive(const NodeAgentOptions& options)
+      : options_(options), thread_([this] { run(); }) {}
+  KeepAlive(const KeepAlive&) = delete;
+  KeepAlive& operator=(const KeepAlive&) = delete;
+  ~KeepAlive() {
+    quit_.store(true);
+    thread_.join();
+  }
+
+ private:
+  void run() {
+    std::shared_ptr<comm::Store> hb;
+    while (!quit_.load()) {
+      try {
+        if (!hb)
+          hb = options_.connect();
+        hb->add("hb/" + options_.node.nodeId, 1);
+      } catch (const std::exception& e) {
+        hb.reset();
+      }
+      const auto until = std::chrono::steady_clock::now() + options_.heartbeatInterval;
+      while (!quit_.load() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(milliseconds(10));
+    }
+  }
+
+  const NodeAgentOptions& options_;
+  std::atomic<bool> quit_{false};
+  std::thread thread_;  // last: it starts once the others are set
+};
+
+// What the agent's loop carries from one turn to the next.
+struct LoopState {
+  std::uint64_t done = 0;  // the sequence of the last command carried out (or skipped)
+  std::string masterAddr;  // the last Start or Live command's (rank 0's host)
+  std::uint64_t generation = 0;
+  std::string published;  // the workers/<node> record last written
+};
+
+// Live recovery: what this node runs, for the controller's decisions.
+void publishWorkers(const NodeAgentOptions& options, comm::Store& store, NodeWorkers& workers,
+                    LoopState& state) {
+  if (!options.liveRecovery)
+    return;
+  NodeWorkersRecord record;
+  record.generation = state.generation;
+  for (const auto& [local, pid] : workers.runningWorkers())
+    record.workers.emplace_back(local, pid);
+  for (const pid_t pid : workers.joiners())
+    record.joiners.push_back(pid);
+  std::string text = encode(record);
+  if (text != state.published) {
+    store.set("workers/" + options.node.nodeId, text);
+    state.published = std::move(text);
+  }
+}
+
+// This node's local ranks in a command's per-node map (none when the node is not in it).
+std::vector<int> localRanksOf(const std::map<std::string, std::vector<int>>& m,
+                              const std::string& id) {
+  const auto it = m.find(id);
+  return it == m.end() ? std::vector<int>() : it->second;
+}
+
+// Carries out command `c` with this node's workers; true when the agent must end (Exit), with
+// `result` filled.
+bool carryOut(const Command& c, const NodeAgentOptions& options, comm::Store& store,
+              NodeWorkers& workers, LoopState& state, NodeAgentResult& result) {
+  const std::string& id = options.node.nodeId;
+  switch (c.kind) {
+    case CommandKind::Start:
+      state.masterAddr = c.masterAddr;
+      state.generation = c.start->generation;
+      if (options.liveRecovery)
+        workers.setLiveGeneration(c.liveGeneration);
+      workers.start(*c.start);
+      if (workers.running() > 0) {
+        ++result.generationsRun;
+        spdlog::info("agent {}: generation {}: {} worker(s) of world size {}", id,
+                     c.start->generation, workers.running(), c.start->worldSize);
+      }
+      break;
+    case CommandKind::Stop:
+      workers.stop();
+      break;
+    case CommandKind::Live:
+      state.masterAddr = c.masterAddr;
+      state.generation = c.start->generation;
+      workers.adoptLive(*c.start, localRanksOf(c.keep, id), localRanksOf(c.join, id),
+                        c.liveGeneration);
+      if (c.signal)
+        workers.signalLive(localRanksOf(c.keep, id));
+      spdlog::info("agent {}: generation {} continues live: {} worker(s) kept, {} started", id,
+                   state.generation, localRanksOf(c.keep, id).size(),
+                   localRanksOf(c.join, id).size());
+      break;
+    case CommandKind::Signal:
+      workers.signalLive(localRanksOf(c.keep, id));
+      spdlog::info("agent {}: told {} worker(s) of the new live generation", id,
+                   localRanksOf(c.keep, id).size());
+      break;
+    case CommandKind::Exit:
+      workers.stop();
+      store.set("ack/" + id, std::to_string(c.sequence));
+      result.exitCode = c.exitCode;
+      result.message = c.reason;
+      return true;
+  }
+  return false;
+}
+
+// Carries out the published command when it is new, then acknowledges it; true when the agent
+// must end (Exit), with `result` filled.
+bool followCommand(const NodeAgentOptions& options, comm::Store& store, NodeWorkers& workers,
+                   LoopState& state, NodeAgentResult& result) {
+  auto text = tryGet(store, "cmd");
+  if (!text)
+    return false;
+  const Command c = decodeCommand(*text);
+  if (c.sequence <= state.done)
+    return false;
+  if (carryOut(c, options, store, workers, state, result))
+    return true;
+  publishWorkers(options, store, workers, state);
+  state.done = c.sequence;
+  store.set("ack/" + options.node.nodeId, std::to_string(state.done));
+  return false;
+}
+
+void reportExits(const NodeAgentOptions& options, comm::Store& store, NodeWorkers& workers,
+                 LoopState& state) {
+  // The record of what runs goes first: an exit the controller reads is then never of a
+  // worker it still sees running.
+  const auto exits = workers.poll();
+  publishWorkers(options, store, workers, state);
+  for (const auto& e : exits)
+    appendRecord(store, "exits",
+                 encode(ExitRecord{e.generation, e.nodeId, e.localRank, e.exitCode}));
+}
+
+// A stop signal: the departure first, for the other nodes' workers fail once ours stop (see
+// "Order"); then this node's workers.
+void leaveOnSignal(comm::Store& store, const std::string& id, NodeWorkers& workers, int sig,
+                   NodeAgentResult& result) {
+  try {
+    appendRecord(store, "leaves", fmt::format("{}\tits agent was stopped by signal {}", id, sig));
+  } catch (const std::exception&) {
+  }
+  workers.stop();
+  result.exitCode = 128 + sig;
+  result.message = fmt::format("stopped by signal {}; this node's workers were stopped", sig);
+}
+
+}  // namespace
+
 NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
   if (!options.connect || !options.environment)
     throw InternalError("runNodeAgent: no store factory or environment function");
   const std::string& id = options.node.nodeId;
   auto store = options.connect();
-  // Commands published before this agent registered are not for it.
-  std::uint64_t done = 0;
-  if (auto text = tryGet(*store, "cmd"))
-    done = decodeCommand(*text).sequence;
-  store->set("ack/" + id, std::to_string(done));
-  store->add("hb/" + id, 1);
-  // A node that comes back under its old name runs nothing yet: the record its earlier agent
-  // left (workers that are gone) must not reach the controller's live decisions.
-  if (options.liveRecovery)
-    store->set("workers/" + id, encode(NodeWorkersRecord{}));
-  appendRecord(*store, "nodes", encode(options.node));
-  spdlog::info("agent {}: registered with {} slot(s)", id, options.node.slots);
+  LoopState state;
+  state.done = registerNode(*store, options);
+  // Declared before the workers: their stop, when the agent ends, runs under keep-alives.
+  KeepAlive keepAlive(options);
 
-  // Keep-alives from their own thread and connection.
-  std::atomic<bool> quit{false};
-  std::thread keepAlive([&] {
-    std::shared_ptr<comm::Store> hb;
-    while (!quit.load()) {
-      try {
-        if (!hb)
-          hb = options.connect();
-        hb->add("hb/" + id, 1);
-      } catch (const std::exception& e) {
-        hb.reset();
-      }
-      const auto until = std::chrono::steady_clock::now() + options.heartbeatInterval;
-      while (!quit.load() && std::chrono::steady_clock::now() < until)
-        std::this_thread::sleep_for(milliseconds(10));
-    }
-  });
-  struct Join {
-    std::atomic<bool>& quit;
-    std::thread& t;
-    ~Join() {
-      quit.store(true);
-      t.join();
-    }
-  } join{quit, keepAlive};
-
-  std::string masterAddr;
   NodeWorkers workers(
       id, options.command,
       [&](const StartWorkers& s, const NodeAssignment& n, std::int64_t local) {
-        return options.environment(s, n, local, masterAddr);
+        return options.environment(s, n, local, state.masterAddr);
       },
       options.logDir, options.stopGrace);
   NodeAgentResult result;
   result.nodeId = id;
   auto lastContact = std::chrono::steady_clock::now();
-  std::uint64_t generation = 0;
-  std::string published;  // the workers/<node> record last written
-  // Live recovery: what this node runs, for the controller's decisions.
-  auto publishWorkers = [&] {
-    if (!options.liveRecovery)
-      return;
-    NodeWorkersRecord record;
-    record.generation = generation;
-    for (const auto& [local, pid] : workers.runningWorkers())
-      record.workers.emplace_back(local, pid);
-    for (const pid_t pid : workers.joiners())
-      record.joiners.push_back(pid);
-    std::string text = encode(record);
-    if (text != published) {
-      store->set("workers/" + id, text);
-      published = std::move(text);
-    }
-  };
-  auto mine = [&](const std::map<std::string, std::vector<int>>& m) {
-    const auto it = m.find(id);
-    return it == m.end() ? std::vector<int>() : it->second;
-  };
   while (true) {
     if (options.stopSignal != nullptr && options.stopSignal->load() != 0) {
-      const int sig = options.stopSignal->load();
-      // The departure first: the other nodes' workers fail once ours stop (see "Order").
-      try {
-        appendRecord(*store, "leaves",
-                     fmt::format("{}\tits agent was stopped by signal {}", id, sig));
-      } catch (const std::exception&) {
-      }
-      workers.stop();
-      result.exitCode = 128 + sig;
-      result.message = fmt::format("stopped by signal {}; this node's workers were stopped", sig);
+      leaveOnSignal(*store, id, workers, options.stopSignal->load(), result);
       return result;
     }
     try {
-      if (auto text = tryGet(*store, "cmd")) {
-        const Command c = decodeCommand(*text);
-        if (c.sequence > done) {
-          switch (c.kind) {
-            case CommandKind::Start:
-              masterAddr = c.masterAddr;
-              generation = c.start->generation;
-              if (options.liveRecovery)
-                workers.setLiveGeneration(c.liveGeneration);
-              workers.start(*c.start);
-              if (workers.running() > 0) {
-                ++result.generationsRun;
-                spdlog::info("agent {}: generation {}: {} worker(s) of world size {}", id,
-                             c.start->generation, workers.running(), c.start->worldSize);
-              }
-              break;
-            case CommandKind::Stop:
-              workers.stop();
-              break;
-            case CommandKind::Live:
-              masterAddr = c.masterAddr;
-              generation = c.start->generation;
-              workers.adoptLive(*c.start, mine(c.keep), mine(c.join), c.liveGeneration);
-              if (c.signal)
-                workers.signalLive(mine(c.keep));
-              spdlog::info("agent {}: generation {} continues live: {} worker(s) kept, {} started",
-                           id, generation, mine(c.keep).size(), mine(c.join).size());
-              break;
-            case CommandKind::Signal:
-              workers.signalLive(mine(c.keep));
-              spdlog::info("agent {}: told {} worker(s) of the new live generation", id,
-                           mine(c.keep).size());
-              break;
-            case CommandKind::Exit:
-              workers.stop();
-              store->set("ack/" + id, std::to_string(c.sequence));
-              result.exitCode = c.exitCode;
-              result.message = c.reason;
-              return result;
-          }
-          publishWorkers();
-          done = c.sequence;
-          store->set("ack/" + id, std::to_string(done));
-        }
-      }
-      // The record of what runs goes first: an exit the controller reads is then never of a
-      // worker it still sees running.
-      const auto exits = workers.poll();
-      publishWorkers();
-      for (const auto& e : exits)
-        appendRecord(*store, "exits",
-                     encode(ExitRecord{e.generation, e.nodeId, e.localRank, e.exitCode}));
+      if (followCommand(options, *store, workers, state, result))
+        return result;
+      reportExits(options, *store, workers, state);
       lastContact = std::chrono::steady_clock::now();
     } catch (const ProtocolError&) {
       throw;
@@ -266,8 +331,8 @@ NodeAgentResult joinJob(const JoinRequest& r) {
                             const std::string& masterAddr) {
     auto env = jobWorkerEnvironment(job, s, n, local, masterAddr, devices, configs.get());
     if (!liveStore.empty()) {
-      env["STRETCH_AGENT_STORE"] = liveStore;
-      env["STRETCH_NODE_ID"] = n.nodeId;
+      env[worker_env::kAgentStore] = liveStore;
+      env[worker_env::kNodeId] = n.nodeId;
     }
     return env;
   };

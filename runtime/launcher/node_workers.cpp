@@ -10,6 +10,7 @@
 
 #include "runtime/common/error.hpp"
 #include "runtime/launcher/job_protocol.hpp"
+#include "runtime/common/worker_variables.hpp"
 
 namespace stretch::launcher {
 
@@ -31,8 +32,8 @@ NodeWorkers::NodeWorkers(std::string nodeId, WorkerCommand command, EnvironmentF
     throw ConfigError("launch: no program to run (expected PROGRAM [ARGS...])");
   if (!environment_)
     throw InternalError("NodeWorkers: no environment function");
-  if (live_ && (!live_->store || !live_->batchFor))
-    throw InternalError("NodeWorkers: live recovery without a store or batch rule");
+  if (live_ && !live_->store)
+    throw InternalError("NodeWorkers: live recovery without a store");
 }
 
 namespace {
@@ -52,13 +53,13 @@ std::chrono::milliseconds NodeWorkers::grace() const {
 }
 
 bool NodeWorkers::speaksLive(pid_t pid) const {
-  return live_->store->check({comm::live_keys::capable(nodeId_, pid)});
+  return live_->store->check({live::live_keys::capable(nodeId_, pid)});
 }
 
 bool NodeWorkers::keepsCopies() const {
   const auto running = workers_.runningWorkers();
   return std::any_of(running.begin(), running.end(), [&](const auto& worker) {
-    return comm::keepsPartitionCopies(*live_->store, nodeId_, worker.second);
+    return live::keepsPartitionCopies(*live_->store, nodeId_, worker.second);
   });
 }
 
@@ -89,6 +90,7 @@ std::vector<WorkerProcessSpec> NodeWorkers::specsFor(
 void NodeWorkers::start(const StartWorkers& action) {
   generation_ = action.generation;
   pendingTarget_.reset();
+  donorRelease_.reset();
   joiners_.clear();
   members_.clear();
   for (const auto& node : action.nodes) {
@@ -96,29 +98,27 @@ void NodeWorkers::start(const StartWorkers& action) {
       continue;
     const std::vector<int> locals = localRanksBelow(node.localWorldSize);
     members_ = locals;
+    copyDistance_ = node.localWorldSize;
     std::map<std::string, std::string> extra;
     if (live_ || startLiveGeneration_)
-      extra["STRETCH_LIVE_GENERATION"] =
+      extra[worker_env::kLiveGeneration] =
           std::to_string(startLiveGeneration_.value_or(liveGeneration_));
     workers_.start(command_.argv, specsFor(action, node, locals, extra), logDir_,
                    static_cast<int>(action.generation));
   }
 }
 
-bool NodeWorkers::canContinueLive(const StartWorkers& next) const {
+std::optional<agent::LiveSituation> NodeWorkers::liveSituation(const StartWorkers& next) const {
   if (!live_ || next.nodes.size() != 1 || next.nodes.front().nodeId != nodeId_)
-    return false;
-  bool anyCapable = false;
-  for (const auto& [local, pid] : workers_.runningWorkers()) {
-    if (speaksLive(pid)) {
-      anyCapable = anyCapable || local < next.nodes.front().localWorldSize;
-    } else if (!isJoiner(pid)) {
-      spdlog::info("agent: worker {} (pid {}) cannot continue live; restarting every worker", local,
-                   pid);
-      return false;  // a worker that does not speak the protocol
-    }
-  }
-  return anyCapable;
+    return std::nullopt;
+  agent::LiveSituation s;
+  for (const int local : members_)
+    s.group.push_back({nodeId_, local});
+  for (const auto& [local, pid] : workers_.runningWorkers())
+    s.running.push_back({{nodeId_, local}, pid, speaksLive(pid), isJoiner(pid)});
+  s.partitionCopies = keepsCopies();
+  s.copyDistance = copyDistance_;
+  return s;
 }
 
 void NodeWorkers::publishLive(std::uint64_t generation, const StartWorkers& target,
@@ -130,10 +130,10 @@ void NodeWorkers::publishLive(std::uint64_t generation, const StartWorkers& targ
   std::vector<std::pair<std::string, std::int64_t>> donorRanks;
   for (const int local : donors)
     donorRanks.emplace_back(nodeId_, local);
-  const comm::LiveGeneration record =
-      comm::makeLiveGeneration(generation, target.generation, members, batch.trainBatchSize,
+  const live::LiveGeneration record =
+      live::makeLiveGeneration(generation, target.generation, members, batch.trainBatchSize,
                                batch.microBatchPerGpu, batch.gradientAccumulation, donorRanks);
-  comm::publishLiveGeneration(*live_->store, record);
+  live::publishLiveGeneration(*live_->store, record);
   spdlog::info(
       "agent: live generation {}: {} worker(s) (local ranks {}), batch {} = micro {} x "
       "accumulation {} x {}{}",
@@ -144,57 +144,59 @@ void NodeWorkers::publishLive(std::uint64_t generation, const StartWorkers& targ
           : fmt::format("; local ranks {} give it their partition copies", fmt::join(donors, ",")));
 }
 
-bool NodeWorkers::continueLive(const StartWorkers& action) {
-  if (!canContinueLive(action))
-    return false;
+namespace {
+// The local ranks of `places` on `nodeId`.
+std::vector<int> localsOn(const std::vector<agent::WorkerPlace>& places,
+                          const std::string& nodeId) {
+  std::vector<int> out;
+  for (const auto& p : places) {
+    if (p.nodeId == nodeId)
+      out.push_back(static_cast<int>(p.localRank));
+  }
+  return out;
+}
+std::vector<int> localsOf(const std::map<std::string, std::vector<std::int64_t>>& byNode,
+                          const std::string& nodeId) {
+  std::vector<int> out;
+  if (const auto it = byNode.find(nodeId); it != byNode.end()) {
+    for (const auto local : it->second)
+      out.push_back(static_cast<int>(local));
+  }
+  return out;
+}
+}  // namespace
+
+void NodeWorkers::continueLive(const StartWorkers& action, const agent::LivePlan& plan) {
   generation_ = action.generation;
   const NodeAssignment node = action.nodes.front();
-  std::vector<int> survivors;
-  std::vector<int> others;
-  for (const auto& [local, pid] : workers_.runningWorkers()) {
-    if (local < node.localWorldSize && speaksLive(pid))
-      survivors.push_back(local);
-    else
-      others.push_back(local);
-  }
-  std::sort(survivors.begin(), survivors.end());
-  if (!others.empty())
-    workers_.stopLocalRanks(others, grace());
-  std::vector<int> missing;
-  for (int local = 0; local < node.localWorldSize; ++local) {
-    if (!std::binary_search(survivors.begin(), survivors.end(), local))
-      missing.push_back(local);
-  }
+  const std::vector<int> stopping = localsOn(plan.stop, nodeId_);
+  if (!stopping.empty())
+    workers_.stopLocalRanks(stopping, grace());
   pendingTarget_.reset();
-  if (missing.empty()) {
-    publishLive(++liveGeneration_, action, survivors, action.batch);
-    workers_.signalLocalRanks(survivors, SIGUSR1);
-    members_ = survivors;
-    return true;
-  }
-  if (survivors != members_) {
-    // The running group lost workers: the survivors go on alone while the replacements start,
-    // as many of them as make a valid world size (the others wait for the replacements), chosen
-    // so that those who wait take no ZeRO partition's last copy with them; where no choice
-    // does, the survivors left out that hold one give it over as donors.
-    for (auto n = static_cast<std::int64_t>(survivors.size()); n >= 1; --n) {
-      if (const auto batch = live_->batchFor(n)) {
-        const std::vector<int> interim = comm::interimMembers(
-            members_, survivors, node.localWorldSize, static_cast<std::size_t>(n));
-        std::vector<int> donors;
-        if (keepsCopies())
-          donors = comm::interimDonors(members_, survivors, interim, node.localWorldSize);
-        publishLive(++liveGeneration_, action, interim, *batch, donors);
-        workers_.signalLocalRanks(survivors, SIGUSR1);
-        members_ = interim;
-        break;
-      }
+  donorRelease_.reset();
+  const std::vector<int> kept = localsOf(plan.keep, nodeId_);
+  if (plan.publish) {
+    const std::vector<int> members = localsOn(plan.publish->members, nodeId_);
+    const std::vector<int> donors = localsOn(plan.publish->donors, nodeId_);
+    const std::uint64_t generation = ++liveGeneration_;
+    publishLive(generation, action, members, plan.publish->batch, donors);
+    std::vector<int> signalled = kept;
+    signalled.insert(signalled.end(), donors.begin(), donors.end());
+    workers_.signalLocalRanks(signalled, SIGUSR1);
+    members_ = members;
+    const std::vector<int> release = localsOn(plan.releaseAfterDonating, nodeId_);
+    if (!release.empty()) {
+      donorRelease_ = DonorRelease{generation, static_cast<std::int64_t>(donors.size()), release,
+                                   std::chrono::steady_clock::now()};
     }
   }
+  if (!plan.awaitJoiners)
+    return;
+  const std::vector<int> missing = localsOf(plan.join, nodeId_);
   pendingGeneration_ = ++liveGeneration_;
   pendingTarget_ = action;
   std::map<std::string, std::string> extra = {
-      {"STRETCH_LIVE_JOIN", "1"}, {"STRETCH_LIVE_GENERATION", std::to_string(pendingGeneration_)}};
+      {worker_env::kLiveJoin, "1"}, {worker_env::kLiveGeneration, std::to_string(pendingGeneration_)}};
   workers_.start(command_.argv, specsFor(action, node, missing, extra), logDir_,
                  static_cast<int>(action.generation));
   joiners_.clear();
@@ -202,7 +204,24 @@ bool NodeWorkers::continueLive(const StartWorkers& action) {
     if (std::binary_search(missing.begin(), missing.end(), local))
       joiners_.push_back(pid);
   }
-  return true;
+}
+
+void NodeWorkers::releaseDonors() {
+  if (!donorRelease_)
+    return;
+  const bool given = live_->store->add(live::live_keys::donated(donorRelease_->generation), 0) >=
+                     donorRelease_->donors;
+  if (!given && std::chrono::steady_clock::now() - donorRelease_->since < std::chrono::minutes(1))
+    return;
+  const std::vector<int> locals = donorRelease_->locals;
+  donorRelease_.reset();
+  std::vector<int> running;
+  for (const auto& [local, pid] : workers_.runningWorkers()) {
+    if (std::find(locals.begin(), locals.end(), local) != locals.end() && !isJoiner(pid))
+      running.push_back(local);
+  }
+  if (!running.empty())
+    workers_.stopLocalRanks(running, grace());
 }
 
 void NodeWorkers::adoptLive(const StartWorkers& target, const std::vector<int>& keep,
@@ -225,7 +244,7 @@ void NodeWorkers::adoptLive(const StartWorkers& target, const std::vector<int>& 
         "live command: node {} is to start workers {} but has no place in generation {}", nodeId_,
         fmt::join(join, ","), target.generation));
   const std::map<std::string, std::string> extra = {
-      {"STRETCH_LIVE_JOIN", "1"}, {"STRETCH_LIVE_GENERATION", std::to_string(liveGeneration)}};
+      {worker_env::kLiveJoin, "1"}, {worker_env::kLiveGeneration, std::to_string(liveGeneration)}};
   workers_.start(command_.argv, specsFor(target, *node, join, extra), logDir_,
                  static_cast<int>(target.generation));
   for (const auto& [local, pid] : workers_.runningWorkers()) {
@@ -244,7 +263,9 @@ void NodeWorkers::stop() {
 
 std::vector<WorkerExited> NodeWorkers::poll() {
   std::vector<WorkerExited> out;
-  if (pendingTarget_ && live_->store->add(comm::live_keys::ready(pendingGeneration_), 0) >=
+  if (live_)
+    releaseDonors();
+  if (pendingTarget_ && live_->store->add(live::live_keys::ready(pendingGeneration_), 0) >=
                             static_cast<std::int64_t>(joiners_.size())) {
     // Every replacement is ready: the generation the state machine asked for, at the survivors'
     // next step boundary.

@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "runtime/agent/worker_group.hpp"
-#include "runtime/comm/live_generation.hpp"
 #include "runtime/comm/store.hpp"
 #include "runtime/config/batch.hpp"
 #include "runtime/launcher/local_workers.hpp"
 #include "runtime/launcher/worker_command.hpp"
+#include "runtime/live/generation.hpp"
 
 namespace stretch::launcher {
 
@@ -28,22 +28,21 @@ namespace stretch::launcher {
 using EnvironmentFor = std::function<std::map<std::string, std::string>(
     const agent::StartWorkers& start, const agent::NodeAssignment& node, std::int64_t localRank)>;
 
-// Live recovery on a single-node job (runtime/comm/live_generation.hpp; across hosts the job
-// controller decides and calls adoptLive / signalLive through its node agents): the store the agent
-// serves its workers and the batch of a world size (the elastic rules'; nullopt: not valid).
+// Live recovery on a single-node job (runtime/live/generation.hpp; across hosts the job
+// controller carries the plan out and calls adoptLive / signalLive through its node agents): the
+// store the agent serves its workers.
 struct LiveRecoveryOptions {
   std::shared_ptr<comm::Store> store;
-  std::function<std::optional<config::BatchTriple>(std::int64_t worldSize)> batchFor;
 };
 
 // The worker processes one node runs for a job: a WorkerGroup over LocalWorkerGroup that starts
 // this node's part (its NodeAssignment) of every generation.
 //
 // With LiveRecoveryOptions (one node only), a failure need not restart every worker:
-// canContinueLive says whether every running worker speaks the protocol, and continueLive keeps
-// them. When workers are missing (one died), the survivors first continue alone in an interim
-// live generation (when their number is a valid world size), the replacements start with
-// STRETCH_LIVE_JOIN=1, and once they are all ready poll() publishes the generation the state
+// liveSituation tells the agent loop what the running workers hold, and continueLive carries
+// out its agent::LivePlan: the interim live generation the survivors train in (when the plan
+// has one), the replacements started with STRETCH_LIVE_JOIN=1, donors left out stopped once they
+// gave their copies; once every replacement is ready poll() publishes the generation the state
 // machine asked for and signals the survivors (SIGUSR1) to join it at their next step boundary.
 class NodeWorkers final : public agent::WorkerGroup {
  public:
@@ -54,11 +53,10 @@ class NodeWorkers final : public agent::WorkerGroup {
   void start(const agent::StartWorkers& action) override;
   void stop() override;
   std::vector<agent::WorkerExited> poll() override;
-  // Whether `next` can continue live: live recovery is on, `next` runs on this node only, and
-  // every running worker has said it can (its live/capable key) or is a replacement started
-  // live that is not ready yet (it is started again).
-  bool canContinueLive(const agent::StartWorkers& next) const override;
-  bool continueLive(const agent::StartWorkers& action) override;
+  // With live recovery on and `next` on this node only: the live group, the running workers
+  // (their live/capable keys, joiners not ready yet) and whether they keep partition copies.
+  std::optional<agent::LiveSituation> liveSituation(const agent::StartWorkers& next) const override;
+  void continueLive(const agent::StartWorkers& action, const agent::LivePlan& plan) override;
 
   // Live recovery across nodes, as the node agent carries out the job controller's Live and
   // Signal commands (job_protocol.hpp; the controller decides, this node does): the running
@@ -100,6 +98,8 @@ class NodeWorkers final : public agent::WorkerGroup {
   void publishLive(std::uint64_t generation, const agent::StartWorkers& target,
                    const std::vector<int>& localRanks, const config::BatchTriple& batch,
                    const std::vector<int>& donors = {});
+  // Stops the donors left out of the generation once they gave their copies (or after a minute).
+  void releaseDonors();
   std::vector<WorkerProcessSpec> specsFor(const agent::StartWorkers& action,
                                           const agent::NodeAssignment& node,
                                           const std::vector<int>& localRanks,
@@ -111,6 +111,16 @@ class NodeWorkers final : public agent::WorkerGroup {
   std::vector<pid_t> joiners_;                        // workers started into the running job
   std::optional<agent::StartWorkers> pendingTarget_;  // published once all joiners are ready
   std::uint64_t pendingGeneration_ = 0;
+  // The workers' LOCAL_WORLD_SIZE when this group started them: the distance of their copies.
+  std::int64_t copyDistance_ = 1;
+  // Donors without a place in the generation they give their copies to (agent::LivePlan).
+  struct DonorRelease {
+    std::uint64_t generation = 0;
+    std::int64_t donors = 0;
+    std::vector<int> locals;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::optional<DonorRelease> donorRelease_;
 };
 
 }  // namespace stretch::launcher

@@ -10,6 +10,7 @@
 #include "runtime/common/check.hpp"
 #include "runtime/launcher/hostfile.hpp"
 #include "runtime/launcher/launch_error.hpp"
+#include "runtime/common/worker_variables.hpp"
 
 namespace stretch::launcher {
 
@@ -464,12 +465,12 @@ std::map<std::string, std::string> deepspeedExports(
         throw LaunchError(ErrorDetail{fmt::format("{}:{}", file, line), std::string(raw),
                                       "NAME=VALUE with a variable name of letters, digits and _"});
       }
-      if (name == "STRETCH_STORE_TOKEN")
+      if (name == worker_env::kStoreToken)
         continue;
       out[std::string(name)] = std::string(trim(content.substr(eq + 1)));
     }
   }
-  out.erase("STRETCH_STORE_TOKEN");
+  out.erase(worker_env::kStoreToken);
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include "runtime/accel/accelerator.hpp"
 #include "runtime/common/check.hpp"
+#include "runtime/common/worker_variables.hpp"
 
 namespace stretch::launcher {
 
@@ -34,9 +35,9 @@ std::map<std::string, std::string> workerEnvironment(const WorkerEnvSpec& spec) 
       {"CROSS_SIZE", std::to_string(spec.numNodes)},
       {"MASTER_ADDR", spec.masterAddr},
       {"MASTER_PORT", std::to_string(spec.masterPort)},
-      {"STRETCH_RESTART_COUNT", std::to_string(spec.restartCount)},
-      {"STRETCH_MAX_RESTARTS", std::to_string(spec.maxRestarts)},
-      {"STRETCH_STORE_TOKEN", spec.storeToken},
+      {worker_env::kRestartCount, std::to_string(spec.restartCount)},
+      {worker_env::kMaxRestarts, std::to_string(spec.maxRestarts)},
+      {worker_env::kStoreToken, spec.storeToken},
   };
   if (spec.cudaVisibleDevices) {
     std::string devices;
@@ -54,16 +55,16 @@ std::map<std::string, std::string> workerEnvironment(const WorkerEnvSpec& spec) 
     env["DEEPSPEED_ELASTICITY_CONFIG"] = *spec.elasticityConfigJson;
   }
   if (spec.generation)
-    env["STRETCH_GENERATION"] = std::to_string(*spec.generation);
+    env[worker_env::kGeneration] = std::to_string(*spec.generation);
   if (spec.batch) {
     STRETCH_CHECK_GE(spec.batch->microBatchPerGpu, 1, "micro batch");
     STRETCH_CHECK_GE(spec.batch->gradientAccumulation, 1, "gradient accumulation");
-    env["STRETCH_TRAIN_BATCH_SIZE"] = std::to_string(spec.batch->trainBatchSize);
-    env["STRETCH_MICRO_BATCH_SIZE"] = std::to_string(spec.batch->microBatchPerGpu);
-    env["STRETCH_GRADIENT_ACCUMULATION_STEPS"] = std::to_string(spec.batch->gradientAccumulation);
+    env[worker_env::kTrainBatchSize] = std::to_string(spec.batch->trainBatchSize);
+    env[worker_env::kMicroBatchSize] = std::to_string(spec.batch->microBatchPerGpu);
+    env[worker_env::kGradientAccumulationSteps] = std::to_string(spec.batch->gradientAccumulation);
   }
   if (spec.dsConfigPath)
-    env["STRETCH_DS_CONFIG"] = *spec.dsConfigPath;
+    env[worker_env::kDsConfig] = *spec.dsConfigPath;
   return env;
 }
 

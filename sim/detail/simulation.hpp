@@ -28,6 +28,7 @@
 #include <string>
 #include <utility>
 
+#include "runtime/agent/live_plan.hpp"
 #include "runtime/agent/state_machine.hpp"
 #include "sim/detail/checkpoints.hpp"
 #include "sim/detail/failure_sources.hpp"
@@ -79,18 +80,11 @@ class Simulation {
   const StepPlan& planFor(const agent::StartWorkers& a);
   // `live`: the start resumes from the survivors (recovery.mode live), as liveStart decided.
   void startGeneration(const agent::StartWorkers& a, bool live);
-  // What the failures since ring_ took: how many of its workers (of `world`), and whether a
-  // ZeRO partition went with the copy of it (the owner rank r and its buddy, rank r + d mod the
-  // world, d = comm::liveBuddyDistance(the first node's workers, world), as the engine places
-  // them).
-  struct RingLoss {
-    std::int64_t world = 0;
-    std::int64_t lost = 0;
-    bool copyLost = false;
-  };
-  RingLoss ringLoss() const;
-  // Whether the workers alive hold the state of the last completed step (some survive, and with
-  // ZeRO 1/2 every partition or its copy).
+  // What the failures since ring_ took: its ranks that are gone (sorted, unique), with the copy
+  // distance the engine places ZeRO 1/2 copies at (the first node's workers).
+  agent::GroupLoss ringLoss() const;
+  // Whether the workers alive hold the state of the last completed step: the launcher's rule,
+  // agent::whyStateIsLost (runtime/agent/live_plan.hpp).
   bool survivorsHoldTheState() const;
   // Whether this start can resume from the survivors of the stopped generation.
   bool liveStart() const;

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/comm/live_generation.hpp"
+#include "runtime/agent/live_plan.hpp"
 #include "runtime/common/check.hpp"
 #include "sim/detail/simulation.hpp"
 
@@ -33,10 +33,12 @@ const StepPlan& Simulation::planFor(const agent::StartWorkers& a) {
   return it->second;
 }
 
-Simulation::RingLoss Simulation::ringLoss() const {
-  RingLoss loss;
+agent::GroupLoss Simulation::ringLoss() const {
+  agent::GroupLoss loss;
   loss.world = ring_.usedSum();
-  std::vector<std::int64_t> lost;  // global ranks of ring_ whose state is gone
+  loss.copyDistance = ring_.size() > 0 ? ring_.entry(0).used : 1;
+  loss.partitionCopies = s_.job.config.zero.stage == 1 || s_.job.config.zero.stage == 2;
+  std::vector<std::int64_t>& lost = loss.lost;  // global ranks of ring_ whose state is gone
   for (const auto& [key, localRank] : affected_) {
     const auto at = ring_.indexOfKey(key);
     if (!at) {
@@ -54,14 +56,6 @@ Simulation::RingLoss Simulation::ringLoss() const {
   }
   std::sort(lost.begin(), lost.end());
   lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
-  loss.lost = static_cast<std::int64_t>(lost.size());
-  if (loss.world > 1 && !lost.empty()) {
-    const std::int64_t d = comm::liveBuddyDistance(static_cast<int>(ring_.entry(0).used),
-                                                   static_cast<int>(loss.world));
-    loss.copyLost = std::any_of(lost.begin(), lost.end(), [&](std::int64_t r) {
-      return std::binary_search(lost.begin(), lost.end(), (r + d) % loss.world);
-    });
-  }
   return loss;
 }
 
@@ -70,12 +64,7 @@ bool Simulation::liveStart() const {
 }
 
 bool Simulation::survivorsHoldTheState() const {
-  const RingLoss loss = ringLoss();
-  if (loss.lost >= loss.world) {
-    return false;  // no survivor holds the state
-  }
-  const bool partitioned = s_.job.config.zero.stage == 1 || s_.job.config.zero.stage == 2;
-  return !(partitioned && loss.copyLost);
+  return !agent::whyStateIsLost(ringLoss()).has_value();
 }
 
 void Simulation::settleRing() {
@@ -121,8 +110,8 @@ void Simulation::startGeneration(const agent::StartWorkers& a, bool live) {
       // them (joiners, restarted workers) receive the state from a healthy peer.
       progress_ = *survivors_;
       ++r.liveRecoveries;
-      const RingLoss loss = ringLoss();
-      const bool receivers = a.worldSize > loss.world - loss.lost;
+      const agent::GroupLoss loss = ringLoss();
+      const bool receivers = a.worldSize > loss.world - static_cast<std::int64_t>(loss.lost.size());
       startup = reconfigureNs_ + (receivers ? transferNs_ : 0);
     } else {
       ++r.checkpointFallbacks;

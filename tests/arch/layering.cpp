@@ -1,6 +1,7 @@
 #include "tests/arch/layering.hpp"
 
 #include <algorithm>
+#include <fnmatch.h>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -24,6 +25,8 @@ const std::vector<Module>& modules() {
       {"runtime/comm", {"runtime/common"}, {}},
       {"runtime/accel", {"runtime/common"}, {"cuda-in-cuda-files"}},
       {"runtime/elasticity", {"runtime/config", "runtime/common"}, {}},
+      // Live recovery's store protocol, spoken by the engine and the launcher.
+      {"runtime/live", {"runtime/comm"}, {}},
       {"runtime/comm/gloo", {"runtime/comm"}, {"gloo"}},
       {"runtime/comm/nccl", {"runtime/comm", "runtime/accel"}, {"nccl", "cuda"}},
       {"runtime/comm/redis", {"runtime/comm"}, {"redis"}},
@@ -32,16 +35,20 @@ const std::vector<Module>& modules() {
        {"runtime/comm", "runtime/comm/gloo", "runtime/comm/nccl", "runtime/comm/redis"},
        {}},
       {"runtime/engine",
-       {"runtime/config", "runtime/elasticity", "runtime/comm", "runtime/accel"},
+       {"runtime/config", "runtime/elasticity", "runtime/comm", "runtime/live", "runtime/accel"},
        {"torch", "json"}},
       // The agent's pure parts: no processes, no sockets, no files of its own (event log aside).
-      {"runtime/agent", {"runtime/config", "runtime/elasticity", "runtime/comm"}, {}},
+      {"runtime/agent",
+       {"runtime/config", "runtime/elasticity", "runtime/comm", "runtime/live"},
+       {}},
       {"sim",
-       {"runtime/common", "runtime/config", "runtime/elasticity", "runtime/comm", "runtime/agent"},
+       {"runtime/common", "runtime/config", "runtime/elasticity", "runtime/comm", "runtime/live",
+        "runtime/agent"},
        {"json"}},  // scenario files and JSON results
       // Everything that touches real processes; the only module that may fork and exec.
       {"runtime/launcher",
-       {"runtime/agent", "runtime/comm", "runtime/elasticity", "runtime/config", "runtime/accel"},
+       {"runtime/agent", "runtime/comm", "runtime/live", "runtime/elasticity", "runtime/config",
+        "runtime/accel"},
        {"json"}},
       {"planner", {"sim", "runtime/elasticity", "runtime/config"}, {"json"}},
       {"gui", {"planner", "sim", "runtime/config"}, {"qt", "json"}},
@@ -225,6 +232,34 @@ std::vector<Violation> checkLayering(const std::filesystem::path& root) {
       }
     }
   }
+  return out;
+}
+
+std::vector<std::string> unexpectedRootFiles(const std::filesystem::path& root) {
+  static const std::set<std::string> kRootFiles = {
+      ".clang-format",  ".gitignore",        ".git",  // .git is a file in a worktree
+      "CMakeLists.txt", "CMakePresets.json", "README.md"};
+  // .gitignore's patterns for files (not those ending in '/', which name folders).
+  std::vector<std::string> ignored;
+  std::ifstream gitignore(root / ".gitignore");
+  for (std::string line; std::getline(gitignore, line);) {
+    if (line.empty() || line[0] == '#' || line.back() == '/')
+      continue;
+    ignored.push_back(line[0] == '/' ? line.substr(1) : line);
+  }
+  std::vector<std::string> out;
+  for (const auto& entry : std::filesystem::directory_iterator(root)) {
+    if (entry.is_directory())
+      continue;
+    const std::string name = entry.path().filename().string();
+    const bool known = kRootFiles.count(name) > 0 ||
+                       std::any_of(ignored.begin(), ignored.end(), [&](const std::string& p) {
+                         return ::fnmatch(p.c_str(), name.c_str(), 0) == 0;
+                       });
+    if (!known)
+      out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 

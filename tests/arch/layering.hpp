@@ -30,6 +30,12 @@ struct Violation {
 // Checks every .hpp/.h/.cpp/.cc/.cu file under the module folders of root.
 std::vector<Violation> checkLayering(const std::filesystem::path& root);
 
+// Regular files at the root that belong to no known kind: the root holds only the build's entry
+// points, the README and the repository's own settings (kRootFiles), plus what .gitignore
+// ignores there (a compile_commands.json link, fuzzer crash files). A captured log or a scratch
+// file committed by accident is reported by name.
+std::vector<std::string> unexpectedRootFiles(const std::filesystem::path& root);
+
 // The module a path (relative to the root, '/'-separated) belongs to, or "" when it is in none.
 std::string moduleOf(const std::string& relativePath);
 

@@ -17,6 +17,14 @@ TEST(Layering, RepositoryFollowsTheModuleMap) {
   EXPECT_TRUE(violations.empty());
 }
 
+TEST(Layering, TheRootHoldsOnlyKnownFiles) {
+  for (const std::string& name : unexpectedRootFiles(test::sourceDir())) {
+    ADD_FAILURE() << name
+                  << ": unexpected file at the repository root (move it into a folder, delete "
+                     "it, or name it in kRootFiles of tests/arch/layering.cpp)";
+  }
+}
+
 TEST(Layering, ModuleOfPrefersTheDeepestFolder) {
   EXPECT_EQ(moduleOf("runtime/comm/gloo/gloo_backend.cpp"), "runtime/comm/gloo");
   EXPECT_EQ(moduleOf("runtime/comm/store.hpp"), "runtime/comm");
@@ -43,6 +51,15 @@ class LayeringViolations : public ::testing::Test {
   std::vector<Violation> check() { return checkLayering(root_); }
   std::filesystem::path root_;
 };
+
+TEST_F(LayeringViolations, AStrayFileAtTheRootIsCaught) {
+  write(".gitignore", "/build*/\ncompile_commands.json\ncrash-*\n");
+  write("CMakeLists.txt", "");
+  write("compile_commands.json", "[]");
+  write("crash-1234", "");
+  write("agent2.txt", "stretch agent: error: ...");
+  EXPECT_EQ(unexpectedRootFiles(root_), std::vector<std::string>{"agent2.txt"});
+}
 
 TEST_F(LayeringViolations, UpwardIncludeIsCaught) {
   write("runtime/config/x.cpp", "#include \"runtime/elasticity/solver.hpp\"\n");

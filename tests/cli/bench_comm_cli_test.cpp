@@ -81,9 +81,6 @@ TEST(BenchCommCli, InProcessThreadsRunEveryOp) {
 }
 
 TEST(BenchCommCli, SimBackendPrintsTheCostModelsRows) {
-#if !STRETCH_TEST_HAVE_SIM
-  GTEST_SKIP() << "this build has no simulator";
-#endif
   // 16 ranks on two 8-GPU nodes: the model's rows, the data really moved and checked.
   const Result r = runStretch(
       "bench comm --backend sim --cluster dgx-h100 --nodes 2 --ranks 16 --op all_reduce "

@@ -17,11 +17,9 @@
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/in_process_backend.hpp"
 #include "runtime/launcher/token.hpp"
-#if STRETCH_TEST_HAVE_SIM
 #include "sim/collective_cost.hpp"
-#include "tools/sim_comm_bench.hpp"
-#endif
 #include "tools/rank_launcher.hpp"
+#include "tools/sim_comm_bench.hpp"
 
 namespace stretch::tools {
 namespace {
@@ -282,7 +280,6 @@ TEST(RankLauncher, Tokens) {
   EXPECT_EQ(launcher::randomToken().size(), 32u);
 }
 
-#if STRETCH_TEST_HAVE_SIM
 // The simulated sweep times each row on simulated clocks: a row's time is exactly the cost model's
 // for that collective and placement, and the data is really moved (no wrong elements).
 TEST(SimulatedSweep, RowsAreTheCostModelsTimes) {
@@ -315,7 +312,6 @@ TEST(SimulatedSweep, RowsAreTheCostModelsTimes) {
   // More ranks than the cluster has GPUs is an error, not a hang.
   EXPECT_THROW(runSimulatedSweep(cluster, 5, options), ConfigError);
 }
-#endif
 
 }  // namespace
 }  // namespace stretch::tools

@@ -48,6 +48,16 @@ TEST(PlanCli, BundledExampleWithoutArguments) {
   }
 }
 
+// The README's first command ends with this plan: it must run clean on any machine, so its sweep
+// size is fixed (sweep_seeds) rather than cut by a timing of this machine, with a warning.
+TEST(PlanCli, TheBundledExampleRunsWithoutWarnings) {
+  const Result r = plan("--format json", false);
+  ASSERT_EQ(r.exitCode, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("warnings").empty()) << j.at("warnings").dump();
+  EXPECT_EQ(j.at("checkpoint").at("seeds"), 100);
+}
+
 TEST(PlanCli, JsonAndOverrides) {
   const Result r = plan("--format json --objective ettr --sweep-seeds 16 --price 3", false);
   ASSERT_EQ(r.exitCode, 0) << r.out;

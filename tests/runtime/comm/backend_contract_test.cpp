@@ -24,9 +24,7 @@
 #include "runtime/comm/in_process_backend.hpp"
 #include "runtime/comm/reduce.hpp"
 #include "runtime/comm/store.hpp"
-#if STRETCH_HAVE_SIM
 #include "sim/sim_backend.hpp"
-#endif
 
 namespace stretch::comm {
 namespace {
@@ -38,13 +36,9 @@ using namespace std::chrono_literals;
 
 struct World {
   std::shared_ptr<InProcessWorld> inProcess;  // keeps the in-process ranks alive
-#if STRETCH_HAVE_SIM
-  std::shared_ptr<sim::SimWorld> sim;  // keeps the simulated ranks alive
-#endif
+  std::shared_ptr<sim::SimWorld> sim;         // keeps the simulated ranks alive
   std::vector<std::shared_ptr<Backend>> ranks;
-  Backend& operator[](int r) {
-    return *ranks[static_cast<std::size_t>(r)];
-  }
+  Backend& operator[](int r) { return *ranks[static_cast<std::size_t>(r)]; }
 };
 
 World makeWorld(const std::string& kind, int size, Duration timeout = 20s) {
@@ -56,7 +50,6 @@ World makeWorld(const std::string& kind, int size, Duration timeout = 20s) {
       world.ranks[static_cast<std::size_t>(r)] = world.inProcess->backend(r);
     return world;
   }
-#if STRETCH_HAVE_SIM
   if (kind == "sim") {
     // Functional mode: the data really moves; 2 GPUs per node so that worlds span nodes.
     sim::ClusterSpec cluster;
@@ -72,7 +65,6 @@ World makeWorld(const std::string& kind, int size, Duration timeout = 20s) {
       world.ranks[static_cast<std::size_t>(r)] = world.sim->backend(r);
     return world;
   }
-#endif
   registerBuiltinBackends();
   auto store = std::make_shared<HashStore>(timeout);
   runRankThreads(size, [&](int r) {
@@ -89,9 +81,7 @@ World makeWorld(const std::string& kind, int size, Duration timeout = 20s) {
 
 std::vector<std::string> backendKinds() {
   std::vector<std::string> kinds = {"in_process"};
-#if STRETCH_HAVE_SIM
   kinds.push_back("sim");
-#endif
   for (const auto& name : builtinBackendNames()) {
     if (name == "gloo")
       kinds.push_back(name);

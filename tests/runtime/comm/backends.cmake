@@ -2,14 +2,9 @@
 # Gloo when it was built (threads over a HashStore), and Gloo across real processes.
 stretch_add_test(backend_contract_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/backend_contract_test.cpp
-  DEPS stretch_comm stretch_comm_builtin
+  DEPS stretch_comm stretch_comm_builtin stretch_sim  # the simulator's functional backend too
   LABELS unit
   TIMEOUT 600)
-if(TARGET stretch_sim)
-  # The simulator's functional backend keeps the same contract (sim/sim_backend.hpp).
-  target_link_libraries(backend_contract_test PRIVATE stretch_sim)
-  target_compile_definitions(backend_contract_test PRIVATE STRETCH_HAVE_SIM=1)
-endif()
 
 if(TARGET stretch_comm_gloo)
   # Forked ranks on loopback: launcher and OpenMPI environments, FileStore, a peer that never

@@ -12,7 +12,7 @@
 
 #include "runtime/common/error.hpp"
 
-namespace stretch::config::detail {
+namespace stretch::config::json {
 namespace {
 
 TEST(JsonReaderConfigTest, TrailingCommasBecomeSpaces) {
@@ -173,4 +173,4 @@ TEST(JsonReaderFormatTest, ParseJsonReportsLineAndColumn) {
 }
 
 }  // namespace
-}  // namespace stretch::config::detail
+}  // namespace stretch::config::json

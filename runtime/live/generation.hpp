@@ -1,6 +1,9 @@
 #pragma once
-// Live recovery's store protocol: how an elastic agent tells the workers that keep running which
-// group they now belong to, and how workers tell the agent what they can do.
+// Live recovery's store protocol (module runtime/live, namespace stretch::live): how an elastic
+// agent tells the workers that keep running which group they now belong to, and how workers tell
+// the agent what they can do. The engine's side (runtime/engine/live_recovery.hpp) and the
+// launcher's (runtime/launcher) both speak it; which workers go on, in which world and with which
+// donors is decided elsewhere, by runtime/agent/live_plan.hpp.
 //
 // A live generation is one group of workers, numbered by the agent from 1 up (0 is the group a
 // launch starts, met through the usual rendezvous). It is the agent state machine's generation
@@ -43,7 +46,7 @@
 
 #include "runtime/comm/store.hpp"
 
-namespace stretch::comm {
+namespace stretch::live {
 
 struct LiveNode {
   std::string nodeId;
@@ -87,8 +90,8 @@ LiveGeneration makeLiveGeneration(
 // A header line "N AGENT_GENERATION WORLD TRAIN MICRO GAS", a line "NODE FIRST L0,L1,..." per
 // node, and "donor NODE FIRST L0,L1,..." per node with donors.
 std::string formatLiveGeneration(const LiveGeneration& generation);
-// Throws CommError naming the line when the text is not such a record (or a node id holds white
-// space, which formatLiveGeneration refuses too).
+// Throws comm::CommError naming the line when the text is not such a record (or a node id holds
+// white space, which formatLiveGeneration refuses too).
 LiveGeneration parseLiveGeneration(const std::string& text);
 
 namespace live_keys {
@@ -110,29 +113,13 @@ inline constexpr const char* kCapableWithCopies = "copies";
 // becomes 1.
 int liveBuddyDistance(int distance, int world);
 
-// The `count` survivors that train in an interim generation (a failure left more survivors than
-// the largest valid world size): the first, in rank order, whose own partitions and copies
-// together hold every partition of the generation that lost workers, so that no survivor left
-// out takes a partition's last copy with it; the first `count` survivors when no choice does.
-// `members` are that generation's workers in rank order, `survivors` those still alive (ids as
-// in `members`, any order), `distance` as for liveBuddyDistance. Returns ids in rank order.
-std::vector<int> interimMembers(const std::vector<int>& members, std::vector<int> survivors,
-                                int distance, std::size_t count);
-
-// The donors of an interim generation whose members are `chosen` (interimMembers): survivors
-// not chosen that hold a partition (own or copy) no member holds, few of them (a greedy cover,
-// partition by partition), in rank order; empty when the members hold every partition. Ids and
-// `distance` as for interimMembers.
-std::vector<int> interimDonors(const std::vector<int>& members, const std::vector<int>& survivors,
-                               const std::vector<int>& chosen, int distance);
-
 // Whether the worker `pid` of `nodeId` said it keeps ZeRO 1/2 partition copies (its live/capable
 // key is kCapableWithCopies).
-bool keepsPartitionCopies(Store& store, const std::string& nodeId, std::int64_t pid);
+bool keepsPartitionCopies(comm::Store& store, const std::string& nodeId, std::int64_t pid);
 
 // Writes the record, then live/latest.
-void publishLiveGeneration(Store& store, const LiveGeneration& generation);
+void publishLiveGeneration(comm::Store& store, const LiveGeneration& generation);
 // The number in live/latest; 0 before the first record.
-std::uint64_t latestLiveGeneration(Store& store);
+std::uint64_t latestLiveGeneration(comm::Store& store);
 
-}  // namespace stretch::comm
+}  // namespace stretch::live

@@ -1,8 +1,8 @@
-// The live-recovery record (runtime/comm/live_generation.hpp): text round trip, ranks of the
-// workers that take part (donors too), interim members and donors, errors naming the line, and
-// the two store helpers.
+// The live-recovery record (runtime/live/generation.hpp): text round trip, ranks of the
+// workers that take part (donors too), the copies' distance, errors naming the line, and the
+// store helpers.
 
-#include "runtime/comm/live_generation.hpp"
+#include "runtime/live/generation.hpp"
 
 #include <vector>
 
@@ -13,7 +13,9 @@
 
 namespace {
 
-using namespace stretch::comm;
+using namespace stretch::live;
+using stretch::comm::CommError;
+using stretch::comm::HashStore;
 
 LiveGeneration interim() {
   LiveGeneration g;
@@ -62,41 +64,6 @@ TEST(LiveGeneration, ABuddyIsAnotherRankAtTheLocalWorldSizeWhereThatIsOne) {
   EXPECT_EQ(liveBuddyDistance(8, 3), 2);
   EXPECT_EQ(liveBuddyDistance(4, 1), 1);
   EXPECT_EQ(liveBuddyDistance(0, 4), 1);
-}
-
-// One node of 4 workers, one dead, room for 2 (a job whose valid world sizes are 1, 2 and 4):
-// the first 2 survivors would leave out the dead rank's buddy or the owner of the partition the
-// dead rank held a copy of in 3 of the 4 cases.
-TEST(LiveGeneration, AnInterimWorldKeepsTheSurvivorsThatHoldEveryPartition) {
-  const std::vector<int> members = {0, 1, 2, 3};
-  EXPECT_EQ(interimMembers(members, {1, 2, 3}, 4, 2), (std::vector<int>{1, 3}));
-  EXPECT_EQ(interimMembers(members, {0, 2, 3}, 4, 2), (std::vector<int>{0, 2}));
-  EXPECT_EQ(interimMembers(members, {0, 1, 3}, 4, 2), (std::vector<int>{1, 3}));
-  EXPECT_EQ(interimMembers(members, {0, 1, 2}, 4, 2), (std::vector<int>{0, 2}));
-  // Ids are the members' (local ranks of a node where not every slot takes part), in rank order.
-  EXPECT_EQ(interimMembers({5, 2, 7, 9}, {9, 7, 2}, 4, 2), (std::vector<int>{2, 9}));
-  // No choice holds partition 0 (its owner and its buddy are dead): the first survivors.
-  EXPECT_EQ(interimMembers(members, {3, 2}, 1, 1), (std::vector<int>{2}));
-  // Room for every survivor, or for none.
-  EXPECT_EQ(interimMembers(members, {3, 0, 1}, 1, 3), (std::vector<int>{0, 1, 3}));
-  EXPECT_TRUE(interimMembers(members, {0, 1}, 1, 0).empty());
-}
-
-// Eight workers with copies on the next rank, ranks 1 and 4 dead and room for 4: no 4 of the 6
-// survivors hold every partition (1 needs rank 2, 4 needs 5, 0 needs 0, 3 needs 3; then 6 has
-// neither its owner nor its buddy 7), so a survivor left out gives partition 6 as a donor.
-TEST(LiveGeneration, SurvivorsLeftOutThatHoldAMissingPartitionAreDonors) {
-  const std::vector<int> members = {0, 1, 2, 3, 4, 5, 6, 7};
-  const std::vector<int> survivors = {0, 2, 3, 5, 6, 7};
-  const auto chosen = interimMembers(members, survivors, 8, 4);
-  EXPECT_EQ(chosen, (std::vector<int>{0, 2, 3, 5}));
-  EXPECT_EQ(interimDonors(members, survivors, chosen, 8), (std::vector<int>{6}));
-  // Members that hold every partition need none.
-  EXPECT_TRUE(interimDonors({0, 1, 2, 3}, {0, 2, 3}, {0, 2}, 4).empty());
-  // Ranks 1 and 2 dead: partition 1 is lost whatever happens; rank 3 gives partition 2.
-  EXPECT_EQ(interimDonors({0, 1, 2, 3}, {0, 3}, {0}, 4), (std::vector<int>{3}));
-  // Ids are the members' (local ranks of a node): the same case, ranks held by ids 5, 2, 7, 9.
-  EXPECT_EQ(interimDonors({5, 2, 7, 9}, {9, 5}, {5}, 1), (std::vector<int>{9}));
 }
 
 TEST(LiveGeneration, DonorsFollowTheMembersInTheTransferGroup) {

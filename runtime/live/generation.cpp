@@ -1,4 +1,4 @@
-#include "runtime/comm/live_generation.hpp"
+#include "runtime/live/generation.hpp"
 
 #include <algorithm>
 #include <sstream>
@@ -8,7 +8,9 @@
 
 #include "runtime/comm/errors.hpp"
 
-namespace stretch::comm {
+namespace stretch::live {
+
+using comm::CommError;
 
 namespace {
 // The rank of `localRank` on `nodeId` among `nodes` (their first ranks and local ranks); -1 when
@@ -186,109 +188,20 @@ int liveBuddyDistance(int distance, int world) {
   return world > 1 && distance > 0 && distance % world != 0 ? distance % world : 1;
 }
 
-std::vector<int> interimMembers(const std::vector<int>& members, std::vector<int> survivors,
-                                int distance, std::size_t count) {
-  // Survivors in rank order (their position in `members`).
-  const auto rankOf = [&](int id) {
-    return std::find(members.begin(), members.end(), id) - members.begin();
-  };
-  std::sort(survivors.begin(), survivors.end(),
-            [&](int a, int b) { return rankOf(a) < rankOf(b); });
-  count = std::min(count, survivors.size());
-  const std::vector<int> first(survivors.begin(),
-                               survivors.begin() + static_cast<std::ptrdiff_t>(count));
-  const int world = static_cast<int>(members.size());
-  if (world < 2 || count == 0 || count == survivors.size())
-    return first;
-  const int d = liveBuddyDistance(distance, world);
-  const auto covers = [&](const std::vector<bool>& chosen) {
-    for (int p = 0; p < world; ++p) {
-      if (!chosen[static_cast<std::size_t>(p)] &&
-          !chosen[static_cast<std::size_t>((p + d) % world)])
-        return false;
-    }
-    return true;
-  };
-  // Choices in lexicographic order of survivor positions; a node has few workers, and the
-  // search stops after a bounded number of choices (then the first `count` stay).
-  std::vector<std::size_t> pick(count);
-  for (std::size_t i = 0; i < count; ++i)
-    pick[i] = i;
-  for (int tries = 0; tries < 100000; ++tries) {
-    std::vector<bool> chosen(static_cast<std::size_t>(world), false);
-    for (const auto i : pick) {
-      const auto r = rankOf(survivors[i]);
-      if (r < world)
-        chosen[static_cast<std::size_t>(r)] = true;
-    }
-    if (covers(chosen)) {
-      std::vector<int> out;
-      for (const auto i : pick)
-        out.push_back(survivors[i]);
-      return out;
-    }
-    // The next combination.
-    std::size_t k = count;
-    while (k > 0 && pick[k - 1] == survivors.size() - count + (k - 1))
-      --k;
-    if (k == 0)
-      break;
-    ++pick[k - 1];
-    for (std::size_t j = k; j < count; ++j)
-      pick[j] = pick[j - 1] + 1;
-  }
-  return first;
-}
-
-std::vector<int> interimDonors(const std::vector<int>& members, const std::vector<int>& survivors,
-                               const std::vector<int>& chosen, int distance) {
-  const int world = static_cast<int>(members.size());
-  const auto rankOf = [&](int id) {
-    return static_cast<int>(std::find(members.begin(), members.end(), id) - members.begin());
-  };
-  const auto has = [](const std::vector<int>& ids, int id) {
-    return std::find(ids.begin(), ids.end(), id) != ids.end();
-  };
-  // Per rank: 0 dead (or not a member), 1 a survivor left out, 2 a member or donor.
-  std::vector<int> held(static_cast<std::size_t>(world), 0);
-  for (const int id : survivors) {
-    if (const int r = rankOf(id); r < world)
-      held[static_cast<std::size_t>(r)] = has(chosen, id) ? 2 : 1;
-  }
-  const int d = liveBuddyDistance(distance, world);
-  std::vector<int> donorRanks;
-  for (int p = 0; p < world; ++p) {
-    const auto owner = static_cast<std::size_t>(p);
-    const auto buddy = static_cast<std::size_t>((p + d) % world);
-    if (held[owner] == 2 || held[buddy] == 2)
-      continue;
-    const auto donor = held[owner] == 1 ? owner : held[buddy] == 1 ? buddy : held.size();
-    if (donor == held.size())
-      continue;  // lost with its copy: no survivor helps
-    held[donor] = 2;
-    donorRanks.push_back(static_cast<int>(donor));
-  }
-  std::sort(donorRanks.begin(), donorRanks.end());
-  std::vector<int> out;
-  for (const int r : donorRanks)
-    out.push_back(members[static_cast<std::size_t>(r)]);
-  return out;
-}
-
-void publishLiveGeneration(Store& store, const LiveGeneration& generation) {
+void publishLiveGeneration(comm::Store& store, const LiveGeneration& generation) {
   store.set(live_keys::generation(generation.generation), formatLiveGeneration(generation));
   store.set(live_keys::kLatest, std::to_string(generation.generation));
 }
 
-bool keepsPartitionCopies(Store& store, const std::string& nodeId, std::int64_t pid) {
+bool keepsPartitionCopies(comm::Store& store, const std::string& nodeId, std::int64_t pid) {
   const auto key = live_keys::capable(nodeId, pid);
   return store.check({key}) && store.get(key) == live_keys::kCapableWithCopies;
 }
 
-std::uint64_t latestLiveGeneration(Store& store) {
+std::uint64_t latestLiveGeneration(comm::Store& store) {
   if (!store.check({live_keys::kLatest}))
     return 0;
   return std::stoull(store.get(live_keys::kLatest));
 }
 
-}  // namespace stretch::comm
+}  // namespace stretch::live

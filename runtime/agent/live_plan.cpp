@@ -1,0 +1,315 @@
+#include "runtime/agent/live_plan.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "runtime/live/generation.hpp"
+
+namespace stretch::agent {
+
+namespace {
+
+std::string placeText(const WorkerPlace& p) {
+  return fmt::format("{}:{}", p.nodeId, p.localRank);
+}
+
+std::string placesText(const std::vector<WorkerPlace>& places) {
+  std::string out;
+  for (const auto& p : places) {
+    if (!out.empty())
+      out += ',';
+    out += placeText(p);
+  }
+  return out;
+}
+
+// Ids for interimMembers / interimDonors: positions in the group, then the places it does not
+// hold, in the order met.
+struct Ids {
+  std::vector<WorkerPlace> known;
+  std::vector<int> group;
+  explicit Ids(const std::vector<WorkerPlace>& g) : known(g) {
+    for (std::size_t i = 0; i < g.size(); ++i)
+      group.push_back(static_cast<int>(i));
+  }
+  int of(const WorkerPlace& p) {
+    auto at = std::find(known.begin(), known.end(), p);
+    if (at == known.end())
+      at = known.insert(known.end(), p);
+    return static_cast<int>(at - known.begin());
+  }
+  std::vector<int> of(const std::vector<WorkerPlace>& list) {
+    std::vector<int> out;
+    for (const auto& p : list)
+      out.push_back(of(p));
+    return out;
+  }
+  std::vector<WorkerPlace> places(const std::vector<int>& ids) const {
+    std::vector<WorkerPlace> out;
+    for (const int id : ids)
+      out.push_back(known[static_cast<std::size_t>(id)]);
+    return out;
+  }
+};
+
+// `list` in the order of `next`'s nodes (local ranks ascending), then any on other nodes.
+std::vector<WorkerPlace> inRankOrder(std::vector<WorkerPlace> list, const StartWorkers& next) {
+  const auto key = [&](const WorkerPlace& p) {
+    std::size_t node = next.nodes.size();
+    for (std::size_t i = 0; i < next.nodes.size(); ++i) {
+      if (next.nodes[i].nodeId == p.nodeId) {
+        node = i;
+        break;
+      }
+    }
+    return std::tuple(node, p.nodeId, p.localRank);
+  };
+  std::sort(list.begin(), list.end(),
+            [&](const WorkerPlace& a, const WorkerPlace& b) { return key(a) < key(b); });
+  return list;
+}
+
+}  // namespace
+
+std::optional<std::string> whyStateIsLost(GroupLoss loss) {
+  std::sort(loss.lost.begin(), loss.lost.end());
+  loss.lost.erase(std::unique(loss.lost.begin(), loss.lost.end()), loss.lost.end());
+  if (loss.world <= 0 || static_cast<std::int64_t>(loss.lost.size()) >= loss.world)
+    return "every worker of the group that trained the last completed step is gone";
+  if (!loss.partitionCopies || loss.world < 2)
+    return std::nullopt;  // every survivor holds the whole state
+  const std::int64_t d =
+      live::liveBuddyDistance(static_cast<int>(loss.copyDistance), static_cast<int>(loss.world));
+  for (const std::int64_t p : loss.lost) {
+    const std::int64_t copy = (p + d) % loss.world;
+    if (std::binary_search(loss.lost.begin(), loss.lost.end(), copy)) {
+      return fmt::format("ZeRO partition {} was lost with its copy (ranks {} and {} of {})", p, p,
+                         copy, loss.world);
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<WorkerPlace> placesOf(const StartWorkers& start) {
+  std::vector<WorkerPlace> out;
+  for (const NodeAssignment& n : start.nodes) {
+    for (std::int64_t local = 0; local < n.localWorldSize; ++local)
+      out.push_back({n.nodeId, local});
+  }
+  return out;
+}
+
+LivePlan planLiveRecovery(const LiveSituation& s, const StartWorkers& next,
+                          const elasticity::WorldSizeRules& rules) {
+  LivePlan plan;
+  std::map<std::string, std::int64_t> places;  // node -> workers it runs in `next`
+  for (const NodeAssignment& n : next.nodes)
+    places[n.nodeId] = n.localWorldSize;
+  const auto hasPlace = [&](const WorkerPlace& p) {
+    const auto it = places.find(p.nodeId);
+    return it != places.end() && p.localRank < it->second;
+  };
+
+  std::vector<WorkerPlace> kept;     // capable, with a place in `next`
+  std::vector<WorkerPlace> leftOut;  // capable, without one
+  for (const RunningWorker& w : s.running) {
+    if (!w.capable && !w.joiner) {
+      plan.reason = fmt::format("worker {} of node {} (pid {}) cannot continue live",
+                                w.place.localRank, w.place.nodeId, w.pid);
+      return plan;
+    }
+    if (w.capable)
+      (hasPlace(w.place) ? kept : leftOut).push_back(w.place);
+  }
+  if (kept.empty()) {
+    plan.reason = fmt::format(
+        "no running worker that can continue live has a place in generation {}", next.generation);
+    return plan;
+  }
+  // The state: the group's ranks without a capable running worker are gone.
+  if (!s.group.empty()) {
+    std::set<WorkerPlace> alive(kept.begin(), kept.end());
+    alive.insert(leftOut.begin(), leftOut.end());
+    GroupLoss loss{
+        static_cast<std::int64_t>(s.group.size()), {}, s.copyDistance, s.partitionCopies};
+    for (std::size_t r = 0; r < s.group.size(); ++r) {
+      if (!alive.contains(s.group[r]))
+        loss.lost.push_back(static_cast<std::int64_t>(r));
+    }
+    if (auto why = whyStateIsLost(loss)) {
+      plan.reason = std::move(*why);
+      return plan;
+    }
+  }
+
+  plan.live = true;
+  std::sort(kept.begin(), kept.end());
+  std::int64_t joining = 0;
+  for (const NodeAssignment& n : next.nodes) {
+    for (std::int64_t local = 0; local < n.localWorldSize; ++local) {
+      const WorkerPlace p{n.nodeId, local};
+      if (std::binary_search(kept.begin(), kept.end(), p)) {
+        plan.keep[n.nodeId].push_back(local);
+      } else {
+        plan.join[n.nodeId].push_back(local);
+        ++joining;
+      }
+    }
+  }
+  kept = inRankOrder(kept, next);
+  // Donors only where the workers keep ZeRO 1/2 copies: a ZeRO 0 rank holds the whole state.
+  std::vector<WorkerPlace> everyone;
+  if (s.partitionCopies) {
+    everyone = kept;
+    everyone.insert(everyone.end(), leftOut.begin(), leftOut.end());
+  }
+  const int distance = static_cast<int>(s.copyDistance);
+  const auto donorsOf = [&](const std::vector<WorkerPlace>& chosen) {
+    Ids ids(s.group);
+    const auto survivorIds = ids.of(everyone);
+    const auto chosenIds = ids.of(chosen);
+    return inRankOrder(ids.places(interimDonors(ids.group, survivorIds, chosenIds, distance)),
+                       next);
+  };
+  if (joining == 0) {
+    const auto members = placesOf(next);
+    plan.publish = LiveMembers{members, next.batch, donorsOf(members)};
+    plan.reason =
+        fmt::format("{} running worker(s) go on in generation {}", members.size(), next.generation);
+  } else {
+    std::vector<WorkerPlace> sortedGroup = s.group;
+    std::sort(sortedGroup.begin(), sortedGroup.end());
+    std::vector<WorkerPlace> sortedKept = kept;
+    std::sort(sortedKept.begin(), sortedKept.end());
+    if (sortedKept != sortedGroup) {
+      // Workers were lost: the survivors go on alone while the joiners start, as many of them as
+      // make a valid world size, chosen to keep every ZeRO partition.
+      for (auto n = static_cast<std::int64_t>(kept.size()); n >= 1; --n) {
+        if (const auto batch = rules.batchFor(n)) {
+          Ids ids(s.group);
+          const auto keptIds = ids.of(kept);
+          const auto interim = inRankOrder(
+              ids.places(interimMembers(ids.group, keptIds, distance, static_cast<std::size_t>(n))),
+              next);
+          plan.publish = LiveMembers{interim, *batch, donorsOf(interim)};
+          break;
+        }
+      }
+    }
+    plan.awaitJoiners = true;
+    plan.reason = fmt::format("{} running worker(s) go on{}; {} join generation {}", kept.size(),
+                              plan.publish ? fmt::format(" ({} of them in an interim world)",
+                                                         plan.publish->members.size())
+                                           : std::string(" once the joiners are ready"),
+                              joining, next.generation);
+  }
+  std::set<WorkerPlace> staying(kept.begin(), kept.end());
+  if (plan.publish) {
+    for (const WorkerPlace& d : plan.publish->donors) {
+      staying.insert(d);
+      if (!hasPlace(d))
+        plan.releaseAfterDonating.push_back(d);
+    }
+    if (!plan.publish->donors.empty())
+      plan.reason += fmt::format("; donors {}", placesText(plan.publish->donors));
+  }
+  for (const RunningWorker& w : s.running) {
+    if (!staying.contains(w.place))
+      plan.stop.push_back(w.place);
+  }
+  std::sort(plan.stop.begin(), plan.stop.end());
+  return plan;
+}
+
+std::vector<int> interimMembers(const std::vector<int>& members, std::vector<int> survivors,
+                                int distance, std::size_t count) {
+  // Survivors in rank order (their position in `members`).
+  const auto rankOf = [&](int id) {
+    return std::find(members.begin(), members.end(), id) - members.begin();
+  };
+  std::sort(survivors.begin(), survivors.end(),
+            [&](int a, int b) { return rankOf(a) < rankOf(b); });
+  count = std::min(count, survivors.size());
+  const std::vector<int> first(survivors.begin(),
+                               survivors.begin() + static_cast<std::ptrdiff_t>(count));
+  const int world = static_cast<int>(members.size());
+  if (world < 2 || count == 0 || count == survivors.size())
+    return first;
+  const int d = live::liveBuddyDistance(distance, world);
+  const auto covers = [&](const std::vector<bool>& chosen) {
+    for (int p = 0; p < world; ++p) {
+      if (!chosen[static_cast<std::size_t>(p)] &&
+          !chosen[static_cast<std::size_t>((p + d) % world)])
+        return false;
+    }
+    return true;
+  };
+  // Choices in lexicographic order of survivor positions; a node has few workers, and the
+  // search stops after a bounded number of choices (then the first `count` stay).
+  std::vector<std::size_t> pick(count);
+  for (std::size_t i = 0; i < count; ++i)
+    pick[i] = i;
+  for (int tries = 0; tries < 100000; ++tries) {
+    std::vector<bool> chosen(static_cast<std::size_t>(world), false);
+    for (const auto i : pick) {
+      const auto r = rankOf(survivors[i]);
+      if (r < world)
+        chosen[static_cast<std::size_t>(r)] = true;
+    }
+    if (covers(chosen)) {
+      std::vector<int> out;
+      for (const auto i : pick)
+        out.push_back(survivors[i]);
+      return out;
+    }
+    // The next combination.
+    std::size_t k = count;
+    while (k > 0 && pick[k - 1] == survivors.size() - count + (k - 1))
+      --k;
+    if (k == 0)
+      break;
+    ++pick[k - 1];
+    for (std::size_t j = k; j < count; ++j)
+      pick[j] = pick[j - 1] + 1;
+  }
+  return first;
+}
+
+std::vector<int> interimDonors(const std::vector<int>& members, const std::vector<int>& survivors,
+                               const std::vector<int>& chosen, int distance) {
+  const int world = static_cast<int>(members.size());
+  const auto rankOf = [&](int id) {
+    return static_cast<int>(std::find(members.begin(), members.end(), id) - members.begin());
+  };
+  const auto has = [](const std::vector<int>& ids, int id) {
+    return std::find(ids.begin(), ids.end(), id) != ids.end();
+  };
+  // Per rank: 0 dead (or not a member), 1 a survivor left out, 2 a member or donor.
+  std::vector<int> held(static_cast<std::size_t>(world), 0);
+  for (const int id : survivors) {
+    if (const int r = rankOf(id); r < world)
+      held[static_cast<std::size_t>(r)] = has(chosen, id) ? 2 : 1;
+  }
+  const int d = live::liveBuddyDistance(distance, world);
+  std::vector<int> donorRanks;
+  for (int p = 0; p < world; ++p) {
+    const auto owner = static_cast<std::size_t>(p);
+    const auto buddy = static_cast<std::size_t>((p + d) % world);
+    if (held[owner] == 2 || held[buddy] == 2)
+      continue;
+    const auto donor = held[owner] == 1 ? owner : held[buddy] == 1 ? buddy : held.size();
+    if (donor == held.size())
+      continue;  // lost with its copy: no survivor helps
+    held[donor] = 2;
+    donorRanks.push_back(static_cast<int>(donor));
+  }
+  std::sort(donorRanks.begin(), donorRanks.end());
+  std::vector<int> out;
+  for (const int r : donorRanks)
+    out.push_back(members[static_cast<std::size_t>(r)]);
+  return out;
+}
+
+}  // namespace stretch::agent

@@ -1,0 +1,40 @@
+#pragma once
+// The environment variables of Stretch's worker contract, by name: what `stretch launch` and the
+// node agents set for every worker (runtime/launcher/worker_env.cpp), and what the engine, the
+// example jobs and the elasticity runtime read back. One list, so that a name is spelled once;
+// docs/launch.md ("What a worker gets") describes their values. PyTorch's own variables (RANK,
+// WORLD_SIZE, MASTER_ADDR, ...) keep their usual names and are not listed here.
+
+namespace stretch::worker_env {
+
+// The batch contract: the elastic solver's triple for the generation's world size, and the
+// DeepSpeed config file (DeepSpeed's elasticity section travels in kElasticityConfig).
+inline constexpr const char* kTrainBatchSize = "STRETCH_TRAIN_BATCH_SIZE";
+inline constexpr const char* kMicroBatchSize = "STRETCH_MICRO_BATCH_SIZE";
+inline constexpr const char* kGradientAccumulationSteps = "STRETCH_GRADIENT_ACCUMULATION_STEPS";
+inline constexpr const char* kDsConfig = "STRETCH_DS_CONFIG";
+inline constexpr const char* kElasticityConfig = "STRETCH_ELASTICITY_CONFIG";
+// The agent's generation, restarts so far and allowed.
+inline constexpr const char* kGeneration = "STRETCH_GENERATION";
+inline constexpr const char* kRestartCount = "STRETCH_RESTART_COUNT";
+inline constexpr const char* kMaxRestarts = "STRETCH_MAX_RESTARTS";
+// The job's store: its token, and the collectives' timeout in seconds.
+inline constexpr const char* kStoreToken = "STRETCH_STORE_TOKEN";
+inline constexpr const char* kTimeout = "STRETCH_TIMEOUT";
+// Live recovery (runtime/engine/live_recovery.hpp): the agent's store, this worker's node, the
+// live generation it starts in (or waits for), whether it joins a running job, and the longest
+// wait for a generation in seconds.
+inline constexpr const char* kAgentStore = "STRETCH_AGENT_STORE";
+inline constexpr const char* kNodeId = "STRETCH_NODE_ID";
+inline constexpr const char* kLiveGeneration = "STRETCH_LIVE_GENERATION";
+inline constexpr const char* kLiveJoin = "STRETCH_LIVE_JOIN";
+inline constexpr const char* kLiveTimeout = "STRETCH_LIVE_TIMEOUT";
+// Step timings (one line per step) for tests and benchmarks.
+inline constexpr const char* kTimingsFile = "STRETCH_TIMINGS_FILE";
+// Fault injection in the example jobs, for tests.
+inline constexpr const char* kFaultDir = "STRETCH_FAULT_DIR";
+inline constexpr const char* kFaultKillAtStep = "STRETCH_FAULT_KILL_AT_STEP";
+inline constexpr const char* kFaultPauseAtSteps = "STRETCH_FAULT_PAUSE_AT_STEPS";
+inline constexpr const char* kFaultKillDuringSave = "STRETCH_FAULT_KILL_DURING_SAVE";
+
+}  // namespace stretch::worker_env
