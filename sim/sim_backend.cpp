@@ -68,15 +68,15 @@ SimDuration toSimDuration(double seconds) noexcept {
   return SimDuration(static_cast<std::int64_t>(ns));
 }
 
-std::string_view toString(SimMode mode) noexcept {
-  return mode == SimMode::Functional ? "functional" : "cost_only";
+std::string_view toString(SimBackendMode mode) noexcept {
+  return mode == SimBackendMode::Functional ? "functional" : "cost_only";
 }
 
 // ---------------------------------------------------------------------------------------------
 // World state: the clocks.
 
 struct SimWorld::State {
-  State(const ClusterSpec& c, std::int64_t n, SimMode m, SimWorldOptions o)
+  State(const ClusterSpec& c, std::int64_t n, SimBackendMode m, SimWorldOptions o)
       : cluster(c),
         size(n),
         mode(m),
@@ -90,7 +90,7 @@ struct SimWorld::State {
 
   const ClusterSpec cluster;
   const std::int64_t size;
-  const SimMode mode;
+  const SimBackendMode mode;
   const SimWorldOptions options;
   const Placement placement;
 
@@ -252,7 +252,7 @@ SimWorld::SimWorld(std::shared_ptr<State> state) : state_(std::move(state)) {}
 SimWorld::~SimWorld() = default;
 
 std::shared_ptr<SimWorld> SimWorld::create(const ClusterSpec& cluster, std::int64_t ranks,
-                                           SimMode mode, SimWorldOptions options) {
+                                           SimBackendMode mode, SimWorldOptions options) {
   validateCluster(cluster);
   if (ranks < 1 || ranks > cluster.gpus() || ranks > INT_MAX) {
     throw ConfigError(
@@ -267,7 +267,7 @@ std::shared_ptr<SimWorld> SimWorld::create(const ClusterSpec& cluster, std::int6
   group->size = static_cast<int>(ranks);
   group->placement = state->placement;
   state->worldGroup = group;
-  if (mode == SimMode::Functional)
+  if (mode == SimBackendMode::Functional)
     state->inner = std::make_shared<comm::InProcessWorld>(static_cast<int>(ranks), options.timeout);
   return std::shared_ptr<SimWorld>(new SimWorld(std::move(state)));
 }
@@ -278,7 +278,7 @@ const ClusterSpec& SimWorld::cluster() const noexcept {
 std::int64_t SimWorld::size() const noexcept {
   return state_->size;
 }
-SimMode SimWorld::mode() const noexcept {
+SimBackendMode SimWorld::mode() const noexcept {
   return state_->mode;
 }
 const SimWorldOptions& SimWorld::options() const noexcept {
@@ -371,12 +371,12 @@ comm::Duration SimBackend::defaultTimeout() const noexcept {
   return group_->world->options.timeout;
 }
 bool SimBackend::supportsDevice(comm::DeviceType type) const noexcept {
-  return group_->world->mode == SimMode::CostOnly || type == comm::DeviceType::Cpu;
+  return group_->world->mode == SimBackendMode::CostOnly || type == comm::DeviceType::Cpu;
 }
 const Placement& SimBackend::placement() const noexcept {
   return group_->placement;
 }
-SimMode SimBackend::mode() const noexcept {
+SimBackendMode SimBackend::mode() const noexcept {
   return group_->world->mode;
 }
 
@@ -393,7 +393,7 @@ void SimBackend::advance(SimDuration compute) {
 }
 
 BufferView SimBackend::forChecks(BufferView view) const noexcept {
-  if (group_->world->mode == SimMode::CostOnly && view.data == nullptr)
+  if (group_->world->mode == SimBackendMode::CostOnly && view.data == nullptr)
     view.data = &kNoData;
   return view;
 }
@@ -452,7 +452,7 @@ std::shared_ptr<Work> SimBackend::collective(
   }
   auto work =
       std::make_shared<SimWork>(op, limit, description, group_, std::move(completion), worldRank_);
-  if (world.mode == SimMode::CostOnly)
+  if (world.mode == SimBackendMode::CostOnly)
     return work;
 
   // Functional: wait for every member (this is where a missing peer times out), then move the

@@ -60,9 +60,9 @@
 
 namespace stretch::sim {
 
-enum class SimMode { Functional, CostOnly };
+enum class SimBackendMode { Functional, CostOnly };
 
-std::string_view toString(SimMode mode) noexcept;
+std::string_view toString(SimBackendMode mode) noexcept;
 
 using SimDuration = stretch::Duration;  // Stretch's one Duration (runtime/common/duration.hpp)
 
@@ -82,14 +82,14 @@ class SimWorld : public std::enable_shared_from_this<SimWorld> {
   // Throws stretch::ConfigError naming the cluster field (validateCluster) or "ranks" unless
   // 1 <= ranks <= min(cluster.gpus(), INT_MAX).
   static std::shared_ptr<SimWorld> create(const ClusterSpec& cluster, std::int64_t ranks,
-                                          SimMode mode, SimWorldOptions options = {});
+                                          SimBackendMode mode, SimWorldOptions options = {});
   ~SimWorld();
   SimWorld(const SimWorld&) = delete;
   SimWorld& operator=(const SimWorld&) = delete;
 
   const ClusterSpec& cluster() const noexcept;
   std::int64_t size() const noexcept;
-  SimMode mode() const noexcept;
+  SimBackendMode mode() const noexcept;
   const SimWorldOptions& options() const noexcept;
 
   // The backend of `rank` (created once and shared; the world keeps it alive only while someone
@@ -164,7 +164,7 @@ class SimBackend final : public comm::Backend {
   const CollectiveCost& lastCost() const noexcept { return lastCost_; }
   // Where this group's members sit (used for its costs).
   const Placement& placement() const noexcept;
-  SimMode mode() const noexcept;
+  SimBackendMode mode() const noexcept;
 
  private:
   // Registers this rank's arrival at the group's next collective and returns its Work. In

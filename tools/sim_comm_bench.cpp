@@ -8,7 +8,7 @@ namespace stretch::tools {
 std::vector<BenchRow> runSimulatedSweep(const sim::ClusterSpec& cluster, int ranks,
                                         const SweepOptions& options,
                                         const std::function<void(const BenchRow&)>& onRow) {
-  const auto world = sim::SimWorld::create(cluster, ranks, sim::SimMode::Functional);
+  const auto world = sim::SimWorld::create(cluster, ranks, sim::SimBackendMode::Functional);
   std::vector<BenchRow> rows;
   comm::runRankThreads(ranks, [&](int r) {
     auto backend = world->backend(r);

@@ -18,7 +18,7 @@ constexpr std::string_view kTrainBatch = "train_batch_size";
 constexpr std::string_view kMicroBatch = "train_micro_batch_size_per_gpu";
 constexpr std::string_view kGradAccum = "gradient_accumulation_steps";
 
-constexpr Wide kInt64Max = std::numeric_limits<std::int64_t>::max();
+constexpr Wide kWideInt64Max = std::numeric_limits<std::int64_t>::max();
 
 std::string toText(Wide value) {
   if (value == 0) {
@@ -118,11 +118,11 @@ BatchTriple resolveBatch(const BatchKeys& keys, std::int64_t dpWorldSize) {
                    fmt::format("{} {} * {} {} * world size {}", kMicroBatch, *mb, kGradAccum, *gas,
                                dpWorldSize)};
     const Wide partial = Wide{*mb} * *gas;  // fits: |product| < 2^126
-    if (partial > kInt64Max || partial < -kInt64Max) {
+    if (partial > kWideInt64Max || partial < -kWideInt64Max) {
       train.overflow = true;
     } else {
       train.value = partial * ws;
-      train.overflow = train.value > kInt64Max || train.value < -kInt64Max - 1;
+      train.overflow = train.value > kWideInt64Max || train.value < -kWideInt64Max - 1;
     }
   } else if (tb) {
     train = given(kTrainBatch, *tb);
@@ -135,7 +135,7 @@ BatchTriple resolveBatch(const BatchKeys& keys, std::int64_t dpWorldSize) {
         Member{kGradAccum, 1, false, "default when only train_micro_batch_size_per_gpu is given"};
     train = Member{kTrainBatch, Wide{*mb} * ws, false,
                    fmt::format("{} {} * world size {}", kMicroBatch, *mb, dpWorldSize)};
-    train.overflow = train.value > kInt64Max || train.value < -kInt64Max - 1;
+    train.overflow = train.value > kWideInt64Max || train.value < -kWideInt64Max - 1;
   } else {
     throw ConfigError(
         "either train_batch_size or train_micro_batch_size_per_gpu must be given (DeepSpeed "
@@ -159,7 +159,7 @@ BatchTriple resolveBatch(const BatchKeys& keys, std::int64_t dpWorldSize) {
   }
   // All three are positive and at most 2^63, so the product fits unless it is already too big.
   const Wide partial = micro.value * accum.value;
-  const bool productTooBig = partial > kInt64Max || partial * ws > kInt64Max;
+  const bool productTooBig = partial > kWideInt64Max || partial * ws > kWideInt64Max;
   if (productTooBig || train.value != partial * ws) {
     fail(train,
          fmt::format("{} * {} * world size ({} != {} * {} * {})", kMicroBatch, kGradAccum,

@@ -171,6 +171,10 @@ void checkRecordAgainst(const std::string& file, const FileRecord& record, std::
 
 }  // namespace
 
+c10::impl::GenericDict newStringDict() {
+  return c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get());
+}
+
 // ---- state dicts ----
 
 c10::IValue toIValue(const StateDict& dict) {

@@ -52,6 +52,8 @@ using StateDict = std::map<std::string, c10::IValue>;
 
 // A Dict[str, Any] IValue holding the entries (the form pickle_save writes as a Python dict).
 c10::IValue toIValue(const StateDict& dict);
+// An empty Dict[str, Any]: how checkpoints and live recovery's state messages hold their entries.
+c10::impl::GenericDict newStringDict();
 // The entries of a dict IValue with string keys; CheckpointError naming `what` otherwise.
 StateDict toStateDict(const c10::IValue& value, const std::string& what = "state");
 

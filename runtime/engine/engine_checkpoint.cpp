@@ -40,10 +40,6 @@ constexpr const char* kVersion = "stretch 0.1.0";
 
 using GenericDict = c10::impl::GenericDict;
 
-GenericDict newDict() {
-  return GenericDict(c10::StringType::get(), c10::AnyType::get());
-}
-
 const c10::IValue& field(const GenericDict& dict, const std::string& key, const std::string& file) {
   const auto it = dict.find(key);
   if (it == dict.end())
@@ -222,7 +218,7 @@ StateDict clientStateOf(const GenericDict& model) {
 }  // namespace
 
 GenericDict Engine::scalerState() const {
-  auto scaler = newDict();
+  auto scaler = newStringDict();
   if (scaler_) {
     const auto s = scaler_->state();
     scaler.insert("cur_scale", s.curScale);
@@ -250,32 +246,32 @@ std::string Engine::saveCheckpoint(const std::string& dir, std::optional<std::st
   // The optimizer shard this rank owns: the unpadded element range of its partition.
   const std::int64_t begin = zeroStage_ >= 1 ? std::min(numel_, rank * partitionSize_) : 0;
   const std::int64_t end = zeroStage_ >= 1 ? std::min(numel_, begin + partitionSize_) : numel_;
-  auto shard = newDict();
+  auto shard = newStringDict();
   shard.insert("type", optimizer_->name());
   shard.insert("begin", begin);
   shard.insert("end", end);
   shard.insert("numel", numel_);
   shard.insert("fp32", master_.narrow(0, 0, end - begin).detach().to(torch::kCPU).clone());
-  auto states = newDict();
+  auto states = newStringDict();
   for (const auto& [key, t] : optimizer_->stateTensors()) {
     if (t.defined())
       states.insert(key, t.narrow(0, 0, end - begin).detach().to(torch::kCPU).clone());
   }
   shard.insert("state", states);
-  auto scalars = newDict();
+  auto scalars = newStringDict();
   for (const auto& [key, v] : optimizer_->scalarState())
     scalars.insert(key, v);
   shard.insert("scalars", scalars);
 
   std::vector<FileRecord> records;
   if (zeroStage_ >= 1) {
-    auto file = newDict();
+    auto file = newStringDict();
     file.insert("optimizer_state_dict", shard);
     file.insert("ds_version", kVersion);
     records.push_back(saveStateFile(joinPath(path, zeroOptimStatesName(rank)), file));
   }
   if (rank == 0) {
-    auto module = newDict();
+    auto module = newStringDict();
     torch::NoGradGuard noGrad;
     for (const auto& item : model_.ptr()->named_parameters(true))
       module.insert(item.key(), item.value().detach().to(torch::kCPU).clone());
@@ -284,19 +280,19 @@ std::string Engine::saveCheckpoint(const std::string& dir, std::optional<std::st
       module.insert(item.key(), item.value().detach().to(torch::kCPU).clone());
       bufferNames.push_back(item.key());
     }
-    auto shapes = newDict();
+    auto shapes = newStringDict();
     for (std::size_t i = 0; i < params_.size(); ++i)
       shapes.insert(paramNames_[i], c10::IValue(params_[i].sizes().vec()));
-    auto scheduler = newDict();
+    auto scheduler = newStringDict();
     if (scheduler_)
       scheduler.insert(std::string(kLastBatchIterationKey), scheduler_->lastBatchIteration());
     auto scaler = scalerState();
-    auto sampler = newDict();
+    auto sampler = newStringDict();
     if (loader_) {
       sampler.insert("epoch", loader_->position().epoch);
       sampler.insert("consumed", loader_->position().consumed);
     }
-    auto file = newDict();
+    auto file = newStringDict();
     file.insert("module", module);
     file.insert("buffer_names", c10::IValue(bufferNames));
     file.insert("optimizer", zeroStage_ == 0 ? c10::IValue(shard) : c10::IValue());

@@ -33,10 +33,6 @@ using GenericDict = c10::impl::GenericDict;
 constexpr int kCopyTag = 0x5350;
 constexpr int kStateTag = 0x5351;
 
-GenericDict newDict() {
-  return GenericDict(c10::StringType::get(), c10::AnyType::get());
-}
-
 const c10::IValue& entry(const GenericDict& dict, const std::string& key) {
   const auto it = dict.find(key);
   if (it == dict.end())
@@ -304,12 +300,12 @@ void Engine::relayoutForWorld() {
 }
 
 GenericDict Engine::replicatedState() const {
-  auto state = newDict();
-  auto scalars = newDict();
+  auto state = newStringDict();
+  auto scalars = newStringDict();
   for (const auto& [key, v] : optimizer_->scalarState())
     scalars.insert(key, v);
   state.insert("scalars", scalars);
-  auto buffers = newDict();
+  auto buffers = newStringDict();
   for (const auto& item : model_.ptr()->named_buffers(true))
     buffers.insert(item.key(), item.value().detach().to(torch::kCPU).clone());
   state.insert("buffers", buffers);
@@ -384,7 +380,7 @@ int Engine::rejoinReplicated(GenericDict& state,
   if (rank == root) {
     auto mine = replicatedState();
     mine.insert("fp32", master_.narrow(0, 0, numel_).detach().to(torch::kCPU).clone());
-    auto tensors = newDict();
+    auto tensors = newStringDict();
     for (const auto& [key, t] : optimizer_->stateTensors()) {
       if (t.defined())
         tensors.insert(key, t.narrow(0, 0, numel_).detach().to(torch::kCPU).clone());
@@ -605,7 +601,7 @@ std::int64_t Engine::rejoin(std::shared_ptr<comm::ProcessGroup> group,
   }
   group_ = std::move(group);
   batch_ = batch;
-  GenericDict state = newDict();
+  GenericDict state = newStringDict();
   std::map<std::string, torch::Tensor> optimizerTensors;
   const int source = zeroStage_ == 0
                          ? rejoinReplicated(state, optimizerTensors)

@@ -168,7 +168,7 @@ TEST(NodeSequence, ListsAssignmentsAndRejectsInconsistentRanks) {
 
 // ---- planMembers is planWorld -------------------------------------------------------------
 
-config::DsConfig trainingFor(int which) {
+config::DsConfig layoutTraining(int which) {
   config::DsConfig ds;
   if (which == 0) {  // elastic: batch 16 on 1, 2, 4, 8 GPUs
     ds.elasticity.enabled = true;
@@ -188,7 +188,7 @@ config::DsConfig trainingFor(int which) {
 RC_GTEST_PROP(PlanMembers, LaysOutTheSameWorldAsPlanWorld, ()) {
   const int which = *rc::gen::inRange(0, 3);
   const std::int64_t modelParallel = which == 0 ? 1 : *rc::gen::element<std::int64_t>(1, 2);
-  const WorldSizeRules rules(trainingFor(which), modelParallel);
+  const WorldSizeRules rules(layoutTraining(which), modelParallel);
   const bool equal = *rc::gen::arbitrary<bool>();
   const auto selection =
       *rc::gen::arbitrary<bool>() ? NodeSelection::WholeNodes : NodeSelection::PartialNodes;

@@ -59,7 +59,7 @@ World makeWorld(const std::string& kind, int size, Duration timeout = 20s) {
     cluster.interNodeGBps = 1;
     cluster.intraLatencyUs = 1;
     cluster.interLatencyUs = 10;
-    world.sim = sim::SimWorld::create(cluster, size, sim::SimMode::Functional,
+    world.sim = sim::SimWorld::create(cluster, size, sim::SimBackendMode::Functional,
                                       {sim::CollectiveAlgorithm::Auto, timeout});
     for (int r = 0; r < size; ++r)
       world.ranks[static_cast<std::size_t>(r)] = world.sim->backend(r);

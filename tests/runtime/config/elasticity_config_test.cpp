@@ -26,7 +26,7 @@ ElasticityConfig section(const std::string& body) {
 }
 
 // The ElasticityConfigError message for a section body ("" and a failure if none).
-std::string errorOf(const std::string& body) {
+std::string sectionErrorOf(const std::string& body) {
   try {
     section(body);
   } catch (const ElasticityConfigError& e) {
@@ -73,19 +73,19 @@ TEST(ElasticityConfigTest, AcceptedVersionForms) {
 
 TEST(ElasticityConfigTest, NewerVersionsQuoteDeepSpeedsMessage) {
   const std::string base = std::string(kRequired) + ", \"version\": ";
-  EXPECT_THAT(errorOf(base + "0.3"),
+  EXPECT_THAT(sectionErrorOf(base + "0.3"),
               AllOf(HasSubstr("elasticity.version = 0.3: expected"),
                     HasSubstr("attempting to run elasticity version 0.3 but runtime only "
                               "supports up to 0.2")));
-  EXPECT_THAT(errorOf(base + "1"), HasSubstr("elasticity version 1 but"));
-  EXPECT_THAT(errorOf(base + "\"0.3\""), HasSubstr("elasticity version 0.3 but"));
+  EXPECT_THAT(sectionErrorOf(base + "1"), HasSubstr("elasticity version 1 but"));
+  EXPECT_THAT(sectionErrorOf(base + "\"0.3\""), HasSubstr("elasticity version 0.3 but"));
 }
 
 TEST(ElasticityConfigTest, OtherVersionsListTheAcceptedValues) {
   const std::string base = std::string(kRequired) + ", \"version\": ";
   for (const char* bad : {"0.15", "0.0", "-1", "\"abc\"", "true", "null", "[0.1]", "\"nan\"",
                           "\"inf\"", "\"0.1 \"", "\"Exact\""}) {
-    EXPECT_THAT(errorOf(base + bad),
+    EXPECT_THAT(sectionErrorOf(base + bad),
                 AllOf(HasSubstr("elasticity.version = "),
                       HasSubstr("expected 0.1, 0.2, \"0.1\", \"0.2\" or \"exact\""),
                       ::testing::Not(HasSubstr("attempting"))))
@@ -96,53 +96,63 @@ TEST(ElasticityConfigTest, OtherVersionsListTheAcceptedValues) {
 TEST(ElasticityConfigTest, MicroBatchSizesAreStrict) {
   const std::string head =
       R"("enabled": true, "max_train_batch_size": 2000, "micro_batch_sizes": )";
-  EXPECT_THAT(errorOf(head + "[]"), HasSubstr("elasticity.micro_batch_sizes = []"));
-  EXPECT_THAT(errorOf(head + "[2, 4, -1]"),
+  EXPECT_THAT(sectionErrorOf(head + "[]"), HasSubstr("elasticity.micro_batch_sizes = []"));
+  EXPECT_THAT(sectionErrorOf(head + "[2, 4, -1]"),
               HasSubstr("elasticity.micro_batch_sizes[2] = -1: expected a positive integer"));
-  EXPECT_THAT(errorOf(head + "[true]"), HasSubstr("elasticity.micro_batch_sizes[0] = true"));
-  EXPECT_THAT(errorOf(head + "[2, 4.0]"), HasSubstr("elasticity.micro_batch_sizes[1] = 4.0"));
-  EXPECT_THAT(errorOf(head + "[\"2\"]"), HasSubstr("elasticity.micro_batch_sizes[0] = \"2\""));
-  EXPECT_THAT(errorOf(head + "[2199023255552]"), HasSubstr("at most 1099511627776"));
+  EXPECT_THAT(sectionErrorOf(head + "[true]"), HasSubstr("elasticity.micro_batch_sizes[0] = true"));
+  EXPECT_THAT(sectionErrorOf(head + "[2, 4.0]"),
+              HasSubstr("elasticity.micro_batch_sizes[1] = 4.0"));
+  EXPECT_THAT(sectionErrorOf(head + "[\"2\"]"),
+              HasSubstr("elasticity.micro_batch_sizes[0] = \"2\""));
+  EXPECT_THAT(sectionErrorOf(head + "[2199023255552]"), HasSubstr("at most 1099511627776"));
 
   std::string list = "[1";
   for (std::size_t i = 1; i < kMaxMicroBatchCount; ++i) {
     list += ",1";
   }
   EXPECT_EQ(section(head + list + "]").microBatchSizes.size(), kMaxMicroBatchCount);
-  EXPECT_THAT(errorOf(head + list + ",1]"), HasSubstr("at most 1024 micro batch sizes"));
+  EXPECT_THAT(sectionErrorOf(head + list + ",1]"), HasSubstr("at most 1024 micro batch sizes"));
 }
 
 TEST(ElasticityConfigTest, ValidationFollowsDeepSpeedsOrder) {
   // Both required keys missing: max_train_batch_size is reported first.
-  EXPECT_THAT(errorOf(R"("enabled": true)"),
+  EXPECT_THAT(sectionErrorOf(R"("enabled": true)"),
               HasSubstr("Elasticity config missing max_train_batch_size"));
   // Micro batches before GPU counts, GPU counts before model parallelism, ... min_time last.
-  EXPECT_THAT(errorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [0],
+  EXPECT_THAT(
+      sectionErrorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [0],
                          "min_gpus": 0)"),
-              HasSubstr("micro_batch_sizes[0]"));
-  EXPECT_THAT(errorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
+      HasSubstr("micro_batch_sizes[0]"));
+  EXPECT_THAT(
+      sectionErrorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
                          "min_gpus": 0, "model_parallel_size": 0)"),
-              HasSubstr("elasticity.min_gpus = 0"));
-  EXPECT_THAT(errorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
+      HasSubstr("elasticity.min_gpus = 0"));
+  EXPECT_THAT(
+      sectionErrorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
                          "min_gpus": 9, "max_gpus": 8)"),
-              HasSubstr("min_gpus <= max_gpus (given min_gpus: 9, max_gpus: 8)"));
-  EXPECT_THAT(errorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
+      HasSubstr("min_gpus <= max_gpus (given min_gpus: 9, max_gpus: 8)"));
+  EXPECT_THAT(
+      sectionErrorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
                          "max_gpus": 0)"),
-              HasSubstr("elasticity.max_gpus = 0"));
-  EXPECT_THAT(errorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
+      HasSubstr("elasticity.max_gpus = 0"));
+  EXPECT_THAT(
+      sectionErrorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
                          "model_parallel_size": 0, "num_gpus_per_node": 0)"),
-              HasSubstr("elasticity.model_parallel_size = 0"));
-  EXPECT_THAT(errorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
+      HasSubstr("elasticity.model_parallel_size = 0"));
+  EXPECT_THAT(
+      sectionErrorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
                          "num_gpus_per_node": 0, "min_time": -1)"),
-              HasSubstr("elasticity.num_gpus_per_node = 0"));
-  EXPECT_THAT(errorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
+      HasSubstr("elasticity.num_gpus_per_node = 0"));
+  EXPECT_THAT(
+      sectionErrorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
                          "min_time": -0.5, "version": 7)"),
-              HasSubstr("elasticity.min_time = -0.5"));
-  EXPECT_THAT(errorOf(R"("enabled": true, "max_train_batch_size": 0, "micro_batch_sizes": [1])"),
-              HasSubstr("elasticity.max_train_batch_size = 0: expected an integer in [1, "));
-  EXPECT_THAT(errorOf(R"("enabled": 1)"),
+      HasSubstr("elasticity.min_time = -0.5"));
+  EXPECT_THAT(
+      sectionErrorOf(R"("enabled": true, "max_train_batch_size": 0, "micro_batch_sizes": [1])"),
+      HasSubstr("elasticity.max_train_batch_size = 0: expected an integer in [1, "));
+  EXPECT_THAT(sectionErrorOf(R"("enabled": 1)"),
               HasSubstr("elasticity.enabled = 1: expected true or false"));
-  EXPECT_THAT(errorOf(std::string(kRequired) + R"(, "prefer_larger_batch": "yes")"),
+  EXPECT_THAT(sectionErrorOf(std::string(kRequired) + R"(, "prefer_larger_batch": "yes")"),
               HasSubstr("elasticity.prefer_larger_batch = \"yes\""));
 }
 
@@ -152,13 +162,16 @@ TEST(ElasticityConfigTest, ExactOnlyKeys) {
                                          "batch_tolerance": 0.25)");
   EXPECT_EQ(c.targetBatchSize, 1500);
   EXPECT_EQ(c.batchTolerance, 0.25);
-  EXPECT_THAT(errorOf(std::string(kRequired) + R"(, "batch_tolerance": 0.1, "version": 0.1)"),
-              HasSubstr("elasticity.batch_tolerance = 0.1: expected no batch_tolerance with "
-                        "version 0.1: it is a Stretch key that only version \"exact\" reads"));
-  EXPECT_THAT(errorOf(std::string(kRequired) + R"(, "version": "exact", "batch_tolerance": -0.1)"),
-              HasSubstr("elasticity.batch_tolerance = -0.1: expected a number in [0, 1)"));
-  EXPECT_THAT(errorOf(std::string(kRequired) + R"(, "version": "exact", "target_batch_size": 0)"),
-              HasSubstr("elasticity.target_batch_size = 0"));
+  EXPECT_THAT(
+      sectionErrorOf(std::string(kRequired) + R"(, "batch_tolerance": 0.1, "version": 0.1)"),
+      HasSubstr("elasticity.batch_tolerance = 0.1: expected no batch_tolerance with "
+                "version 0.1: it is a Stretch key that only version \"exact\" reads"));
+  EXPECT_THAT(
+      sectionErrorOf(std::string(kRequired) + R"(, "version": "exact", "batch_tolerance": -0.1)"),
+      HasSubstr("elasticity.batch_tolerance = -0.1: expected a number in [0, 1)"));
+  EXPECT_THAT(
+      sectionErrorOf(std::string(kRequired) + R"(, "version": "exact", "target_batch_size": 0)"),
+      HasSubstr("elasticity.target_batch_size = 0"));
 }
 
 TEST(ElasticityConfigTest, WarningsOverloadReportsTheDocumentedTypo) {

@@ -68,7 +68,7 @@ std::string errorOf(F&& body) {
 
 TEST(SimBackendFunctional, SixtyFourRanksReduceCorrectlyAndClocksFollowTheCostModel) {
   const ClusterSpec c = preset("dgx-h100", 8);
-  auto world = SimWorld::create(c, 64, SimMode::Functional);
+  auto world = SimWorld::create(c, 64, SimBackendMode::Functional);
   constexpr std::size_t kCount = 1000;
   std::vector<std::vector<float>> data(64, std::vector<float>(kCount));
   const SimDuration first = costOf(c, OpType::AllReduce, kCount * sizeof(float), 64);
@@ -104,7 +104,7 @@ TEST(SimBackendFunctional, SixtyFourRanksReduceCorrectlyAndClocksFollowTheCostMo
 
 TEST(SimBackendFunctional, EveryOperationMovesTheDataAndAdvancesTheClock) {
   const ClusterSpec c = smallCluster();
-  auto world = SimWorld::create(c, 4, SimMode::Functional);
+  auto world = SimWorld::create(c, 4, SimBackendMode::Functional);
   const SimDuration bcast = costOf(c, OpType::Broadcast, 8 * 8, 4);
   const SimDuration gather = costOf(c, OpType::AllGather, 4 * 3 * 4, 4);
   const SimDuration scatter = costOf(c, OpType::ReduceScatter, 8 * 4, 4);
@@ -166,7 +166,7 @@ TEST(SimBackendFunctional, EveryOperationMovesTheDataAndAdvancesTheClock) {
 
 TEST(SimBackendFunctional, SubGroupsShareClocksAndAreCostedWhereTheirMembersAre) {
   const ClusterSpec c = preset("dgx-h100", 2);
-  auto world = SimWorld::create(c, 16, SimMode::Functional);
+  auto world = SimWorld::create(c, 16, SimBackendMode::Functional);
   constexpr std::size_t kCount = 1 << 18;  // 1 MiB of fp32
   const SimDuration rail =
       toSimDuration(collectiveCost(c, OpType::AllReduce, kCount * 4, Placement{2, 2, 1}).seconds);
@@ -191,7 +191,7 @@ TEST(SimBackendFunctional, SubGroupsShareClocksAndAreCostedWhereTheirMembersAre)
 }
 
 TEST(SimBackendFunctional, AMissingPeerTimesOutAndBreaksTheGroup) {
-  auto world = SimWorld::create(smallCluster(), 2, SimMode::Functional);
+  auto world = SimWorld::create(smallCluster(), 2, SimBackendMode::Functional);
   auto b = world->backend(0);
   std::vector<float> v(16, 1.0f);
   const auto start = std::chrono::steady_clock::now();
@@ -210,8 +210,8 @@ TEST(SimBackendFunctional, AMissingPeerTimesOutAndBreaksTheGroup) {
 }
 
 TEST(SimBackendFunctional, MismatchedCollectivesFailNamingBoth) {
-  auto world =
-      SimWorld::create(smallCluster(), 2, SimMode::Functional, {CollectiveAlgorithm::Auto, 5s});
+  auto world = SimWorld::create(smallCluster(), 2, SimBackendMode::Functional,
+                                {CollectiveAlgorithm::Auto, 5s});
   std::vector<std::string> messages(2);
   runRankThreads(2, [&](int r) {
     auto b = world->backend(r);
@@ -233,7 +233,7 @@ TEST(SimBackendFunctional, MismatchedCollectivesFailNamingBoth) {
 
 TEST(SimBackendFunctional, ARejectedMessageDoesNotLeaveItsArrivalTimeBehind) {
   const ClusterSpec c = smallCluster();
-  auto world = SimWorld::create(c, 2, SimMode::Functional);
+  auto world = SimWorld::create(c, 2, SimBackendMode::Functional);
   const SimDuration hop = toSimDuration(pointToPointCost(c, 16, true).seconds);
   runRankThreads(2, [&](int r) {
     auto b = world->backend(r);
@@ -258,7 +258,7 @@ TEST(SimBackendFunctional, ARejectedMessageDoesNotLeaveItsArrivalTimeBehind) {
 TEST(SimBackend, DevicesAndNullBuffersByMode) {
   std::vector<float> v(4);
   BufferView cuda{v.data(), v.size(), DataType::Float32, comm::Device::cuda(0)};
-  auto functional = SimWorld::create(smallCluster(), 1, SimMode::Functional)->backend(0);
+  auto functional = SimWorld::create(smallCluster(), 1, SimBackendMode::Functional)->backend(0);
   EXPECT_FALSE(functional->supportsDevice(comm::DeviceType::Cuda));
   const std::string message = errorOf([&] { functional->allReduce(cuda, ReduceOp::Sum); });
   EXPECT_NE(message.find("sim"), std::string::npos) << message;
@@ -266,7 +266,7 @@ TEST(SimBackend, DevicesAndNullBuffersByMode) {
   EXPECT_THROW(functional->allReduce(BufferView{nullptr, 4, DataType::Float32}, ReduceOp::Sum),
                comm::CommError);
 
-  auto costWorld = SimWorld::create(smallCluster(), 1, SimMode::CostOnly);
+  auto costWorld = SimWorld::create(smallCluster(), 1, SimBackendMode::CostOnly);
   auto costOnly = costWorld->backend(0);
   EXPECT_TRUE(costOnly->supportsDevice(comm::DeviceType::Cuda));
   costOnly->allReduce(cuda, ReduceOp::Sum)->wait();
@@ -280,7 +280,7 @@ TEST(SimBackend, DevicesAndNullBuffersByMode) {
 TEST(SimBackendCostOnly, OneThreadDrives131072RanksThroughAnAllReduce) {
   const ClusterSpec c = preset("dgx-h100", 16384);
   const auto start = std::chrono::steady_clock::now();
-  auto world = SimWorld::create(c, c.gpus(), SimMode::CostOnly);
+  auto world = SimWorld::create(c, c.gpus(), SimBackendMode::CostOnly);
   const int n = static_cast<int>(world->size());
   std::vector<std::shared_ptr<SimBackend>> ranks(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r)
@@ -307,7 +307,7 @@ TEST(SimBackendCostOnly, OneThreadDrives131072RanksThroughAnAllReduce) {
 
 TEST(SimBackendCostOnly, LockstepWorldStepsAreConstantTimeAtScale) {
   const ClusterSpec c = preset("dgx-h100", 16384);
-  auto world = SimWorld::create(c, c.gpus(), SimMode::CostOnly);
+  auto world = SimWorld::create(c, c.gpus(), SimBackendMode::CostOnly);
   const std::uint64_t bucket = 100'000'000;
   const SimDuration cost = costOf(c, OpType::AllReduce, bucket, c.gpus());
   constexpr int kSteps = 100000;
@@ -334,7 +334,7 @@ TEST(SimBackendCostOnly, LockstepWorldStepsAreConstantTimeAtScale) {
 
 TEST(SimBackendCostOnly, ComputeBetweenIssueAndWaitOverlapsTheCollective) {
   const ClusterSpec c = smallCluster();
-  auto world = SimWorld::create(c, 2, SimMode::CostOnly);
+  auto world = SimWorld::create(c, 2, SimBackendMode::CostOnly);
   auto a = world->backend(0);
   auto b = world->backend(1);
   const BufferView bucket{nullptr, 1 << 20, DataType::Float32};
@@ -364,7 +364,7 @@ TEST(SimBackendCostOnly, ComputeBetweenIssueAndWaitOverlapsTheCollective) {
 }
 
 TEST(SimBackendCostOnly, WaitingBeforeThePeersIssueTimesOutThenCompletes) {
-  auto world = SimWorld::create(smallCluster(), 2, SimMode::CostOnly,
+  auto world = SimWorld::create(smallCluster(), 2, SimBackendMode::CostOnly,
                                 {CollectiveAlgorithm::Auto, std::chrono::milliseconds(100)});
   auto work = world->backend(0)->barrier();
   const std::string message = errorOf([&] { work->wait(); });
@@ -376,7 +376,7 @@ TEST(SimBackendCostOnly, WaitingBeforeThePeersIssueTimesOutThenCompletes) {
 
 TEST(SimBackendCostOnly, MessagesArriveAfterThePointToPointCost) {
   const ClusterSpec c = smallCluster();
-  auto world = SimWorld::create(c, 4, SimMode::CostOnly);
+  auto world = SimWorld::create(c, 4, SimBackendMode::CostOnly);
   auto sender = world->backend(0);
   auto receiver = world->backend(3);  // on the other node
   const BufferView message{nullptr, 1000, DataType::Float64};
@@ -398,7 +398,7 @@ TEST(SimBackendCostOnly, MessagesArriveAfterThePointToPointCost) {
 }
 
 TEST(SimBackendCostOnly, MismatchedSizesPoisonTheGroup) {
-  auto world = SimWorld::create(smallCluster(), 2, SimMode::CostOnly);
+  auto world = SimWorld::create(smallCluster(), 2, SimBackendMode::CostOnly);
   auto w0 = world->backend(0)->allReduce(BufferView{nullptr, 8, DataType::Float32}, ReduceOp::Sum);
   auto w1 = world->backend(1)->allReduce(BufferView{nullptr, 9, DataType::Float32}, ReduceOp::Sum);
   EXPECT_THROW(w0->wait(), comm::CommError);
@@ -411,7 +411,7 @@ TEST(SimBackendCostOnly, MismatchedSizesPoisonTheGroup) {
 TEST(SimBackend, ResultsAreBitIdenticalRunToRun) {
   auto run = [] {
     const ClusterSpec c = preset("dgx-a100", 2);
-    auto world = SimWorld::create(c, 16, SimMode::Functional);
+    auto world = SimWorld::create(c, 16, SimBackendMode::Functional);
     runRankThreads(16, [&](int r) {
       auto b = world->backend(r);
       std::vector<double> v(333, r * 0.1);
@@ -431,18 +431,19 @@ TEST(SimBackend, ResultsAreBitIdenticalRunToRun) {
 TEST(SimWorld, RejectsBadSizesAndRanks) {
   const ClusterSpec c = smallCluster();
   for (std::int64_t ranks : {std::int64_t{0}, std::int64_t{5}}) {
-    const std::string message = errorOf([&] { SimWorld::create(c, ranks, SimMode::CostOnly); });
+    const std::string message =
+        errorOf([&] { SimWorld::create(c, ranks, SimBackendMode::CostOnly); });
     EXPECT_NE(message.find("ranks = " + std::to_string(ranks)), std::string::npos) << message;
   }
   ClusterSpec broken = c;
   broken.intraNodeGBps = -1;
-  EXPECT_THROW(SimWorld::create(broken, 2, SimMode::CostOnly), ConfigError);
-  auto world = SimWorld::create(c, 4, SimMode::CostOnly);
+  EXPECT_THROW(SimWorld::create(broken, 2, SimBackendMode::CostOnly), ConfigError);
+  auto world = SimWorld::create(c, 4, SimBackendMode::CostOnly);
   EXPECT_THROW(world->backend(4), comm::CommError);
   EXPECT_THROW(world->time(-1), comm::CommError);
   EXPECT_THROW(world->advance(0, -1ns), comm::CommError);
   EXPECT_EQ(world->backend(2), world->backend(2));
-  EXPECT_EQ(toString(SimMode::CostOnly), "cost_only");
+  EXPECT_EQ(toString(SimBackendMode::CostOnly), "cost_only");
 }
 
 }  // namespace
