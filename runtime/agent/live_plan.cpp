@@ -146,6 +146,9 @@ LivePlan planLiveRecovery(const LiveSituation& s, const StartWorkers& next,
 
   plan.live = true;
   std::sort(kept.begin(), kept.end());
+  std::vector<WorkerPlace> sortedGroup = s.group;
+  std::sort(sortedGroup.begin(), sortedGroup.end());
+  const bool groupIntact = kept == sortedGroup;  // every worker of the group goes on
   std::int64_t joining = 0;
   for (const NodeAssignment& n : next.nodes) {
     for (std::int64_t local = 0; local < n.localWorldSize; ++local) {
@@ -179,11 +182,7 @@ LivePlan planLiveRecovery(const LiveSituation& s, const StartWorkers& next,
     plan.reason =
         fmt::format("{} running worker(s) go on in generation {}", members.size(), next.generation);
   } else {
-    std::vector<WorkerPlace> sortedGroup = s.group;
-    std::sort(sortedGroup.begin(), sortedGroup.end());
-    std::vector<WorkerPlace> sortedKept = kept;
-    std::sort(sortedKept.begin(), sortedKept.end());
-    if (sortedKept != sortedGroup) {
+    if (!groupIntact) {
       // Workers were lost: the survivors go on alone while the joiners start, as many of them as
       // make a valid world size, chosen to keep every ZeRO partition.
       for (auto n = static_cast<std::int64_t>(kept.size()); n >= 1; --n) {

@@ -241,9 +241,10 @@ class RemoteWorkers final : public WorkerGroup {
       for (const auto& [local, pid] : record.workers) {
         const bool joiner =
             std::find(record.joiners.begin(), record.joiners.end(), pid) != record.joiners.end();
-        s.running.push_back({{node, local}, pid, capable(node, pid), joiner});
+        const auto capability = live::liveCapability(*options_.liveStore, node, pid);
+        s.running.push_back({{node, local}, pid, capability != live::LiveCapability::None, joiner});
         s.partitionCopies =
-            s.partitionCopies || live::keepsPartitionCopies(*options_.liveStore, node, pid);
+            s.partitionCopies || capability == live::LiveCapability::CapableWithCopies;
       }
     }
     return s;
@@ -391,10 +392,6 @@ class RemoteWorkers final : public WorkerGroup {
         addr = r->address;
     }
     return addr.empty() ? "127.0.0.1" : addr;
-  }
-
-  bool capable(const std::string& node, std::int64_t pid) const {
-    return options_.liveStore->check({live::live_keys::capable(node, pid)});
   }
 
   // What every live node runs (its workers/<node> record), by node id.

@@ -9,8 +9,8 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/common/error.hpp"
-#include "runtime/launcher/job_protocol.hpp"
 #include "runtime/common/worker_variables.hpp"
+#include "runtime/launcher/job_protocol.hpp"
 
 namespace stretch::launcher {
 
@@ -54,13 +54,6 @@ std::chrono::milliseconds NodeWorkers::grace() const {
 
 bool NodeWorkers::speaksLive(pid_t pid) const {
   return live_->store->check({live::live_keys::capable(nodeId_, pid)});
-}
-
-bool NodeWorkers::keepsCopies() const {
-  const auto running = workers_.runningWorkers();
-  return std::any_of(running.begin(), running.end(), [&](const auto& worker) {
-    return live::keepsPartitionCopies(*live_->store, nodeId_, worker.second);
-  });
 }
 
 bool NodeWorkers::isJoiner(pid_t pid) const {
@@ -114,9 +107,12 @@ std::optional<agent::LiveSituation> NodeWorkers::liveSituation(const StartWorker
   agent::LiveSituation s;
   for (const int local : members_)
     s.group.push_back({nodeId_, local});
-  for (const auto& [local, pid] : workers_.runningWorkers())
-    s.running.push_back({{nodeId_, local}, pid, speaksLive(pid), isJoiner(pid)});
-  s.partitionCopies = keepsCopies();
+  for (const auto& [local, pid] : workers_.runningWorkers()) {
+    const auto capability = live::liveCapability(*live_->store, nodeId_, pid);
+    s.running.push_back(
+        {{nodeId_, local}, pid, capability != live::LiveCapability::None, isJoiner(pid)});
+    s.partitionCopies = s.partitionCopies || capability == live::LiveCapability::CapableWithCopies;
+  }
   s.copyDistance = copyDistance_;
   return s;
 }
@@ -196,7 +192,8 @@ void NodeWorkers::continueLive(const StartWorkers& action, const agent::LivePlan
   pendingGeneration_ = ++liveGeneration_;
   pendingTarget_ = action;
   std::map<std::string, std::string> extra = {
-      {worker_env::kLiveJoin, "1"}, {worker_env::kLiveGeneration, std::to_string(pendingGeneration_)}};
+      {worker_env::kLiveJoin, "1"},
+      {worker_env::kLiveGeneration, std::to_string(pendingGeneration_)}};
   workers_.start(command_.argv, specsFor(action, node, missing, extra), logDir_,
                  static_cast<int>(action.generation));
   joiners_.clear();

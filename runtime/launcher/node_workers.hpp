@@ -90,8 +90,6 @@ class NodeWorkers final : public agent::WorkerGroup {
   // Live recovery.
   // The worker has said it can continue live (its live/capable key).
   bool speaksLive(pid_t pid) const;
-  // Some running worker keeps ZeRO 1/2 partition copies (its live/capable key says so).
-  bool keepsCopies() const;
   // The worker was started into the running job for the pending generation.
   bool isJoiner(pid_t pid) const;
   // `donors`: survivors outside the generation that give it their partition copies.

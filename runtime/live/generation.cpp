@@ -193,9 +193,12 @@ void publishLiveGeneration(comm::Store& store, const LiveGeneration& generation)
   store.set(live_keys::kLatest, std::to_string(generation.generation));
 }
 
-bool keepsPartitionCopies(comm::Store& store, const std::string& nodeId, std::int64_t pid) {
+LiveCapability liveCapability(comm::Store& store, const std::string& nodeId, std::int64_t pid) {
   const auto key = live_keys::capable(nodeId, pid);
-  return store.check({key}) && store.get(key) == live_keys::kCapableWithCopies;
+  if (!store.check({key}))
+    return LiveCapability::None;
+  return store.get(key) == live_keys::kCapableWithCopies ? LiveCapability::CapableWithCopies
+                                                         : LiveCapability::Capable;
 }
 
 std::uint64_t latestLiveGeneration(comm::Store& store) {

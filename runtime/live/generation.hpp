@@ -113,9 +113,11 @@ inline constexpr const char* kCapableWithCopies = "copies";
 // becomes 1.
 int liveBuddyDistance(int distance, int world);
 
-// Whether the worker `pid` of `nodeId` said it keeps ZeRO 1/2 partition copies (its live/capable
-// key is kCapableWithCopies).
-bool keepsPartitionCopies(comm::Store& store, const std::string& nodeId, std::int64_t pid);
+// What the worker `pid` of `nodeId` said through its live/capable key: nothing (no key), that it
+// can continue live, or that it can and keeps ZeRO 1/2 partition copies (kCapableWithCopies).
+// One key read per worker serves both questions the agent asks.
+enum class LiveCapability { None, Capable, CapableWithCopies };
+LiveCapability liveCapability(comm::Store& store, const std::string& nodeId, std::int64_t pid);
 
 // Writes the record, then live/latest.
 void publishLiveGeneration(comm::Store& store, const LiveGeneration& generation);

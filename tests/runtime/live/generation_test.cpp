@@ -124,4 +124,14 @@ TEST(LiveGeneration, PublishingSetsTheRecordThenLatest) {
   EXPECT_EQ(live_keys::donated(4), "live/donated/4");
 }
 
+TEST(LiveGeneration, AWorkersCapabilityIsItsCapableKey) {
+  HashStore store;
+  EXPECT_EQ(liveCapability(store, "n0", 7), LiveCapability::None);
+  store.set(live_keys::capable("n0", 7), "1");
+  EXPECT_EQ(liveCapability(store, "n0", 7), LiveCapability::Capable);
+  store.set(live_keys::capable("n0", 8), live_keys::kCapableWithCopies);
+  EXPECT_EQ(liveCapability(store, "n0", 8), LiveCapability::CapableWithCopies);
+  EXPECT_EQ(liveCapability(store, "n1", 8), LiveCapability::None);
+}
+
 }  // namespace
