@@ -40,15 +40,15 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
 jobs="${JOBS:-$(nproc)}"
 
-# Packages the core build and the test suite need. Gloo (CPU collectives) and hiredis
-# (RedisStore), LibTorch (the training engine; OpenSSL for checkpoint digests, zlib for the
-# example data) and Qt 6 (the desktop planner) are installed by default; NCCL stays optional
-# (AUTO): the build uses it when present and says so in its configure summary.
 # What `example` needs: the compiler, CMake and the header libraries of the core.
 packages=(
   cmake ninja-build g++ ccache pkg-config
   libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
 )
+# What the full build and the test suite add. Gloo (CPU collectives) and hiredis (RedisStore),
+# LibTorch (the training engine; OpenSSL for checkpoint digests, zlib for the example data) and
+# Qt 6 (the desktop planner) are installed by default; NCCL stays optional (AUTO): the build uses
+# it when present and says so in its configure summary.
 [[ "$mode" == "example" ]] || packages+=(
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libgloo-dev libhiredis-dev libtorch-dev libssl-dev zlib1g-dev
