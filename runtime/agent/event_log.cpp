@@ -97,6 +97,25 @@ EventRecord recordOf(const Action& action, Time now, std::optional<std::int64_t>
   return r;
 }
 
+EventRecord recordOf(const LivePlan& plan, const StartWorkers& next, Time now) {
+  EventRecord r;
+  r.time = now;
+  r.event = "live_plan";
+  r.generation = next.generation;
+  r.recovery = plan.live ? "live" : "checkpoint";
+  if (plan.live && plan.publish) {
+    r.worldSize = static_cast<std::int64_t>(plan.publish->members.size());
+    r.batch = plan.publish->batch;
+    for (const WorkerPlace& member : plan.publish->members) {
+      if (r.nodes.empty() || r.nodes.back() != member.nodeId) {
+        r.nodes.push_back(member.nodeId);
+      }
+    }
+  }
+  r.reason = plan.reason;
+  return r;
+}
+
 EventLog::EventLog(std::ostream& out) : out_(&out) {}
 
 EventLog::EventLog(const std::filesystem::path& path)

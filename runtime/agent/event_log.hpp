@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "runtime/agent/clock.hpp"
+#include "runtime/agent/live_plan.hpp"
 #include "runtime/agent/state_machine.hpp"
 #include "runtime/common/strings.hpp"
 #include "runtime/config/batch.hpp"
@@ -30,7 +31,8 @@ namespace stretch::agent {
 
 struct EventRecord {
   Time time{0};
-  // start_workers, stop_workers, wait, finish, fail, or a LogEvent's name (node_joined, ...).
+  // start_workers, stop_workers, live_plan, wait, finish, fail, or a LogEvent's name
+  // (node_joined, ...).
   std::string event;
   std::optional<std::uint64_t> generation;
   std::optional<std::int64_t> worldSize;
@@ -51,6 +53,12 @@ struct EventRecord {
 // The record of an action returned by AgentStateMachine::handle at `now`.
 EventRecord recordOf(const Action& action, Time now,
                      std::optional<std::int64_t> resumeStep = std::nullopt);
+
+// The record of live recovery's decision for `next` (agent::planLiveRecovery, taken at the stop
+// before it): "live_plan", the next generation, "recovery" live or checkpoint, the plan's reason,
+// and for a live plan the world published at once (the next generation's, or the interim one
+// of the survivors while joiners start) with its batch and its nodes in rank order.
+EventRecord recordOf(const LivePlan& plan, const StartWorkers& next, Time now);
 
 // One line of JSON for the record, without the trailing newline.
 std::string toJsonLine(const EventRecord& record);

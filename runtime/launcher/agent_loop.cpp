@@ -169,12 +169,13 @@ class AgentLoop {
   // agent::planLiveRecovery says they hold the state.
   void stopWorkers(const StopWorkers& stop, const StartWorkers* next, Time now) {
     livePlan_.reset();
+    std::optional<LivePlan> plan;
     if (options_.liveRecovery && next != nullptr) {
       if (const auto situation = workers_.liveSituation(*next)) {
-        LivePlan plan = planLiveRecovery(*situation, *next, machine_.rules());
-        spdlog::info("agent: live recovery: {}", plan.reason);
-        if (plan.live)
-          livePlan_ = std::move(plan);
+        plan = planLiveRecovery(*situation, *next, machine_.rules());
+        spdlog::info("agent: live recovery: {}", plan->reason);
+        if (plan->live)
+          livePlan_ = plan;
       }
     }
     const bool liveNext = livePlan_.has_value();
@@ -183,6 +184,8 @@ class AgentLoop {
       if (options_.liveRecovery)
         record.recovery = liveNext ? "live" : "checkpoint";
       log_->write(record);
+      if (plan)
+        log_->write(recordOf(*plan, *next, now));  // the decision itself
     }
     spdlog::info("agent: {} generation {}: {}",
                  liveNext ? "leaving the running workers of" : "stopping", stop.generation,

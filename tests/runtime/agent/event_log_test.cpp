@@ -42,6 +42,9 @@ EventRecord parse(const std::string& line) {
   if (j.contains("resume_step")) {
     r.resumeStep = j["resume_step"].get<std::int64_t>();
   }
+  if (j.contains("recovery")) {
+    r.recovery = j["recovery"].get<std::string>();
+  }
   if (j.contains("exit_code")) {
     r.exitCode = j["exit_code"].get<int>();
   }
@@ -133,6 +136,36 @@ TEST(EventLog, ActionsBecomeRecords) {
   EXPECT_EQ(fail.reason, "boom");
   EXPECT_EQ(recordOf(Finish{4}, 9s).generation, 4u);
   EXPECT_EQ(recordOf(Wait{"nodes"}, 9s).reason, "nodes");
+}
+
+// Live recovery's decision (agent::planLiveRecovery) is a record of its own between the stop and
+// the start it decides.
+TEST(EventLog, ALivePlanBecomesARecord) {
+  StartWorkers next;
+  next.generation = 3;
+  LivePlan plan;
+  plan.live = true;
+  plan.reason = "3 running worker(s) go on (2 of them in an interim world); 1 join generation 3";
+  plan.publish = LiveMembers{{{"a", 0}, {"a", 1}, {"b", 1}}, config::BatchTriple{12, 2, 2}, {}};
+  plan.awaitJoiners = true;
+  const EventRecord live = parse(toJsonLine(recordOf(plan, next, 7s)));
+  EXPECT_EQ(live.event, "live_plan");
+  EXPECT_EQ(live.generation, 3u);
+  EXPECT_EQ(live.recovery, "live");
+  EXPECT_EQ(live.worldSize, 3);
+  EXPECT_EQ(live.batch, (config::BatchTriple{12, 2, 2}));
+  EXPECT_EQ(live.nodes, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(live.reason, plan.reason);
+  EXPECT_EQ(live.time, 7s);
+
+  LivePlan lost;
+  lost.reason = "ZeRO partition 1 was lost with its copy (ranks 1 and 2 of 4)";
+  const EventRecord fallback = parse(toJsonLine(recordOf(lost, next, 8s)));
+  EXPECT_EQ(fallback.event, "live_plan");
+  EXPECT_EQ(fallback.recovery, "checkpoint");
+  EXPECT_FALSE(fallback.worldSize.has_value());
+  EXPECT_FALSE(fallback.batch.has_value());
+  EXPECT_EQ(fallback.reason, lost.reason);
 }
 
 TEST(EventLog, AppendsToAFile) {
