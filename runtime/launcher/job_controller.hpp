@@ -10,6 +10,9 @@
 // acknowledges; the controller waits for the acknowledgements (at most commandTimeout; an agent
 // that does not answer is treated as lost). When the job ends (Finish, Fail, a stop signal) it
 // sends the Exit command and waits, at most commandTimeout, for the agents to acknowledge it.
+// Its parts: NodeTracker (node_tracker.hpp), the view of the registered node agents, and
+// RemoteWorkers (remote_workers.hpp), the worker group that sends the commands and carries out
+// live recovery across hosts.
 //
 
 #include <atomic>

@@ -1,0 +1,76 @@
+#pragma once
+// NodeTracker: the job controller's view of the node agents of a multi-node job, read from the
+// job's store (keys and records: job_protocol.hpp): registrations, departures and keep-alive
+// counters become the state machine's NodeJoined, NodeLeft and HeartbeatLost events. Used by
+// runJobController (job_controller.hpp) and by RemoteWorkers (remote_workers.hpp), which asks it
+// which agents are alive and marks those that do not answer a command as lost. Not thread-safe.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/agent/clock.hpp"
+#include "runtime/agent/state_machine.hpp"
+#include "runtime/comm/store.hpp"
+#include "runtime/launcher/job_protocol.hpp"
+
+namespace stretch::launcher {
+
+// The controller's view of the registered node agents.
+class NodeTracker {
+ public:
+  // launchHosts: the hosts the launcher started agents on, in hostfile order. Their
+  // registrations are held (up to `window`) until every one of them has registered or is known
+  // to be gone, then announced in that order, so node ranks follow the hostfile (and MASTER_ADDR
+  // is the first host's) whatever order the agents come up in.
+  NodeTracker(comm::Store& store, agent::Duration heartbeatTimeout,
+              std::vector<std::string> launchHosts, agent::Duration window);
+
+  // New registrations and departures since the last call, and (withHeartbeats) silent nodes.
+  // Exits read before this call that a departure explains are applied after it (see
+  // job_protocol.hpp, "Order").
+  std::vector<agent::Event> poll(agent::Time now, bool withHeartbeats);
+
+  // Reads the node's keep-alive counter; true when it has not moved for heartbeatTimeout.
+  bool silent(const std::string& id, agent::Time now);
+
+  void markLost(const std::string& id);
+
+  std::vector<std::string> alive() const;
+
+  const NodeRecord* record(const std::string& id) const;
+
+ private:
+  struct Node {
+    NodeRecord record;
+    bool alive = false;
+    std::int64_t counter = -1;
+    agent::Time lastChange{0};
+  };
+
+  bool silent(const std::string& id, Node& node, agent::Time now);
+
+  bool isHeld(const std::string& id) const;
+
+  // Announces the held registrations in hostfile order once every launched host registered or
+  // is gone, or the window has passed.
+  void maybeRelease(agent::Time now, std::vector<agent::Event>& out);
+
+  comm::Store& store_;
+  agent::Duration heartbeatTimeout_;
+  std::vector<std::string> launchHosts_;
+  agent::Duration window_;
+  bool holding_ = false;
+  std::optional<agent::Time> holdSince_;
+  std::vector<std::string> held_;
+  std::set<std::string> gone_;
+  std::int64_t nextRecord_ = 0;
+  std::int64_t nextLeave_ = 0;
+  std::map<std::string, Node> nodes_;
+  std::set<std::string> pendingLost_;
+};
+
+}  // namespace stretch::launcher
