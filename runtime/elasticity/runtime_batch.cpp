@@ -149,7 +149,7 @@ TrainingBatch resolveTrainingBatch(const config::DsConfig& config, std::int64_t 
   if (env.launcherBatch && *env.launcherBatch != out.triple) {
     const auto& l = *env.launcherBatch;
     throw ElasticityConfigError(ErrorDetail{
-        worker_env::kTrainBatchSize,
+        env.launcherBatchName,
         fmt::format("{} = micro {} x accumulation {} x {} ranks", l.trainBatchSize,
                     l.microBatchPerGpu, l.gradientAccumulation, out.dataParallelSize),
         fmt::format("the batch this worker's config gives for world size {}: {} = micro {} x "

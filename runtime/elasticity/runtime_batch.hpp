@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/common/worker_variables.hpp"
 #include "runtime/config/batch.hpp"
 #include "runtime/config/ds_config.hpp"
 
@@ -23,6 +24,9 @@ struct ElasticEnvironment {
   // STRETCH_MICRO_BATCH_SIZE, STRETCH_GRADIENT_ACCUMULATION_STEPS, the batch `stretch launch`
   // chose for this generation. All three or none (ConfigError naming the missing one).
   std::optional<config::BatchTriple> launcherBatch;
+  // What launcherBatch is called in the error when it differs from the worker's batch: the
+  // variable, or (live recovery, Engine::rejoin) the live generation record it came from.
+  std::string launcherBatchName = worker_env::kTrainBatchSize;
 
   // Reads the variables of the current process. When both config variables are set they must
   // hold the same text (ElasticityConfigError otherwise).

@@ -17,6 +17,7 @@
 
 #include "runtime/comm/errors.hpp"
 #include "runtime/common/error.hpp"
+#include "runtime/elasticity/runtime_batch.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/engine/partition_plan.hpp"
@@ -599,6 +600,15 @@ std::int64_t Engine::rejoin(std::shared_ptr<comm::ProcessGroup> group,
         fmt::format("micro batch {} x gradient accumulation {} x the new group's {} rank(s)",
                     batch.microBatchPerGpu, batch.gradientAccumulation, group->size())});
   }
+  // The batch came from the live generation record, not the environment the launcher set at the
+  // start: the same solver cross-check (the agent's batch for this world size must be the one
+  // this worker's config gives), so that a config that differs from the launcher's --config is
+  // an error here as it is at the start.
+  elasticity::ElasticEnvironment env = elasticity::ElasticEnvironment::fromProcess();
+  env.worldSize = std::to_string(group->size());
+  env.launcherBatch = batch;
+  env.launcherBatchName = "the live generation's train_batch_size";
+  elasticity::resolveTrainingBatch(config_, group->size(), env);
   group_ = std::move(group);
   batch_ = batch;
   GenericDict state = newStringDict();

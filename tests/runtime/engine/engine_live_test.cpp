@@ -404,5 +404,29 @@ TEST(EngineLive, WhatCannotRejoinIsAConfigErrorNamingTheKey) {
   }
 }
 
+// The live generation's batch passes the solver's cross-check, as the launcher's environment
+// does at the start: micro x accumulation x ranks is not enough, it must be the batch this
+// engine's config gives for the new group's size (here 24 = micro 24 x accumulation 1).
+TEST(EngineLive, ABatchTheConfigDoesNotGiveIsAnElasticityConfigError) {
+  auto groups = test::makeGroups(1);
+  torch::manual_seed(0);
+  Mlp model(6, 12, 3);
+  InitOptions options;
+  options.processGroup = groups.groups[0];
+  options.device = torch::Device(torch::kCPU);
+  auto init = initialize(torch::nn::AnyModule(model), test::parse(configFor(0)), options);
+  auto fresh = test::makeGroups(1);
+  try {
+    init.engine->rejoin(fresh.groups[0], config::BatchTriple{24, 12, 2});
+    ADD_FAILURE() << "rejoin accepted a batch its config does not give";
+  } catch (const ElasticityConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the live generation's train_batch_size"), std::string::npos) << what;
+    EXPECT_NE(what.find("24 = micro 24 x accumulation 1"), std::string::npos) << what;
+  }
+  // The batch the config gives is accepted.
+  EXPECT_EQ(init.engine->rejoin(fresh.groups[0], config::BatchTriple{24, 24, 1}), 0);
+}
+
 }  // namespace
 }  // namespace stretch::engine
