@@ -17,6 +17,8 @@ option(STRETCH_BUILD_BENCH "Build the Google Benchmark benchmarks" ON)
 set(STRETCH_BUILD_FUZZERS AUTO CACHE STRING
     "Build libFuzzer targets with clang++: AUTO (when clang++ is found), ON or OFF")
 option(STRETCH_WARNINGS_AS_ERRORS "Treat compiler warnings as errors" OFF)
+set(STRETCH_TEST_OPTIMIZATION -O1 CACHE STRING
+    "Optimization flags for the test executables' own code (empty: the build type's)")
 
 # ccache makes repeated CI and developer builds cheap; use it when present.
 find_program(STRETCH_CCACHE ccache)

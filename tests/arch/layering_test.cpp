@@ -1,6 +1,10 @@
 #include "tests/arch/layering.hpp"
 
+#include <filesystem>
 #include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -23,6 +27,39 @@ TEST(Layering, TheRootHoldsOnlyKnownFiles) {
                   << ": unexpected file at the repository root (move it into a folder, delete "
                      "it, or name it in kRootFiles of tests/arch/layering.cpp)";
   }
+}
+
+// tests/test_costs.cmake orders the slowest tests first by name; CTest ignores a name that is not
+// a test, so a renamed test would silently lose its place. Every name there must be a gtest
+// TEST/TEST_F in tests/ or an add_test(NAME ...) in a tests/ CMakeLists.txt.
+TEST(Layering, EveryTestGivenACostExists) {
+  namespace fs = std::filesystem;
+  const fs::path tests = test::sourceDir() / "tests";
+  std::string sources;
+  for (const auto& entry : fs::recursive_directory_iterator(tests)) {
+    const auto ext = entry.path().extension();
+    if (entry.is_regular_file() && (ext == ".cpp" || entry.path().filename() == "CMakeLists.txt"))
+      sources += test::readFile(entry.path());
+  }
+  std::istringstream costs(test::readFile(tests / "test_costs.cmake"));
+  const std::regex entryLine(R"(^\s+([A-Za-z0-9_]+)(?:\.([A-Za-z0-9_]+))? [0-9]+\)?$)");
+  int named = 0;
+  for (std::string line; std::getline(costs, line);) {
+    std::smatch m;
+    if (!std::regex_match(line, m, entryLine))
+      continue;
+    ++named;
+    const std::string name = m[2].matched ? m[1].str() + "." + m[2].str() : m[1].str();
+    const bool found =
+        m[2].matched
+            ? sources.find("TEST(" + m[1].str() + ", " + m[2].str() + ")") != std::string::npos ||
+                  sources.find("TEST_F(" + m[1].str() + ", " + m[2].str() + ")") !=
+                      std::string::npos
+            : sources.find("add_test(NAME " + name) != std::string::npos;
+    EXPECT_TRUE(found) << name
+                       << " in tests/test_costs.cmake is not a test: rename or remove the entry";
+  }
+  EXPECT_GE(named, 10) << "tests/test_costs.cmake lists fewer tests than expected";
 }
 
 TEST(Layering, ModuleOfPrefersTheDeepestFolder) {

@@ -89,19 +89,11 @@ stretch_add_test(fs_trap_test
   LABELS unit
   TIMEOUT 300)
 
-# The digits example's checkpoints under the traps: stretch-train-digits built again with them,
-# saving, resuming and matching an uninterrupted run.
-find_package(ZLIB REQUIRED)
+# The digits example's checkpoints under the traps: stretch-train-digits's objects linked again
+# with them (examples/digits), saving, resuming and matching an uninterrupted run.
 add_executable(stretch-train-digits-fs-trap
-  ${PROJECT_SOURCE_DIR}/examples/digits/train_digits.cpp
-  ${PROJECT_SOURCE_DIR}/examples/digits/digits_data.cpp
-  $<TARGET_OBJECTS:stretch_fs_traps>)
-target_include_directories(stretch-train-digits-fs-trap PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(stretch-train-digits-fs-trap PRIVATE stretch_example_support
-                      nlohmann_json::nlohmann_json ZLIB::ZLIB)
-target_compile_definitions(stretch-train-digits-fs-trap PRIVATE
-  STRETCH_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-stretch_target_defaults(stretch-train-digits-fs-trap)
+  $<TARGET_OBJECTS:stretch_train_digits_objects> $<TARGET_OBJECTS:stretch_fs_traps>)
+target_link_libraries(stretch-train-digits-fs-trap PRIVATE stretch_train_digits_objects)
 set_target_properties(stretch-train-digits-fs-trap PROPERTIES
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 add_test(NAME digits_fs_trap_test
