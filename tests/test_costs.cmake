@@ -12,9 +12,7 @@ set(_stretch_test_costs
   SimToReal.TheTransformerJobTrainsAsLongAsTheSimulatorPredicts 72
   LiveLaunch.Zero1And2SurviveTwoKillsInOneStepAndAKillDuringTheRecovery 71
   PythonExampleNetns.HostLostThenRejoinsAndTheGlobalBatchNeverChanges 49
-  MultiNodeLocal.NodeLeavesThenANewNodeJoinsAndTheGlobalBatchNeverChanges 46
   LiveLaunchMultiNode.ANodeLostAndANodeJoiningKeepTheJobTraining 34
-  MultiNodeLocal.HungNodeIsDroppedWhenItsKeepAliveTimesOut 26
   LiveLaunch.TheReplacementArrivesForTheLastStepOrAfterIt 26
   gpt_matches_pytorch 24
   LiveLaunchMultiNode.AKilledWorkersPeersOnBothNodesTrainOn 23

@@ -82,8 +82,10 @@ Job withZeroStage(Job job, int stage, const fs::path& dir) {
   return job;
 }
 
+// 400 steps: a kill after step 2..134 (randomKillTrials) leaves room for the replacement, which
+// joins some 150-250 steps after the kill on the 2-core machine.
 Job digitsLiveJob() {
-  return {{STRETCH_TRAIN_DIGITS, "--config", digitsConfig()}, digitsConfig(), 600};
+  return {{STRETCH_TRAIN_DIGITS, "--config", digitsConfig()}, digitsConfig(), 400};
 }
 
 #ifdef STRETCH_TRAIN_GPT
@@ -228,9 +230,14 @@ class PrefixCheckpoints {
   int upTo_ = 0;
 };
 
+// The latest step after which the random trials kill a worker: a third of the way in, so that
+// the replacement joins before the end.
+int lastRandomKillStep(const Job& job) {
+  return 1 + job.steps / 3;
+}
+
 // The prefix checkpoints of `job` (by its program and config), made on first use: up to the
-// latest step the random trials kill after (see randomKillTrials) plus a few for the step in
-// flight.
+// latest step the random trials kill after plus a few for the step in flight.
 const PrefixCheckpoints& prefixOf(const Job& job) {
   static std::map<std::string, std::unique_ptr<PrefixCheckpoints>> prefixes;
   std::string key = std::to_string(job.workers) + " " + std::to_string(job.steps);
@@ -238,7 +245,8 @@ const PrefixCheckpoints& prefixOf(const Job& job) {
     key += " " + arg;
   auto& prefix = prefixes[key];
   if (!prefix)
-    prefix = std::make_unique<PrefixCheckpoints>(job, std::min(job.steps - 1, job.steps / 2 + 5));
+    prefix = std::make_unique<PrefixCheckpoints>(
+        job, std::min(job.steps - 1, lastRandomKillStep(job) + 4));
   return *prefix;
 }
 
@@ -427,7 +435,8 @@ void randomKillTrials(const Job& job, int trials, const std::string& name) {
               name.c_str(), trials, seed, seed);
   for (int trial = 0; trial < trials; ++trial) {
     stretch::test::TempDir dir("stretch-live");
-    const int atStep = 2 + static_cast<int>(rng() % static_cast<unsigned>(job.steps / 2));
+    const int atStep =
+        2 + static_cast<int>(rng() % static_cast<unsigned>(lastRandomKillStep(job) - 1));
     const auto run = runWithKills(job, dir.path(), "auto", [&](Launch& launch, const fs::path& t) {
       return killWorkers(launch, t, atStep, 1, rng);
     });

@@ -70,11 +70,19 @@ TEST(MultiNodeLocal, TwoAgentsTrainBitwiseLikeFourWorkersUnderOneAgent) {
   EXPECT_TRUE(noneLeft(dir.path().string()));
 }
 
+// The job is 1200 steps and its workers wait after step 1000 (the fault script's pause) until the
+// new node's workers are in the world (the controller published the live generation of 4), so
+// that the growth always happens before the end however fast the workers train, and the test
+// then trains only the last 200 steps.
 TEST(MultiNodeLocal, NodeLeavesThenANewNodeJoinsAndTheGlobalBatchNeverChanges) {
   stretch::test::TempDir dir("stretch-mn-elastic");
   const fs::path events = dir.path() / "events.jsonl";
+  const fs::path faults = dir.path() / "faults";
+  fs::create_directories(faults);
+  ::setenv("STRETCH_FAULT_DIR", faults.c_str(), 1);
+  ::setenv("STRETCH_FAULT_PAUSE_AT_STEPS", "1000", 1);
   const int port = freePort();
-  Launch launch(dir.path(), multiNodeJob(dir.path(), writeHostfile(dir.path(), {"n0", "n1"}), 12000,
+  Launch launch(dir.path(), multiNodeJob(dir.path(), writeHostfile(dir.path(), {"n0", "n1"}), 1200,
                                          {"--elastic", "1:3", "--last_call", "1"}, port));
   const auto first = waitForStart(events, [](const auto& s) { return s["world_size"] == 4; });
   ASSERT_FALSE(first.is_null()) << launch.err();
@@ -105,6 +113,13 @@ TEST(MultiNodeLocal, NodeLeavesThenANewNodeJoinsAndTheGlobalBatchNeverChanges) {
   const auto grown = waitForStart(events, [](const auto& s) {
     return s["world_size"] == 4 && s["nodes"] == nlohmann::json::array({"n0", "n2"});
   });
+  const auto joinedDeadline = std::chrono::steady_clock::now() + 60s;
+  while (launch.out().find("4 worker(s) on 2 node(s)") == std::string::npos &&
+         std::chrono::steady_clock::now() < joinedDeadline)
+    std::this_thread::sleep_for(20ms);
+  std::ofstream(faults / "pause_1000.release") << "\n";
+  ::unsetenv("STRETCH_FAULT_DIR");
+  ::unsetenv("STRETCH_FAULT_PAUSE_AT_STEPS");
   ASSERT_FALSE(grown.is_null()) << launch.err() << joiner.err();
   std::printf("node n2 joined -> world size 4 started after %.3f s\n",
               grown["time_ns"].get<double>() / 1e9 - joinedAt);
@@ -113,7 +128,7 @@ TEST(MultiNodeLocal, NodeLeavesThenANewNodeJoinsAndTheGlobalBatchNeverChanges) {
   EXPECT_EQ(joiner.wait(30s), 0) << joiner.err();
   const auto summary = jobSummary(dir.path());
   ASSERT_FALSE(summary.is_null());
-  EXPECT_EQ(summary["steps"], 12000);
+  EXPECT_EQ(summary["steps"], 1200);
   EXPECT_EQ(summary["world_size"], 4);
   expectConstantGlobalBatch(events);
   // The shrink counted as a restart; the growth did not.
@@ -123,11 +138,13 @@ TEST(MultiNodeLocal, NodeLeavesThenANewNodeJoinsAndTheGlobalBatchNeverChanges) {
 }
 
 // A host that hangs (agent and workers frozen, as in a network partition) sends no keep-alive:
-// the controller drops it after --heartbeat_timeout and goes on without it.
+// the controller drops it after --heartbeat_timeout and goes on without it. (The frozen workers
+// hold the others in their collectives, so the job cannot end before the drop: 2000 steps, some
+// 7 s of training on 2 cores, is plenty.)
 TEST(MultiNodeLocal, HungNodeIsDroppedWhenItsKeepAliveTimesOut) {
   stretch::test::TempDir dir("stretch-mn-hung");
   const fs::path events = dir.path() / "events.jsonl";
-  Launch launch(dir.path(), multiNodeJob(dir.path(), writeHostfile(dir.path(), {"n0", "n1"}), 8000,
+  Launch launch(dir.path(), multiNodeJob(dir.path(), writeHostfile(dir.path(), {"n0", "n1"}), 2000,
                                          {"--elastic", "1:2"}));
   ASSERT_FALSE(waitForStart(events, [](const auto& s) { return s["world_size"] == 4; }).is_null())
       << launch.err();
