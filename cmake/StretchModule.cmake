@@ -30,12 +30,18 @@ function(stretch_add_module name)
 endfunction()
 
 # stretch_add_test(<name> SOURCES ... [DEPS ...] LABELS <label>... [TIMEOUT s]
-#                  [RUN_SERIAL | SERIAL_TESTS <gtest filter>])
+#                  [RUN_SERIAL | SERIAL_TESTS <gtest filter> | EXCLUDE_TESTS <gtest filter>])
 # One GoogleTest executable; each TEST is registered with CTest and carries the labels
 # (unit, property, integration, gpu, gui, slow). RUN_SERIAL runs every test of it alone on the
 # machine; SERIAL_TESTS only those the filter matches (e.g. "Suite.TimedTest:Other.*").
+# EXCLUDE_TESTS leaves the tests it matches unregistered: those that an add_test of their own
+# runs longer (the `slow` trial sets), so that the suite does not run them twice.
 function(stretch_add_test name)
-  cmake_parse_arguments(ARG "RUN_SERIAL" "TIMEOUT;SERIAL_TESTS" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "RUN_SERIAL" "TIMEOUT;SERIAL_TESTS;EXCLUDE_TESTS" "SOURCES;DEPS;LABELS"
+                        ${ARGN})
+  if(ARG_SERIAL_TESTS AND ARG_EXCLUDE_TESTS)
+    message(FATAL_ERROR "stretch_add_test(${name}): SERIAL_TESTS and EXCLUDE_TESTS together")
+  endif()
   if(NOT ARG_LABELS)
     message(FATAL_ERROR "stretch_add_test(${name}): LABELS is required")
   endif()
@@ -56,6 +62,8 @@ function(stretch_add_test name)
   set(serial_filters "")
   if(ARG_SERIAL_TESTS)
     set(serial_filters "${ARG_SERIAL_TESTS}" "-${ARG_SERIAL_TESTS}")
+  elseif(ARG_EXCLUDE_TESTS)
+    set(serial_filters "-${ARG_EXCLUDE_TESTS}")
   else()
     set(serial_filters "*")
   endif()
