@@ -379,16 +379,21 @@ TEST(EngineLive, OverlapBucketsFollowTheNewLayout) {
   EXPECT_TRUE(torch::equal(live.weights, expected.weights));
 }
 
+// One rank's engine (CPU, `model` seeded alike) over `group`, with ZeRO `stage`.
+Initialized oneRankEngine(Mlp& model, const std::shared_ptr<comm::ProcessGroup>& group, int stage) {
+  torch::manual_seed(0);
+  model = Mlp(6, 12, 3);
+  InitOptions options;
+  options.processGroup = group;
+  options.device = torch::Device(torch::kCPU);
+  return initialize(torch::nn::AnyModule(model), test::parse(configFor(stage)), options);
+}
+
 TEST(EngineLive, WhatCannotRejoinIsAConfigErrorNamingTheKey) {
-  const TensorDataset data = dataset();
   for (const int stage : {0, 2}) {
     auto groups = test::makeGroups(1);
-    torch::manual_seed(0);
     Mlp model(6, 12, 3);
-    InitOptions options;
-    options.processGroup = groups.groups[0];
-    options.device = torch::Device(torch::kCPU);
-    auto init = initialize(torch::nn::AnyModule(model), test::parse(configFor(stage)), options);
+    auto init = oneRankEngine(model, groups.groups[0], stage);
     EXPECT_EQ(init.engine->supportsLiveRecovery(), stage == 0);  // ZeRO 2: copies off
     EXPECT_THROW(init.engine->enablePartitionCopies(0), ConfigError);
     auto fresh = test::makeGroups(1);
@@ -409,12 +414,8 @@ TEST(EngineLive, WhatCannotRejoinIsAConfigErrorNamingTheKey) {
 // engine's config gives for the new group's size (here 24 = micro 24 x accumulation 1).
 TEST(EngineLive, ABatchTheConfigDoesNotGiveIsAnElasticityConfigError) {
   auto groups = test::makeGroups(1);
-  torch::manual_seed(0);
   Mlp model(6, 12, 3);
-  InitOptions options;
-  options.processGroup = groups.groups[0];
-  options.device = torch::Device(torch::kCPU);
-  auto init = initialize(torch::nn::AnyModule(model), test::parse(configFor(0)), options);
+  auto init = oneRankEngine(model, groups.groups[0], 0);
   auto fresh = test::makeGroups(1);
   try {
     init.engine->rejoin(fresh.groups[0], config::BatchTriple{24, 12, 2});
