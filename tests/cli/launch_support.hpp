@@ -42,6 +42,17 @@ inline int freePort() {
   return stretch::test::freeTestPort(1);
 }
 
+// Waits (bounded: 90 s) until `done` holds; false when it never did.
+inline bool waitUntil(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done())
+      return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
+}
+
 // The children of process `pid` (for a launcher: its workers or agents).
 inline std::vector<pid_t> childrenOf(pid_t pid) {
   std::vector<pid_t> out;

@@ -725,17 +725,6 @@ std::int64_t stepEndNs(const fs::path& timings, int step, int rank) {
   return 0;
 }
 
-// Waits (bounded: 90 s) until `done` holds.
-bool waitUntil(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + 90s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done())
-      return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return false;
-}
-
 // Once the workers paused after step 20 (STRETCH_FAULT_PAUSE_AT_STEPS), stops node n1's agent
 // and waits (bounded) for the controller's generation on one node. Returns when n1 was stopped
 // (unix ns; 0 when the workers never paused or n1 has no agent) and whether that generation came;

@@ -113,10 +113,7 @@ TEST(MultiNodeLocal, NodeLeavesThenANewNodeJoinsAndTheGlobalBatchNeverChanges) {
   const auto grown = waitForStart(events, [](const auto& s) {
     return s["world_size"] == 4 && s["nodes"] == nlohmann::json::array({"n0", "n2"});
   });
-  const auto joinedDeadline = std::chrono::steady_clock::now() + 60s;
-  while (launch.out().find("4 worker(s) on 2 node(s)") == std::string::npos &&
-         std::chrono::steady_clock::now() < joinedDeadline)
-    std::this_thread::sleep_for(20ms);
+  waitUntil([&] { return launch.out().find("4 worker(s) on 2 node(s)") != std::string::npos; });
   std::ofstream(faults / "pause_1000.release") << "\n";
   ::unsetenv("STRETCH_FAULT_DIR");
   ::unsetenv("STRETCH_FAULT_PAUSE_AT_STEPS");
