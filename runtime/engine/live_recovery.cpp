@@ -1,10 +1,16 @@
 #include "runtime/engine/live_recovery.hpp"
 
+#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <string_view>
 #include <thread>
 #include <unistd.h>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -25,10 +31,6 @@ void onAnnouncement(int) {
   gAnnounced = 1;
 }
 
-// How long one attempt to join a generation's group may take before the worker waits for a
-// newer generation instead (a member that died before joining never arrives).
-constexpr auto kRendezvousTimeout = std::chrono::seconds(20);
-
 std::int64_t integerVariable(const char* name, std::int64_t fallback, std::int64_t minimum) {
   const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0')
@@ -42,6 +44,20 @@ std::int64_t integerVariable(const char* name, std::int64_t fallback, std::int64
   }
   throw ConfigError(ErrorDetail{name, text, fmt::format("an integer >= {}", minimum)});
 }
+
+// Throws once the job finished (JobFinishedElsewhere) or the agent published a generation newer
+// than `generation` (CommTimeoutError saying `while`).
+void throwIfSuperseded(comm::Store& root, std::uint64_t generation, std::string_view during) {
+  if (root.check({live::live_keys::kFinished}))
+    throw JobFinishedElsewhere("the job finished while this worker joined a generation");
+  if (live::latestLiveGeneration(root) > generation) {
+    throw comm::CommTimeoutError(
+        fmt::format("live generation {} was superseded {}", generation, during));
+  }
+}
+
+// How often a worker joining a generation looks for a newer one.
+constexpr auto kSupersessionPoll = std::chrono::milliseconds(20);
 
 // Generation N's rendezvous store: waits give up as soon as the agent publishes a newer
 // generation (a member died before joining; the rendezvous would otherwise wait out its timeout).
@@ -74,17 +90,18 @@ class SupersedableStore final : public comm::Store {
       try {
         inner_->wait(keys,
                      std::min<comm::Duration>(std::chrono::duration_cast<comm::Duration>(left),
-                                              std::chrono::milliseconds(20)));
+                                              kSupersessionPoll));
         return;
       } catch (const comm::StoreTimeoutError&) {
-        if (root_->check({live::live_keys::kFinished}))
-          throw JobFinishedElsewhere("the job finished while this worker joined a generation");
-        if (live::latestLiveGeneration(*root_) > generation_) {
-          throw comm::CommTimeoutError(fmt::format(
-              "live generation {} was superseded before its group formed", generation_));
+        throwIfSuperseded(*root_, generation_, "before its group formed");
+        if (std::chrono::steady_clock::now() >= deadline) {
+          std::vector<std::string> missing;
+          for (const auto& key : keys) {
+            if (!inner_->check({key}))
+              missing.push_back(key);
+          }
+          throwTimeout("live generation store", missing, timeout.value_or(this->timeout()));
         }
-        if (std::chrono::steady_clock::now() >= deadline)
-          throw;
       }
     }
   }
@@ -103,6 +120,68 @@ config::BatchTriple batchOf(const live::LiveGeneration& record) {
   batch.microBatchPerGpu = record.microBatch;
   batch.gradientAccumulation = record.gradientAccumulation;
   return batch;
+}
+
+// While alive, looks at the agent's store every kSupersessionPoll; once the job finished or a
+// generation newer than `generation` was published, calls `onSuperseded` (once, on its own
+// thread) to abort what the worker waits on for the old generation: a collective that waits for
+// a member that died or that is itself still leaving an older generation.
+class SupersessionWatch {
+ public:
+  SupersessionWatch(std::shared_ptr<comm::Store> root, std::uint64_t generation,
+                    std::function<void()> onSuperseded)
+      : thread_([this, root = std::move(root), generation, onSuperseded = std::move(onSuperseded)] {
+          std::unique_lock lock(mutex_);
+          while (!stop_) {
+            lock.unlock();
+            bool superseded = false;
+            try {
+              throwIfSuperseded(*root, generation, "");
+            } catch (const JobFinishedElsewhere&) {
+              superseded = true;
+            } catch (const comm::CommTimeoutError&) {
+              superseded = true;
+            } catch (const comm::CommError&) {
+              // The store is unreachable: the operation's own timeout ends it.
+            }
+            if (superseded) {
+              onSuperseded();
+              return;
+            }
+            lock.lock();
+            wake_.wait_for(lock, kSupersessionPoll, [this] { return stop_; });
+          }
+        }) {}
+  ~SupersessionWatch() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  SupersessionWatch(const SupersessionWatch&) = delete;
+  SupersessionWatch& operator=(const SupersessionWatch&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+// Aborts `record`'s groups when a newer generation supersedes it.
+SupersessionWatch watchGroups(std::shared_ptr<comm::Store> root, const live::LiveGeneration& record,
+                              std::shared_ptr<comm::ProcessGroup> group,
+                              std::shared_ptr<comm::ProcessGroup> transfer) {
+  const auto generation = record.generation;
+  return SupersessionWatch(std::move(root), generation, [=] {
+    const auto reason = fmt::format("live generation {} was superseded", generation);
+    if (group)
+      group->abort(reason);
+    if (transfer)
+      transfer->abort(reason);
+  });
 }
 
 }  // namespace
@@ -141,14 +220,16 @@ std::unique_ptr<LiveRecovery> LiveRecovery::fromEnvironment() {
 
 LiveRecovery::LiveRecovery(std::shared_ptr<comm::Store> store, std::string storeHost,
                            std::string nodeId, std::int64_t localRank, std::uint64_t generation,
-                           bool joining, std::chrono::milliseconds timeout)
+                           bool joining, std::chrono::milliseconds timeout,
+                           std::chrono::milliseconds rendezvousTimeout)
     : store_(std::move(store)),
       storeHost_(std::move(storeHost)),
       nodeId_(std::move(nodeId)),
       localRank_(localRank),
       generation_(generation),
       joining_(joining),
-      timeout_(timeout) {}
+      timeout_(timeout),
+      rendezvousTimeout_(rendezvousTimeout) {}
 
 live::LiveGeneration LiveRecovery::waitForGeneration(std::uint64_t after) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
@@ -172,6 +253,41 @@ live::LiveGeneration LiveRecovery::waitForGeneration(std::uint64_t after) {
   }
 }
 
+std::shared_ptr<comm::ProcessGroup> LiveRecovery::connect(std::uint64_t generation,
+                                                          const std::string& prefix,
+                                                          std::int64_t rank, std::int64_t size) {
+  auto groupStore = std::make_shared<SupersedableStore>(
+      std::make_shared<comm::PrefixStore>(prefix, store_), store_, generation);
+  // Phase 1: every member is here (or the generation was superseded, or the live timeout).
+  groupStore->set(fmt::format("present/{}", rank), "1");
+  std::vector<std::string> everyone;
+  for (std::int64_t other = 0; other < size; ++other)
+    everyone.push_back(fmt::format("present/{}", other));
+  groupStore->wait(everyone, timeout_);
+  // Phase 2: connect within the rendezvous timeout, on a thread of its own. Gloo's connect
+  // cannot be interrupted: a member that dies after arriving leaves the others waiting for it
+  // for the whole timeout, while the agent has long published the generation that replaces
+  // this one. So this worker leaves the attempt behind as soon as that happens. The attempt's
+  // thread is detached and owns all it uses; it ends by itself within the rendezvous timeout
+  // (its store waits end at once: the generation is superseded), or with the process, which
+  // must not wait for it: a job that finishes meanwhile ends at once.
+  auto result = std::make_shared<std::promise<std::shared_ptr<comm::ProcessGroup>>>();
+  auto attempt = result->get_future();
+  std::thread([result, groupStore, rank, size, timeout = rendezvousTimeout_, host = storeHost_,
+               localRank = localRank_] {
+    try {
+      result->set_value(comm::buildGroup("gloo", groupStore, static_cast<int>(rank),
+                                         static_cast<int>(size), timeout, host,
+                                         static_cast<int>(localRank)));
+    } catch (...) {
+      result->set_exception(std::current_exception());
+    }
+  }).detach();
+  while (attempt.wait_for(kSupersessionPoll) != std::future_status::ready)
+    throwIfSuperseded(*store_, generation, "while its group connected");
+  return attempt.get();
+}
+
 LiveRecovery::Joined LiveRecovery::joinRecord(const live::LiveGeneration& record) {
   const std::int64_t rank = record.rankOf(nodeId_, localRank_);
   const std::int64_t transferRank = record.transferRankOf(nodeId_, localRank_);
@@ -183,12 +299,7 @@ LiveRecovery::Joined LiveRecovery::joinRecord(const live::LiveGeneration& record
     return {};
   }
   const auto build = [&](const std::string& prefix, std::int64_t r, std::int64_t size) {
-    return comm::buildGroup(
-        "gloo",
-        std::make_shared<SupersedableStore>(std::make_shared<comm::PrefixStore>(prefix, store_),
-                                            store_, record.generation),
-        static_cast<int>(r), static_cast<int>(size), kRendezvousTimeout, storeHost_,
-        static_cast<int>(localRank_));
+    return connect(record.generation, prefix, r, size);
   };
   Joined joined;
   try {
@@ -272,7 +383,9 @@ void LiveRecovery::start(Engine& engine) {
     engine.copyPartitions();
   if (joining_) {
     try {
-      engine.rejoin(engine.processGroup(), batchOf(pending_), std::exchange(pendingTransfer_, {}));
+      auto transfer = std::exchange(pendingTransfer_, {});
+      const auto watch = watchGroups(store_, pending_, engine.processGroup(), transfer);
+      engine.rejoin(engine.processGroup(), batchOf(pending_), transfer);
     } catch (const PartitionsLostError& e) {
       partitionsLost(engine, e);
       throw;
@@ -316,12 +429,15 @@ void LiveRecovery::recover(Engine& engine) {
     auto [group, transfer] = joinRecord(record);
     after = record.generation;
     if (!group) {
-      if (transfer)
+      if (transfer) {
+        const auto watch = watchGroups(store_, record, nullptr, transfer);
         donate(engine, *transfer, record);
+      }
       continue;
     }
     comm::setDefaultGroup(group);
     try {
+      const auto watch = watchGroups(store_, record, group, transfer);
       engine.rejoin(group, batchOf(record), transfer);
     } catch (const PartitionsLostError& e) {
       partitionsLost(engine, e);

@@ -34,6 +34,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "runtime/comm/process_group.hpp"
 #include "runtime/comm/store.hpp"
@@ -57,7 +58,13 @@ class LiveRecovery {
 
   LiveRecovery(std::shared_ptr<comm::Store> store, std::string storeHost, std::string nodeId,
                std::int64_t localRank, std::uint64_t generation, bool joining,
-               std::chrono::milliseconds timeout);
+               std::chrono::milliseconds timeout,
+               std::chrono::milliseconds rendezvousTimeout = kRendezvousTimeout);
+
+  // How long the members of a generation's group, once all are there, may take to connect
+  // (each member first waits for all the others, until the generation is superseded, the job
+  // finishes or the live timeout ends).
+  static constexpr std::chrono::milliseconds kRendezvousTimeout{20'000};
 
   // This worker was started into a running job (a replacement or a new node's worker).
   bool joining() const noexcept { return joining_; }
@@ -109,9 +116,18 @@ class LiveRecovery {
     std::shared_ptr<comm::ProcessGroup> transfer;
   };
   // Joins `record`'s groups (this worker's ranks in them); nothing when the worker has no place
-  // in it or a rendezvous times out (a member died before joining), so that the caller waits
-  // for the next generation.
+  // in it, or a group did not form (a member died, the generation was superseded), so that the
+  // caller waits for the next generation. Each group forms in two phases: every member marks
+  // itself present and waits for the others (no time limit of its own: a member may still be
+  // leaving a generation that broke, which takes up to kRendezvousTimeout), then they connect
+  // within rendezvousTimeout_, all having arrived. Without the first phase, members that came
+  // early gave up before the late ones arrived, and nobody published another generation.
   Joined joinRecord(const live::LiveGeneration& record);
+  // One group of generation `generation` (its store under `prefix`): this worker's rank in it.
+  // Throws CommError when it does not form or the generation is superseded meanwhile,
+  // JobFinishedElsewhere when the job finished.
+  std::shared_ptr<comm::ProcessGroup> connect(std::uint64_t generation, const std::string& prefix,
+                                              std::int64_t rank, std::int64_t size);
   // A donor of `record`: gives its partition copies over `transfer`; failures are logged (the
   // members' side decides what follows).
   void donate(Engine& engine, comm::ProcessGroup& transfer, const live::LiveGeneration& record);
@@ -126,6 +142,7 @@ class LiveRecovery {
   // path (start() says so).
   bool onCpu_ = true;
   std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds rendezvousTimeout_;
   live::LiveGeneration pending_;  // a joiner's record, between joinGroup() and start()
   std::shared_ptr<comm::ProcessGroup> pendingTransfer_;  // and its transfer group, if any
 };

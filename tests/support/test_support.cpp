@@ -92,7 +92,12 @@ TempDir::TempDir(const std::string& prefix) {
 TempDir::~TempDir() {
   // POSIX calls, not std::filesystem::remove_all: in a test linked against PyTorch 2.11's
   // LibTorch that call binds to libtorch.so's copy and crashed (docs/gpu.md).
-  // Errors are ignored, as before.
+  // Errors are ignored, as before. STRETCH_KEEP_TEST_DIRS=1 keeps the directory (a failing
+  // launch test's rank logs) and says where.
+  if (const char* keep = std::getenv("STRETCH_KEEP_TEST_DIRS"); keep != nullptr && *keep != '\0') {
+    std::fprintf(stderr, "[test] kept %s\n", path_.c_str());
+    return;
+  }
   try {
     stretch::removeTree(path_.native());
   } catch (const std::exception&) {

@@ -49,6 +49,9 @@ using GlooBufferPtr = std::unique_ptr<GlooBuffer>;
 constexpr std::uint64_t kCollectivePrefix = 0x53;
 constexpr std::uint64_t kPointToPointPrefix = 0x54;
 
+// tcp::Pair::waitUntil's factor on the context timeout for the initial connect.
+constexpr int kGlooConnectTimeoutFactor = 5;
+
 // With two ranks and small messages, posting from the worker beats a hand-off to the I/O thread.
 constexpr std::size_t kInlinePostBytes = std::size_t{64} << 10;
 
@@ -869,7 +872,14 @@ std::shared_ptr<GlooBackend::Impl> connectGroup(std::shared_ptr<IoThread> io,
   const auto deadline = Clock::now() + timeout;
   auto glooStore = std::make_shared<PrefixStore>("gloo", groupStore);
   auto context = std::make_shared<::gloo::rendezvous::Context>(rank, size);
-  context->setTimeout(std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+  // Gloo waits five times its context timeout for a pair to connect (tcp::Pair::waitUntil):
+  // with the full timeout, a member that published its address and then died or froze held
+  // the others' rendezvous for 5 x 20 s, long after the rest of the job had given the group
+  // up. A fifth of it bounds the connect to the timeout the caller asked for. Operations carry
+  // their own deadlines, so the pairs' shorter timeout is used for nothing else.
+  context->setTimeout(std::max(
+      std::chrono::milliseconds(1),
+      std::chrono::duration_cast<std::chrono::milliseconds>(timeout) / kGlooConnectTimeoutFactor));
   const std::string what =
       fmt::format("gloo rendezvous of group '{}' on rank {} of {}", impl->groupName, rank, size);
   try {

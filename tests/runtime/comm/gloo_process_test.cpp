@@ -1,8 +1,9 @@
 // Gloo across real processes on loopback, started the ways a job starts: initDistributed from a
 // launcher's environment (TCPStore on rank 0), from OpenMPI's variables, and over a FileStore.
 // Also the failures an elastic job lives through: a peer that never joins (the rendezvous times
-// out), and a peer killed in the middle of an all_reduce (the survivors get an error instead of
-// hanging). Every child is reaped; every wait is bounded.
+// out), a peer that publishes its address and then freezes (the others' connect ends within the
+// timeout), and a peer killed in the middle of an all_reduce (the survivors get an error instead
+// of hanging). Every child is reaped; every wait is bounded.
 
 #include <chrono>
 #include <cstdio>
@@ -11,12 +12,15 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "runtime/comm/backend_registry.hpp"
 #include "runtime/comm/builtin/builtin_backends.hpp"
 #include "runtime/comm/errors.hpp"
+#include "runtime/comm/file_store.hpp"
 #include "runtime/comm/init_distributed.hpp"
 #include "tests/runtime/comm/store_test_util.hpp"
 
@@ -32,6 +36,7 @@ constexpr int kWrongResult = 3;
 constexpr int kTimedOut = 4;
 constexpr int kPeerError = 5;
 constexpr int kOtherCommError = 6;
+constexpr int kLate = 7;
 
 void setEnvironment(const std::map<std::string, std::string>& vars) {
   for (const char* name :
@@ -170,6 +175,42 @@ TEST(GlooProcesses, APeerThatNeverJoinsEndsTheRendezvousWithATimeout) {
   // Rank 1 times out too, or sees rank 0's store server go away first.
   EXPECT_TRUE(codes[1] == kTimedOut || codes[1] == kOtherCommError) << codes[1];
   EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+}
+
+TEST(GlooProcesses, APeerThatFreezesAfterPublishingItsAddressEndsTheConnectWithinTheTimeout) {
+  // Gloo's own connect waits five times its context timeout; the backend asks for a fifth so
+  // that the whole rendezvous keeps to the caller's. Rank 1 binds to 127.0.0.2: Gloo's lower
+  // address listens, so rank 0 (127.0.0.1) waits for rank 1 to connect, which it never does.
+  test::TempDir dir;
+  const auto path = (dir.path() / "rendezvous").string();
+  constexpr auto kTimeout = 1000ms;
+  const auto codes = runJob(2, [&](int r) {
+    registerBuiltinBackends();
+    std::shared_ptr<Store> store = std::make_shared<FileStore>(path, 10s);
+    if (r == 1)
+      store = std::make_shared<test::StallingStore>(store,
+                                                    2 * kTimeout + 500ms);  // past rank 0's limit
+    BackendInit init;
+    init.store = store;
+    init.rank = r;
+    init.size = 2;
+    init.timeout = kTimeout;
+    init.host = r == 0 ? "127.0.0.1" : "127.0.0.2";
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      createBackend("gloo", init);
+    } catch (...) {
+      const int code = exitCodeOf(std::current_exception());
+      if (r == 0 && std::chrono::steady_clock::now() - start > 2 * kTimeout)
+        return kLate;
+      return code;
+    }
+    return kOk;  // not expected: rank 1 never connects
+  });
+  ASSERT_EQ(codes.size(), 2u);
+  EXPECT_EQ(codes[0], kTimedOut) << "rank 0 should time out within twice its timeout of "
+                                 << kTimeout.count() << " ms (" << kLate << ": it took longer)";
+  EXPECT_EQ(codes[1], kTimedOut);
 }
 
 TEST(GlooProcesses, SurvivorsOfAPeerKilledMidAllReduceGetAnErrorNotAHang) {

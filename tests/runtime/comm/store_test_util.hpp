@@ -1,11 +1,14 @@
 #pragma once
 // Helpers for the store tests: temporary directories, free loopback ports, forked children
-// that are always reaped, and the measured duration of a call.
+// that are always reaped, the measured duration of a call, and a store that stalls a Gloo
+// rendezvous half-way.
 
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <netinet/in.h>
+#include <optional>
 #include <signal.h>
 #include <stdlib.h>
 #include <string>
@@ -16,6 +19,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "runtime/comm/store.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch::comm::test {
@@ -98,5 +102,50 @@ inline std::chrono::milliseconds timed(const std::function<void()>& body) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                start);
 }
+
+// A store over another whose reads of Gloo's pair addresses stall, then fail: a rank that builds
+// a Gloo group over it publishes its own address, then never reads the others' and so never
+// connects (a worker frozen or dying during a live generation's rendezvous).
+class StallingStore final : public Store {
+ public:
+  StallingStore(std::shared_ptr<Store> store, std::chrono::milliseconds stall)
+      : store_(std::move(store)), stall_(stall) {}
+  void set(const std::string& key, const std::string& value) override { store_->set(key, value); }
+  std::string get(const std::string& key) override {
+    if (!isAddressKey(key))
+      return store_->get(key);
+    stallThenFail(key);
+  }
+  std::int64_t add(const std::string& key, std::int64_t delta) override {
+    return store_->add(key, delta);
+  }
+  std::string compareSet(const std::string& key, const std::string& expected,
+                         const std::string& desired) override {
+    return store_->compareSet(key, expected, desired);
+  }
+  bool check(const std::vector<std::string>& keys) override { return store_->check(keys); }
+  void wait(const std::vector<std::string>& keys, std::optional<Duration> timeout) override {
+    for (const auto& key : keys) {
+      if (isAddressKey(key))
+        stallThenFail(key);
+    }
+    store_->wait(keys, timeout);
+  }
+  bool deleteKey(const std::string& key) override { return store_->deleteKey(key); }
+  std::int64_t numKeys() override { return store_->numKeys(); }
+
+ private:
+  // Gloo first exchanges host names ("gloo/rank_<r>"), then the pairs' addresses ("gloo/<r>").
+  static bool isAddressKey(const std::string& key) {
+    const auto name = key.substr(key.rfind('/') + 1);
+    return !name.empty() && name.find_first_not_of("0123456789") == std::string::npos;
+  }
+  [[noreturn]] void stallThenFail(const std::string& key) {
+    std::this_thread::sleep_for(stall_);
+    throwTimeout("stalling store", {key}, stall_);
+  }
+  std::shared_ptr<Store> store_;
+  std::chrono::milliseconds stall_;
+};
 
 }  // namespace stretch::comm::test

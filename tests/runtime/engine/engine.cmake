@@ -12,10 +12,12 @@ stretch_add_test(engine_checkpoint_test
   LABELS unit
   TIMEOUT 300)
 
-# Live recovery's engine side: abandonStep / rejoin against a resume from a checkpoint.
+# Live recovery's engine side: abandonStep / rejoin against a resume from a checkpoint; and
+# LiveRecovery joining a generation's Gloo group on loopback (late and missing members).
 stretch_add_test(engine_live_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_live_test.cpp
-  DEPS stretch_engine
+          ${CMAKE_CURRENT_LIST_DIR}/live_recovery_join_test.cpp
+  DEPS stretch_engine stretch_comm_builtin
   LABELS unit
   TIMEOUT 300)
 
