@@ -52,7 +52,7 @@ struct Preset {
   std::int64_t steps;
 };
 
-// small: trains in about a minute on two CPU cores; bench: the benchmark and GPU size.
+// small: trains in about 10 s on one CPU core (OpenBLAS); bench: the benchmark and GPU size.
 const Preset kPresets[] = {
     {"small", "ds_config.json", {0, 64, 2, 4, 64, 0.0, false}, 500},
     {"bench", "ds_config_bench.json", {0, 256, 6, 8, 512, 0.1, false}, 50},
