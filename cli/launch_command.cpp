@@ -161,6 +161,13 @@ Command addLaunchCommand(CLI::App& app) {
                   "from the checkpoint otherwise; 'restart' always restarts (one host)")
       ->check(CLI::IsMember({"auto", "restart"}))
       ->capture_default_str();
+  sub->add_option("--hang_timeout", options->hangTimeout,
+                  "seconds a worker may go without a heartbeat (the Stretch engine beats every "
+                  "second; other programs may write STRETCH_HEARTBEAT_FILE once per step) before "
+                  "it counts as hung and is killed; the limit grows to 10x the longest gap "
+                  "between its beats; 0: off")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--monitor_interval", options->monitorInterval,
                   "seconds between the agent's checks")
       ->check(CLI::PositiveNumber)

@@ -29,6 +29,9 @@ inline constexpr const char* kNodeId = "STRETCH_NODE_ID";
 inline constexpr const char* kLiveGeneration = "STRETCH_LIVE_GENERATION";
 inline constexpr const char* kLiveJoin = "STRETCH_LIVE_JOIN";
 inline constexpr const char* kLiveTimeout = "STRETCH_LIVE_TIMEOUT";
+// Hang detection (runtime/engine/heartbeat.hpp): the file this worker rewrites with its last
+// completed step, at least once per step.
+inline constexpr const char* kHeartbeatFile = "STRETCH_HEARTBEAT_FILE";
 // Step timings (one line per step) for tests and benchmarks.
 inline constexpr const char* kTimingsFile = "STRETCH_TIMINGS_FILE";
 // Fault injection in the example jobs, for tests.

@@ -102,6 +102,7 @@ void Engine::setUp(torch::nn::AnyModule model, const config::DsConfig& config,
   config_ = config;
   model_ = std::move(model);
   timings_ = StepTimingsFile::fromEnvironment();
+  heartbeat_ = Heartbeat::fromEnvironment();
 
   group_ = options.processGroup ? options.processGroup : comm::defaultGroup();
   if (!group_)
@@ -480,6 +481,8 @@ void Engine::step() {
       gradAccum32_.zero_();
     ++globalSteps_;
     globalSamples_ += batch_.trainBatchSize;
+    if (heartbeat_)
+      heartbeat_->progress(globalSteps_);
     if (config_.stepsPerPrint && *config_.stepsPerPrint > 0 &&
         globalSteps_ % *config_.stepsPerPrint == 0) {
       printProgress();

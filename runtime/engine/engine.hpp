@@ -52,6 +52,7 @@
 #include "runtime/config/ds_config.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
 #include "runtime/engine/data.hpp"
+#include "runtime/engine/heartbeat.hpp"
 #include "runtime/engine/loss_scaler.hpp"
 #include "runtime/engine/lr_schedules.hpp"
 #include "runtime/engine/optimizer.hpp"
@@ -364,6 +365,7 @@ class Engine {
   // STRETCH_TIMINGS_FILE (step_timings.hpp): the timers at the start of the current step and
   // when its first forward began.
   std::unique_ptr<StepTimingsFile> timings_;
+  std::unique_ptr<Heartbeat> heartbeat_;  // STRETCH_HEARTBEAT_FILE: the launcher's hang detection
   Timers timersAtStepStart_;
   std::optional<std::chrono::steady_clock::time_point> stepStart_;
   std::chrono::steady_clock::time_point lastStepEnd_;

@@ -355,6 +355,7 @@ void publishJob(comm::Store& store, const JobSettings& job, const std::vector<La
     store.set("job/ds_config", *job.configJson);
   store.set("job/env/STRETCH_BATCH_FROM_CONFIG", job.batchFromConfig ? "1" : "0");
   store.set("job/live", job.liveRecovery ? "1" : "0");
+  store.set("job/hang_timeout", fmt::format("{}", job.hangTimeout));
   store.set("job/ready", "1");
 }
 
@@ -378,6 +379,13 @@ JobSettings readJob(comm::Store& store) {
   job.batchFromConfig = tryGet(store, "job/env/STRETCH_BATCH_FROM_CONFIG") == "1";
   job.configJson = tryGet(store, "job/ds_config");
   job.liveRecovery = tryGet(store, "job/live") == "1";
+  if (const auto hang = tryGet(store, "job/hang_timeout")) {
+    try {
+      job.hangTimeout = std::stod(*hang);
+    } catch (const std::exception&) {
+      throw ProtocolError(fmt::format("job/hang_timeout = \"{}\": expected seconds", *hang));
+    }
+  }
   return job;
 }
 

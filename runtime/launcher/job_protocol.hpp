@@ -147,6 +147,7 @@ struct JobSettings {
   std::optional<std::string> elasticJson;  // DEEPSPEED_ELASTICITY_CONFIG
   bool batchFromConfig = false;            // the job has a config: workers get the batch triple
   bool liveRecovery = false;               // job/live: failures keep the surviving workers
+  double hangTimeout = 30.0;               // job/hang_timeout: --hang_timeout (seconds, 0: off)
   std::optional<std::string> configJson;   // the job's DeepSpeed config (STRETCH_DS_CONFIG)
   WorkerCommand command;                   // the worker program, its arguments and rules
 };

@@ -246,6 +246,7 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
   auto store = std::make_shared<comm::PrefixStore>(kJobPrefix, rawStore);
   // Live recovery: the workers meet in this store, which outlives every one of them.
   job.liveRecovery = o.recovery != "restart";
+  job.hangTimeout = o.hangTimeout;
   publishJob(*store, job, hosts);
   spdlog::info("launch: job store on {}:{}; starting {} node agent(s) with the {} runner", rdzvAddr,
                rdzvPort, hosts.size(), toString(runner));
@@ -634,6 +635,7 @@ AgentResult runLaunch(const LaunchRequest& request) {
   if (!o.checkpointDir.empty())
     options.checkpointDir = o.checkpointDir;
   options.monitorInterval = agent::fromSeconds(o.monitorInterval);
+  options.hang.floor = agent::fromSeconds(o.hangTimeout);
   options.stopSignal = o.stopSignal;
   const auto devices = devicesOfSlots(slotIndices);
   const std::string masterAddr = o.masterAddr;

@@ -57,6 +57,9 @@ struct LaunchRequest {
   // the agent serves its workers a store on a free port of the master address.
   std::string recovery = "auto";
   double monitorInterval = 1.0;
+  // --hang_timeout: seconds without a heartbeat before a worker that beats counts as hung and is
+  // killed (agent/hang_rule.hpp: the floor of its limit); 0 turns hang detection off.
+  double hangTimeout = 30.0;
   std::string logDir;
   std::string eventLog;
   std::string config;

@@ -8,6 +8,7 @@ AgentResult runLocalAgent(const LocalAgentOptions& options) {
     live = LiveRecoveryOptions{options.liveStore};
   NodeWorkers workers(options.nodeId, options.command, options.environment, options.logDir,
                       options.stopGrace, live);
+  workers.detectHangs(options.hang);
   AgentLoopOptions loop;
   loop.config = options.config;
   loop.initialEvents = {agent::NodeJoined{options.nodeId, options.slots}};

@@ -25,6 +25,7 @@ struct LocalAgentOptions {
   std::optional<std::filesystem::path> checkpointDir;  // for the resume step in the event log
   Duration monitorInterval = std::chrono::seconds(1);
   Duration stopGrace = std::chrono::seconds(5);
+  agent::HangPolicy hang;  // workers whose heartbeat stops are killed (floor zero: off)
   const std::atomic<int>* stopSignal = nullptr;  // non-zero: stop (the signal number)
   Clock clock = agent::systemClock();
   // Live recovery (node_workers.hpp): the store this agent serves its workers; null: every

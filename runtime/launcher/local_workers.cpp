@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <csignal>
+#include <fstream>
+#include <sys/stat.h>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "runtime/common/error.hpp"
+#include "runtime/common/worker_variables.hpp"
 
 namespace stretch::launcher {
 
@@ -32,20 +36,82 @@ void LocalWorkerGroup::start(const std::vector<std::string>& argv,
     SpawnOptions options;
     options.argv = spec.argv.empty() ? argv : spec.argv;
     options.env = spec.env;
+    std::string heartbeat;
+    if (!heartbeatDir_.empty()) {
+      heartbeat = (heartbeatDir_ / fmt::format("attempt_{}_rank_{}_{}", attempt, spec.globalRank,
+                                               ++heartbeatsMade_))
+                      .string();
+      options.env[worker_env::kHeartbeatFile] = heartbeat;
+    }
     if (!dir.empty())
       options.logFile = dir / fmt::format("rank_{}.log", spec.globalRank);
     options.execErrorPrefix = fmt::format("stretch: worker rank {}: ", spec.globalRank);
-    workers_.push_back({spec, spawnProcess(options)});
+    workers_.push_back({spec, spawnProcess(options), heartbeat, {}, {}});
+  }
+}
+
+void LocalWorkerGroup::detectHangs(std::filesystem::path dir, agent::HangPolicy policy) {
+  heartbeatDir_ = std::move(dir);
+  hangPolicy_ = policy;
+}
+
+namespace {
+
+// The heartbeat file's modification time (ns) and the step it holds; nullopt while absent.
+std::pair<std::optional<std::int64_t>, std::optional<std::int64_t>> readHeartbeat(
+    const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0)
+    return {};
+  const std::int64_t stamp =
+      static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
+  std::optional<std::int64_t> step;
+  std::ifstream in(path);
+  std::int64_t value = 0;
+  if (in >> value)
+    step = value;
+  return {stamp, step};
+}
+
+agent::Time steadyNow() {
+  return std::chrono::duration_cast<agent::Time>(
+      std::chrono::steady_clock::now().time_since_epoch());
+}
+
+}  // namespace
+
+void LocalWorkerGroup::killHung(Worker& w) {
+  if (w.heartbeat.empty() || !w.hung.empty() || !w.process.running())
+    return;
+  const auto [stamp, step] = readHeartbeat(w.heartbeat);
+  const auto now = steadyNow();
+  w.beats.observe(stamp, step, now);
+  if (auto why = w.beats.hung(hangPolicy_, now)) {
+    w.hung = *why;
+    spdlog::warn("agent: worker rank {} (local rank {}, pid {}) is hung: {}; killing it",
+                 w.spec.globalRank, w.spec.localRank, w.process.pid(), w.hung);
+    w.process.signal(SIGKILL);
   }
 }
 
 std::vector<WorkerExit> LocalWorkerGroup::poll() {
   std::vector<WorkerExit> exits;
+  // Heartbeats are read at most every kHangCheckPeriod: the limits are seconds.
+  const bool checkHangs = hangPolicy_.enabled() &&
+                          std::chrono::steady_clock::now() - lastHangCheck_ >= kHangCheckPeriod;
+  if (checkHangs)
+    lastHangCheck_ = std::chrono::steady_clock::now();
   for (auto& w : workers_) {
+    if (checkHangs)
+      killHung(w);
     if (const auto exit = w.process.poll())
-      exits.push_back({w.spec.localRank, w.spec.globalRank, *exit});
+      exits.push_back({w.spec.localRank, w.spec.globalRank, *exit, w.hung});
   }
   return exits;
+}
+
+std::string WorkerExit::describe() const {
+  return hung.empty() ? exit.describe() : fmt::format("hung ({}): killed", hung);
 }
 
 void LocalWorkerGroup::stop(std::chrono::milliseconds grace) {

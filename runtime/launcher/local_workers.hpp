@@ -10,16 +10,22 @@
 //  - poll(): reaps exited workers without blocking and returns each exit once.
 //  - stop(grace): SIGTERM to every live worker's process group, SIGKILL after `grace`, then
 //    reaps them. The destructor calls stop().
+//  - detectHangs(dir, policy): workers started from then on get a heartbeat file in `dir`
+//    (STRETCH_HEARTBEAT_FILE; runtime/engine/heartbeat.hpp) and poll() SIGKILLs the process
+//    group of one whose beat stopped for longer than its limit (agent/hang_rule.hpp); its exit
+//    then carries the reason in WorkerExit::hung.
 //
 // Not thread-safe: one thread (the agent's) drives it.
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <sys/types.h>
 #include <vector>
 
+#include "runtime/agent/hang_rule.hpp"
 #include "runtime/launcher/process.hpp"
 
 namespace stretch::launcher {
@@ -35,6 +41,9 @@ struct WorkerExit {
   int localRank = 0;
   int globalRank = 0;
   ProcessExit exit;  // exit status, or 128 + signal when killed by a signal
+  std::string hung;  // why the agent killed it as hung ("no heartbeat for ..."), else empty
+  // "exit status 3", "killed by signal 9 (Killed)", or "hung (no heartbeat for ...): killed".
+  std::string describe() const;
 };
 
 class LocalWorkerGroup {
@@ -51,7 +60,9 @@ class LocalWorkerGroup {
   void start(const std::vector<std::string>& argv, const std::vector<WorkerProcessSpec>& workers,
              const std::filesystem::path& logDir, int attempt);
 
+  // Reaps exited workers (each exit once); first kills those that hang (detectHangs).
   std::vector<WorkerExit> poll();
+  void detectHangs(std::filesystem::path dir, agent::HangPolicy policy);
   void stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
 
   // Live recovery (NodeWorkers::continueLive): the running workers as {local rank, pid}; stops
@@ -70,8 +81,18 @@ class LocalWorkerGroup {
   struct Worker {
     WorkerProcessSpec spec;
     ChildProcess process;
+    std::string heartbeat;  // its STRETCH_HEARTBEAT_FILE, or empty
+    agent::HeartbeatTracker beats;
+    std::string hung;
   };
+  void killHung(Worker& worker);
+
   std::vector<Worker> workers_;
+  std::filesystem::path heartbeatDir_;
+  agent::HangPolicy hangPolicy_;
+  std::uint64_t heartbeatsMade_ = 0;
+  static constexpr std::chrono::milliseconds kHangCheckPeriod{100};
+  std::chrono::steady_clock::time_point lastHangCheck_{};
 };
 
 }  // namespace stretch::launcher

@@ -213,6 +213,7 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
         return options.environment(s, n, local, state.masterAddr);
       },
       options.logDir, options.stopGrace);
+  workers.detectHangs(options.hang);
   NodeAgentResult result;
   result.nodeId = id;
   auto lastContact = std::chrono::steady_clock::now();
@@ -324,6 +325,7 @@ NodeAgentResult joinJob(const JoinRequest& r) {
   if (job.configJson)
     configs = std::make_shared<GenerationConfigs>(*job.configJson, r.logDir.string());
   options.liveRecovery = job.liveRecovery;
+  options.hang.floor = agent::fromSeconds(job.hangTimeout);
   // Live recovery: the workers meet in the job's store (its live/... keys), which outlives them.
   const std::string liveStore = job.liveRecovery ? r.rdzv : std::string();
   options.environment = [job, devices, configs, liveStore](

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/agent/hang_rule.hpp"
 #include "runtime/comm/store.hpp"
 #include "runtime/launcher/job_protocol.hpp"
 
@@ -44,6 +45,7 @@ struct NodeAgentOptions {
   agent::Duration heartbeatInterval = std::chrono::milliseconds(500);
   agent::Duration controllerTimeout = std::chrono::seconds(30);
   agent::Duration stopGrace = std::chrono::seconds(5);
+  agent::HangPolicy hang;  // the job's (JobSettings::hangTimeout)
   const std::atomic<int>* stopSignal = nullptr;
   // Live recovery (job/live): the agent publishes its running workers (workers/<node>) and
   // carries out Live and Signal commands; its workers' environment names the store.

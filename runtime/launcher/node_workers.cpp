@@ -1,7 +1,10 @@
 #include "runtime/launcher/node_workers.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 
 #include <fmt/format.h>
@@ -9,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/common/error.hpp"
+#include "runtime/common/posix_files.hpp"
 #include "runtime/common/worker_variables.hpp"
 #include "runtime/launcher/job_protocol.hpp"
 
@@ -47,6 +51,34 @@ std::vector<int> localRanksBelow(std::int64_t n) {
 }
 
 }  // namespace
+
+NodeWorkers::~NodeWorkers() {
+  workers_.stop(grace());
+  if (!heartbeatDir_.empty()) {
+    try {
+      removeTree(heartbeatDir_);
+    } catch (const std::exception& e) {
+      spdlog::warn("agent: cannot remove the heartbeat directory {}: {}", heartbeatDir_, e.what());
+    }
+  }
+}
+
+void NodeWorkers::detectHangs(const agent::HangPolicy& policy) {
+  if (!policy.enabled())
+    return;
+  if (heartbeatDir_.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern =
+        joinPath(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "stretch-heartbeats-XXXXXX");
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      spdlog::warn("agent: cannot create a heartbeat directory ({}: {}); hang detection is off",
+                   pattern, std::strerror(errno));
+      return;
+    }
+    heartbeatDir_ = pattern;
+  }
+  workers_.detectHangs(heartbeatDir_, policy);
+}
 
 std::chrono::milliseconds NodeWorkers::grace() const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(stopGrace_);
@@ -281,8 +313,7 @@ std::vector<WorkerExited> NodeWorkers::poll() {
     const int code = worker.exit.signaled ? -worker.exit.signal() : worker.exit.code;
     if (code != 0) {
       spdlog::warn("agent: worker {} (local rank {}) of generation {} on {} ended: {}",
-                   worker.globalRank, worker.localRank, generation_, nodeId_,
-                   worker.exit.describe());
+                   worker.globalRank, worker.localRank, generation_, nodeId_, worker.describe());
     }
     out.push_back(WorkerExited{generation_, nodeId_, worker.localRank, code});
   }

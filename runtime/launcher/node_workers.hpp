@@ -52,6 +52,13 @@ class NodeWorkers final : public agent::WorkerGroup {
 
   void start(const agent::StartWorkers& action) override;
   void stop() override;
+  // Hang detection for the workers started from now on (LocalWorkerGroup::detectHangs): their
+  // heartbeat files live in a private temporary directory that goes with this object. Does
+  // nothing when the policy is off.
+  void detectHangs(const agent::HangPolicy& policy);
+  ~NodeWorkers() override;
+  NodeWorkers(const NodeWorkers&) = delete;
+  NodeWorkers& operator=(const NodeWorkers&) = delete;
   std::vector<agent::WorkerExited> poll() override;
   // With live recovery on and `next` on this node only: the live group, the running workers
   // (their live/capable keys, joiners not ready yet) and whether they keep partition copies.
@@ -84,6 +91,7 @@ class NodeWorkers final : public agent::WorkerGroup {
   std::filesystem::path logDir_;
   agent::Duration stopGrace_;
   std::uint64_t generation_ = 0;
+  std::string heartbeatDir_;  // detectHangs's directory, removed after the workers
   LocalWorkerGroup workers_;
 
   std::chrono::milliseconds grace() const;

@@ -335,10 +335,10 @@ bool waitForStep(const fs::path& timings, int step) {
   return false;
 }
 
-// SIGKILLs `count` of the launcher's workers, chosen by `rng`, once step `atStep` is done;
-// returns the kill times.
+// SIGKILLs (or sends `signal` to) `count` of the launcher's workers, chosen by `rng`, once step
+// `atStep` is done; returns the kill times.
 std::vector<std::int64_t> killWorkers(Launch& launch, const fs::path& timings, int atStep,
-                                      int count, std::mt19937& rng) {
+                                      int count, std::mt19937& rng, int signal = SIGKILL) {
   if (!waitForStep(timings, atStep))
     return {};
   auto workers = launch.workers();
@@ -346,7 +346,7 @@ std::vector<std::int64_t> killWorkers(Launch& launch, const fs::path& timings, i
   std::vector<std::int64_t> times;
   for (int i = 0; i < count && i < static_cast<int>(workers.size()); ++i) {
     times.push_back(unixNowNs());
-    ::kill(workers[static_cast<std::size_t>(i)], SIGKILL);
+    ::kill(workers[static_cast<std::size_t>(i)], signal);
   }
   return times;
 }
@@ -360,10 +360,10 @@ int countEvents(const std::vector<nlohmann::json>& events, const std::string& ev
 }
 
 // What every live trial must show: a clean end, live recovery only, each step completed once
-// by one world size, the survivors' first step within 1 s of the (first) kill, and the weights
-// of the same schedule trained from checkpoints.
+// by one world size, the survivors' first step within `resumeLimit` seconds of the (first) kill,
+// and the weights of the same schedule trained from checkpoints.
 void expectLiveRecovery(const Job& job, const LiveRun& run, const std::string& what,
-                        bool sharePrefix = false) {
+                        bool sharePrefix = false, double resumeLimit = 1.0) {
   ASSERT_EQ(run.status, 0) << what << ": " << run.err;
   ASSERT_FALSE(run.killNs.empty()) << what << ": the run ended before the kill";
   EXPECT_GE(countEvents(run.events, "stop_workers", "live"), 1) << what;
@@ -398,7 +398,7 @@ void expectLiveRecovery(const Job& job, const LiveRun& run, const std::string& w
                          run.summary["partition_copy_bytes"].get<std::int64_t>(),
                          run.summary.value("optimizer_state_bytes", std::int64_t{0}));
   }
-  EXPECT_LE(seconds, 1.0) << what;
+  EXPECT_LE(seconds, resumeLimit) << what;
   ASSERT_TRUE(run.summary.contains("weights_sha256")) << what << ": " << run.err;
   const auto started = std::chrono::steady_clock::now();
   const std::string reference = referenceDigest(job, schedule, sharePrefix);
@@ -492,6 +492,24 @@ TEST(LiveLaunch, AWorkerKilledDuringTheRecovery) {
     return times;
   });
   expectLiveRecovery(job, run, "kill during recovery");
+}
+
+// A worker that freezes (SIGSTOP) keeps its peers waiting in a collective; the agent finds it by
+// its heartbeat (the engine beats every second), kills it after --hang_timeout and the job goes
+// on live like after any death: from the stop to the survivors' next step takes the timeout and
+// little more.
+TEST(LiveLaunch, AFrozenWorkerIsFoundByItsHeartbeatKilledAndTheJobTrainsOnLive) {
+  const Job job = digitsLiveJob();
+  std::mt19937 rng(5);
+  stretch::test::TempDir dir("stretch-live");
+  auto args = launchArgs(job, dir.path(), job.workers, "auto", job.steps, {});
+  args.insert(args.begin(), {"--hang_timeout", "2"});
+  const auto run =
+      runLaunchWithKills(job, dir.path(), args, [&](Launch& launch, const fs::path& t) {
+        return killWorkers(launch, t, 40, 1, rng, SIGSTOP);
+      });
+  EXPECT_NE(run.out.find("is hung: no heartbeat for"), std::string::npos) << run.out;
+  expectLiveRecovery(job, run, "frozen worker", false, 2.0 + 3.0);
 }
 
 // The end of the job meets the replacement's arrival: a worker dies early, the survivors pause

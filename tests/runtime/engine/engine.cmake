@@ -1,6 +1,7 @@
-# The engine's training semantics (ranks as threads over the in-process backend).
+# The engine's training semantics (ranks as threads over the in-process backend); its heartbeat.
 stretch_add_test(engine_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/heartbeat_test.cpp
   DEPS stretch_engine
   LABELS unit
   TIMEOUT 300)

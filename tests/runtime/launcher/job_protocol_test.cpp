@@ -100,7 +100,8 @@ TEST(JobProtocol, MalformedRecordsAreNamedErrors) {
 }
 
 // The job description reaches every node agent whole: the worker command with its rules
-// (Python prefix, --local_rank position, core binding) and the DeepSpeed config.
+// (Python prefix, --local_rank position, core binding), the DeepSpeed config and the hang
+// timeout.
 TEST(JobProtocol, TheJobDescriptionRoundTripsThroughTheStore) {
   comm::HashStore store;
   JobSettings job;
@@ -114,6 +115,7 @@ TEST(JobProtocol, TheJobDescriptionRoundTripsThroughTheStore) {
   job.command.localRankAt = 3;
   job.command.bindCores = true;
   job.command.coreList = "0-3";
+  job.hangTimeout = 7.5;
   publishJob(store, job, {{"n0", {0, 1}}, {"n1", {2}}});
   const JobSettings read = readJob(store);
   EXPECT_EQ(read.command, job.command);
@@ -124,6 +126,7 @@ TEST(JobProtocol, TheJobDescriptionRoundTripsThroughTheStore) {
   EXPECT_EQ(read.configJson, job.configJson);
   EXPECT_TRUE(read.token.empty());  // never in the store
   EXPECT_FALSE(read.liveRecovery);
+  EXPECT_EQ(read.hangTimeout, 7.5);  // every node agent applies the launch's --hang_timeout
   EXPECT_EQ(readLaunchHost(store, 1).id, "n1");
 
   comm::HashStore bare;

@@ -1,5 +1,5 @@
-// LocalWorkerGroup: environment, logs, exit codes and signals, and stop() leaving nothing behind
-// (not the workers, not their children).
+// LocalWorkerGroup: environment, logs, exit codes and signals, stop() leaving nothing behind
+// (not the workers, not their children), and hang detection killing a frozen worker only.
 
 #include "runtime/launcher/local_workers.hpp"
 
@@ -128,6 +128,40 @@ TEST(LocalWorkers, WorkersDieWithTheirAgent) {
   for (int i = 0; i < 400 && stretch::test::processAlive(worker); ++i)
     std::this_thread::sleep_for(5ms);
   EXPECT_FALSE(stretch::test::processAlive(worker)) << "worker " << worker << " outlived its agent";
+}
+
+TEST(LocalWorkers, AWorkerWhoseHeartbeatStopsIsKilledAsHungAndTheOthersAreLeftAlone) {
+  stretch::test::TempDir beats("stretch-beats");
+  LocalWorkerGroup group;
+  agent::HangPolicy policy;
+  policy.floor = 1s;
+  group.detectHangs(beats.path(), policy);
+  // Rank 0 beats once (step 5), then freezes. Rank 1 beats every 0.2 s for 2.5 s. Rank 2 never
+  // beats and sleeps 2.5 s: programs without heartbeats keep the exit-based behaviour.
+  group.start({"/bin/sh", "-c", "echo 5 > \"$STRETCH_HEARTBEAT_FILE\"; kill -STOP $$"},
+              {{0, 0, {}, {}}}, {}, 1);
+  group.start({"/bin/sh", "-c",
+               "i=0; while [ $i -lt 12 ]; do echo $i > \"$STRETCH_HEARTBEAT_FILE\"; sleep 0.2; "
+               "i=$((i+1)); done"},
+              {{1, 1, {}, {}}}, {}, 1);
+  group.start({"/bin/sh", "-c", "sleep 2.5"}, {{2, 2, {}, {}}}, {}, 1);
+  const auto start = std::chrono::steady_clock::now();
+  auto exits = waitAll(group);
+  ASSERT_EQ(exits.size(), 3u);
+  for (const auto& e : exits) {
+    if (e.globalRank == 0) {
+      EXPECT_TRUE(e.exit.signaled);
+      EXPECT_EQ(e.exit.signal(), SIGKILL);
+      EXPECT_NE(e.hung.find("no heartbeat for"), std::string::npos) << e.hung;
+      EXPECT_NE(e.hung.find("last step 5"), std::string::npos) << e.hung;
+      EXPECT_EQ(e.describe().rfind("hung (no heartbeat for ", 0), 0u) << e.describe();
+    } else {
+      EXPECT_FALSE(e.exit.signaled) << e.globalRank << ": " << e.describe();
+      EXPECT_EQ(e.exit.code, 0) << e.globalRank;
+      EXPECT_TRUE(e.hung.empty()) << e.globalRank << ": " << e.hung;
+    }
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
 }
 
 }  // namespace

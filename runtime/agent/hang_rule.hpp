@@ -1,0 +1,57 @@
+#pragma once
+// When a worker counts as hung: the rule the launcher applies to its workers' heartbeats
+// (docs/launch.md, "Operating a job"). Pure: the caller observes the heartbeat and passes the
+// time in.
+//
+// A worker that uses the Stretch engine rewrites its heartbeat file every second from a thread of
+// its own, with its last completed step (runtime/engine/heartbeat.hpp); a program that is not the
+// engine may write the file itself once per step (one line of Python). Either way the agent sees
+// the file change, and the engine removes it when it ends (what the program does after
+// training is its own affair). A worker whose file has not changed for longer than its limit is
+// hung:
+//
+//   limit = max(floor, factor x the longest gap between two changes seen so far)
+//
+// so that a program that beats once per step gets a limit its own steps set (a 40 s evaluation
+// every so often raises it to 400 s), and the engine's one-second beat leaves the floor. A
+// worker that never wrote the file is never hung (the exit-based behaviour); a frozen process
+// (SIGSTOP, a dead disk, a swap storm) stops its beat whatever its peers do, while peers blocked
+// in a collective with it keep beating.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "runtime/agent/clock.hpp"
+
+namespace stretch::agent {
+
+struct HangPolicy {
+  Duration floor = std::chrono::seconds(30);  // --hang_timeout; zero turns detection off
+  double factor = 10.0;
+  bool enabled() const noexcept { return floor > Duration::zero(); }
+};
+
+// One worker's heartbeat as the agent observes it.
+class HeartbeatTracker {
+ public:
+  // An observation at `now`: the file's modification stamp (any value that changes with each
+  // write, nullopt while the file does not exist) and the step it holds. A file that goes away
+  // ends the watch (the program stopped beating on purpose) until it is written again.
+  void observe(std::optional<std::int64_t> stamp, std::optional<std::int64_t> step, Time now);
+
+  bool started() const noexcept { return lastChange_.has_value(); }
+  // The limit for this worker now (the floor until a second beat came).
+  Duration limit(const HangPolicy& policy) const;
+  // Why the worker counts as hung at `now` ("no heartbeat for 31.0 s (limit 30.0 s), last step
+  // 20"), or nullopt.
+  std::optional<std::string> hung(const HangPolicy& policy, Time now) const;
+
+ private:
+  std::optional<std::int64_t> stamp_;
+  std::optional<Time> lastChange_;
+  Duration longestGap_ = Duration::zero();
+  std::optional<std::int64_t> step_;
+};
+
+}  // namespace stretch::agent

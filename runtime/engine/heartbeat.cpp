@@ -1,0 +1,74 @@
+#include "runtime/engine/heartbeat.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "runtime/common/worker_variables.hpp"
+
+namespace stretch::engine {
+
+std::unique_ptr<Heartbeat> Heartbeat::fromEnvironment() {
+  const char* path = std::getenv(worker_env::kHeartbeatFile);
+  if (path == nullptr || *path == '\0')
+    return nullptr;
+  return std::make_unique<Heartbeat>(path);
+}
+
+Heartbeat::Heartbeat(std::string path, std::chrono::milliseconds period)
+    : path_(std::move(path)), period_(period), thread_([this] {
+        std::unique_lock lock(mutex_);
+        while (!stop_) {
+          const std::int64_t step = step_;
+          lock.unlock();
+          const bool written = write(step);
+          lock.lock();
+          if (!written)
+            return;
+          wake_.wait_for(lock, period_, [this] { return stop_; });
+        }
+      }) {}
+
+Heartbeat::~Heartbeat() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+  // No more beats on purpose: the launcher stops watching (what the program does after
+  // training, an evaluation, writing results, is not a hang).
+  ::unlink(path_.c_str());
+}
+
+void Heartbeat::progress(std::int64_t step) {
+  std::lock_guard lock(mutex_);
+  step_ = step;
+}
+
+bool Heartbeat::write(std::int64_t step) {
+  const std::string text = fmt::format("{}\n", step);
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  bool ok = fd >= 0;
+  int error = ok ? 0 : errno;
+  if (ok) {
+    ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    error = ok ? 0 : errno;
+    ok = ::close(fd) == 0 && ok;
+  }
+  if (!ok) {
+    ::unlink(path_.c_str());
+    spdlog::warn(
+        "heartbeat {}: write failed ({}); no further heartbeats, so the launcher will not see "
+        "this worker hang",
+        path_, error != 0 ? std::strerror(error) : "short write");
+  }
+  return ok;
+}
+
+}  // namespace stretch::engine

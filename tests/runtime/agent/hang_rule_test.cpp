@@ -1,0 +1,76 @@
+// The hang rule (agent/hang_rule.hpp) on observed heartbeats: a worker that never beat, or whose
+// file went away, is never hung; the limit is the floor until the beats show their own rhythm,
+// then 10x the longest gap; a silent worker is hung only past its limit, and the reason names the
+// silence, the limit and the last step.
+
+#include "runtime/agent/hang_rule.hpp"
+
+#include <gtest/gtest.h>
+
+namespace stretch::agent {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr Time at(double seconds) {
+  return std::chrono::duration_cast<Time>(std::chrono::duration<double>(seconds));
+}
+
+HangPolicy policy(Duration floor) {
+  HangPolicy p;
+  p.floor = floor;
+  return p;
+}
+
+TEST(HangRule, AWorkerThatNeverBeatIsNeverHung) {
+  HeartbeatTracker beats;
+  beats.observe(std::nullopt, std::nullopt, at(0));
+  EXPECT_FALSE(beats.started());
+  EXPECT_FALSE(beats.hung(policy(2s), at(3600)));
+}
+
+TEST(HangRule, ASilentWorkerIsHungPastTheFloorAndTheReasonSaysWhy) {
+  HeartbeatTracker beats;
+  beats.observe(100, 7, at(10));
+  beats.observe(100, 7, at(11.9));  // the same stamp: no beat
+  EXPECT_FALSE(beats.hung(policy(2s), at(11.9)));
+  EXPECT_FALSE(beats.hung(policy(2s), at(12.0)));
+  const auto why = beats.hung(policy(2s), at(12.5));
+  ASSERT_TRUE(why);
+  EXPECT_EQ(*why, "no heartbeat for 2.5 s (limit 2 s), last step 7");
+}
+
+TEST(HangRule, TheLimitGrowsToTenTimesTheLongestGapBetweenBeats) {
+  HeartbeatTracker beats;
+  beats.observe(1, 0, at(0));
+  beats.observe(2, 1, at(1));  // gap 1 s: the floor (30 s) rules
+  EXPECT_EQ(beats.limit(policy(30s)), 30s);
+  beats.observe(3, 2, at(41));  // a 40 s evaluation: 400 s
+  EXPECT_EQ(beats.limit(policy(30s)), 400s);
+  EXPECT_FALSE(beats.hung(policy(30s), at(41 + 399)));
+  EXPECT_TRUE(beats.hung(policy(30s), at(41 + 401)));
+  beats.observe(4, 3, at(42));  // the longest gap stays
+  EXPECT_EQ(beats.limit(policy(30s)), 400s);
+}
+
+TEST(HangRule, AFileThatGoesAwayEndsTheWatchUntilItIsWrittenAgain) {
+  HeartbeatTracker beats;
+  beats.observe(1, 40, at(0));
+  beats.observe(std::nullopt, std::nullopt, at(1));  // the engine ended: the file is gone
+  EXPECT_FALSE(beats.started());
+  EXPECT_FALSE(beats.hung(policy(2s), at(100)));
+  beats.observe(2, 0, at(100));  // a new engine beats again
+  EXPECT_TRUE(beats.started());
+  EXPECT_FALSE(beats.hung(policy(2s), at(101)));
+  EXPECT_TRUE(beats.hung(policy(2s), at(103)));
+}
+
+TEST(HangRule, AZeroFloorTurnsDetectionOff) {
+  HeartbeatTracker beats;
+  beats.observe(1, 0, at(0));
+  EXPECT_FALSE(policy(0s).enabled());
+  EXPECT_FALSE(beats.hung(policy(0s), at(1e6)));
+}
+
+}  // namespace
+}  // namespace stretch::agent
