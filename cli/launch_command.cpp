@@ -168,6 +168,12 @@ Command addLaunchCommand(CLI::App& app) {
                   "between its beats; 0: off")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  sub->add_option("--crash_loop_limit", options->crashLoopLimit,
+                  "generations in a row that fail the same way (exit code) before their first "
+                  "step before the job fails; meanwhile restarts back off 1, 2, 4, ... s (at "
+                  "most 60 s); 0: no limit")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--monitor_interval", options->monitorInterval,
                   "seconds between the agent's checks")
       ->check(CLI::PositiveNumber)

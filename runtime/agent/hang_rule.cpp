@@ -8,7 +8,7 @@
 namespace stretch::agent {
 
 void HeartbeatTracker::observe(std::optional<std::int64_t> stamp, std::optional<std::int64_t> step,
-                               Time now) {
+                               Time now, std::optional<std::int64_t> completed) {
   if (!stamp) {
     // Never written, or removed: the program stopped beating on purpose (the engine removes
     // the file when it is destroyed) and is watched no more.
@@ -21,8 +21,13 @@ void HeartbeatTracker::observe(std::optional<std::int64_t> stamp, std::optional<
     longestGap_ = std::max(longestGap_, now - *lastChange_);
   stamp_ = stamp;
   lastChange_ = now;
-  if (step)
+  if (completed && *completed > 0)
+    completedAny_ = true;
+  if (step) {
     step_ = step;
+    if (!firstStep_)
+      firstStep_ = step;
+  }
 }
 
 Duration HeartbeatTracker::limit(const HangPolicy& policy) const {

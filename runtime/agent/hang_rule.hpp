@@ -36,11 +36,17 @@ struct HangPolicy {
 class HeartbeatTracker {
  public:
   // An observation at `now`: the file's modification stamp (any value that changes with each
-  // write, nullopt while the file does not exist) and the step it holds. A file that goes away
+  // write, nullopt while the file does not exist), the step it holds and, when it says so, the
+  // steps this process completed (the engine writes "STEP COMPLETED"). A file that goes away
   // ends the watch (the program stopped beating on purpose) until it is written again.
-  void observe(std::optional<std::int64_t> stamp, std::optional<std::int64_t> step, Time now);
+  void observe(std::optional<std::int64_t> stamp, std::optional<std::int64_t> step, Time now,
+               std::optional<std::int64_t> completed = std::nullopt);
 
   bool started() const noexcept { return lastChange_.has_value(); }
+  // The worker completed a step: the file said so, or its step changed since the first beat.
+  bool advanced() const noexcept {
+    return completedAny_ || (firstStep_ && step_ && *step_ != *firstStep_);
+  }
   // The limit for this worker now (the floor until a second beat came).
   Duration limit(const HangPolicy& policy) const;
   // Why the worker counts as hung at `now` ("no heartbeat for 31.0 s (limit 30.0 s), last step
@@ -52,6 +58,8 @@ class HeartbeatTracker {
   std::optional<Time> lastChange_;
   Duration longestGap_ = Duration::zero();
   std::optional<std::int64_t> step_;
+  std::optional<std::int64_t> firstStep_;
+  bool completedAny_ = false;
 };
 
 }  // namespace stretch::agent

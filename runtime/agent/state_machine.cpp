@@ -1,6 +1,7 @@
 #include "runtime/agent/state_machine.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -57,6 +58,12 @@ void validate(const AgentConfig& c) {
     require(*c.exitBarrierTimeout >= Duration{0}, "agent.exit_barrier_timeout",
             formatDuration(*c.exitBarrierTimeout), "a non-negative duration");
   }
+  require(c.crashLoopLimit >= 0, "agent.crash_loop_limit", std::to_string(c.crashLoopLimit),
+          "a non-negative integer (0: no limit)");
+  require(c.backoffBase >= Duration{0}, "agent.backoff_base", formatDuration(c.backoffBase),
+          "a non-negative duration");
+  require(c.backoffCap >= c.backoffBase, "agent.backoff_cap", formatDuration(c.backoffCap),
+          "a duration >= agent.backoff_base");
 }
 
 std::string_view toString(Phase phase) noexcept {
@@ -156,9 +163,10 @@ void AgentStateMachine::onWorkerExited(const WorkerExited& e, std::vector<Action
   }
   const std::int64_t rank = node->firstRank + e.localRank;
   if (e.exitCode != 0) {
-    failGeneration(fmt::format("worker rank {} (node {} local rank {}) {} in generation {}", rank,
-                               e.nodeId, e.localRank, describeExit(e.exitCode), generation_),
-                   exitStatusOf(e.exitCode), out);
+    failGeneration(fmt::format("worker rank {} (node {} local rank {}) {} in generation {}{}", rank,
+                               e.nodeId, e.localRank, describeExit(e.exitCode), generation_,
+                               e.early ? " before its first step" : ""),
+                   exitStatusOf(e.exitCode), out, e.early);
     return;
   }
   succeeded_.insert({e.nodeId, e.localRank});
@@ -314,15 +322,25 @@ void AgentStateMachine::maybeScaleUp(std::vector<Action>& out) {
 }
 
 void AgentStateMachine::failGeneration(const std::string& cause, int exitCode,
-                                       std::vector<Action>& out) {
+                                       std::vector<Action>& out, bool early) {
   STRETCH_CHECK(phase_ == Phase::Running, "failGeneration in phase {}", toString(phase_));
   out.push_back(StopWorkers{generation_, cause});
   current_.reset();
   succeeded_.clear();
   firstSuccessAt_.reset();
+  earlyStreak_ =
+      !early ? 0 : (earlyStreak_ > 0 && exitCode == earlyExitCode_ ? earlyStreak_ + 1 : 1);
+  earlyExitCode_ = exitCode;
   if (restartCount_ >= config_.maxRestarts) {
     fail(fmt::format("{}; max_restarts ({}) exhausted: the job was restarted {} time(s) already",
                      cause, config_.maxRestarts, restartCount_),
+         exitCode, out);
+    return;
+  }
+  if (config_.crashLoopLimit > 0 && earlyStreak_ >= config_.crashLoopLimit) {
+    fail(fmt::format("{}; crash loop: {} generations in a row failed the same way before their "
+                     "first step (crash_loop_limit {}): restarting again would fail again",
+                     cause, earlyStreak_, config_.crashLoopLimit),
          exitCode, out);
     return;
   }
@@ -330,6 +348,21 @@ void AgentStateMachine::failGeneration(const std::string& cause, int exitCode,
   admitWaiting();
   const std::string reason =
       fmt::format("restart {} of {} after {}", restartCount_, config_.maxRestarts, cause);
+  if (earlyStreak_ > 0) {
+    // Back off: base x 2^(n-1), at most the cap.
+    Duration delay = config_.backoffBase;
+    for (std::int64_t i = 1; i < earlyStreak_ && delay < config_.backoffCap; ++i)
+      delay *= 2;
+    delay = std::min(delay, config_.backoffCap);
+    backoffUntil_ = now_ + delay;
+    pendingRestart_ = reason;
+    out.push_back(
+        LogEvent{"restart_backoff",
+                 fmt::format("{}: waiting {} first ({} failure(s) in a row before the first step)",
+                             reason, formatDuration(delay), earlyStreak_)});
+    enterRendezvous(out);
+    return;
+  }
   std::optional<MemberPlan> plan;
   if (poolSize() >= config_.minNodes) {
     plan = planMembers(poolCandidates(false), rules_, config_.selection);
@@ -462,6 +495,23 @@ void AgentStateMachine::enterRendezvous(std::vector<Action>& out) {
 
 void AgentStateMachine::rendezvousStep(std::vector<Action>& out) {
   admitWaiting();
+  if (pendingRestart_) {
+    // A restart that backs off: at its time, the restart failGeneration would have made.
+    if (now_ < backoffUntil_) {
+      emitWait(fmt::format("backing off {} before the {}",
+                           formatDuration(backoffUntil_ - rendezvousSince_), *pendingRestart_),
+               out);
+      return;
+    }
+    const std::string reason = *std::exchange(pendingRestart_, std::nullopt);
+    if (poolSize() >= config_.minNodes) {
+      if (auto plan = planMembers(poolCandidates(false), rules_, config_.selection)) {
+        start(std::move(*plan), reason, out);
+        return;
+      }
+    }
+    out.push_back(LogEvent{"restart_deferred", reason});
+  }
   const std::int64_t pool = poolSize();
   const bool timedOut = now_ - rendezvousSince_ >= config_.waitTimeout;
   if (pool < config_.minNodes) {

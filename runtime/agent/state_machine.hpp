@@ -83,6 +83,14 @@ struct AgentConfig {
   // When set, workers still running this long after the first clean exit of their generation
   // count as a failure (torchelastic's exit_barrier_timeout is 300 s). Unset: wait forever.
   std::optional<Duration> exitBarrierTimeout;
+  // Crash loops (as Kubernetes's CrashLoopBackOff): a generation that fails early
+  // (WorkerExited::early: before its first completed step) the same way (exit code) as the
+  // generation before starts again only after a backoff of backoffBase x 2^(n-1) for the n-th
+  // such failure in a row, at most backoffCap; the crashLoopLimit-th in a row fails the job,
+  // whatever max_restarts allows. 0: no limit.
+  std::int64_t crashLoopLimit = 3;
+  Duration backoffBase = std::chrono::seconds(1);
+  Duration backoffCap = std::chrono::seconds(60);
 };
 
 // Throws ConfigError naming the field ("agent.max_nodes = 0: expected ...").
@@ -96,6 +104,9 @@ struct WorkerExited {
   std::string nodeId;
   std::int64_t localRank = 0;
   int exitCode = 0;
+  // It failed before completing a step (its heartbeat never advanced; for a program without
+  // heartbeats, within seconds of its start): a crash loop if it keeps happening.
+  bool early = false;
 };
 // A node offers `slots` GPUs to the job (a new node, or one that left and came back).
 struct NodeJoined {
@@ -248,7 +259,9 @@ class AgentStateMachine {
   void advance(std::vector<Action>& out);
   void maybeScaleUp(std::vector<Action>& out);
   // Counted restart (rules 3, 4, 7): stop, then start again, wait or fail.
-  void failGeneration(const std::string& cause, int exitCode, std::vector<Action>& out);
+  // `early`: the failure came before the generation's first step (crash-loop rule).
+  void failGeneration(const std::string& cause, int exitCode, std::vector<Action>& out,
+                      bool early = false);
   // Moves waiting nodes into the pool (join order) while it has room; returns their ids.
   std::vector<std::string> admitWaiting();
   // Pool nodes in join order; withWaiting adds the waiting nodes the pool has room for.
@@ -278,6 +291,12 @@ class AgentStateMachine {
   Phase phase_ = Phase::Rendezvous;
   std::uint64_t generation_ = 0;
   std::int64_t restartCount_ = 0;
+  // The crash-loop rule: early failures in a row with the same exit code, and the restart that
+  // waits for its backoff (its reason) until backoffUntil_.
+  std::int64_t earlyStreak_ = 0;
+  int earlyExitCode_ = 0;
+  std::optional<std::string> pendingRestart_;
+  Time backoffUntil_{};
   std::uint64_t nextOrder_ = 0;
   std::map<std::string, Node> nodes_;
   // Every node by join order (map iterators stay valid until their node is erased).

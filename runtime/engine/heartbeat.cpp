@@ -25,12 +25,14 @@ Heartbeat::Heartbeat(std::string path, std::chrono::milliseconds period)
         std::unique_lock lock(mutex_);
         while (!stop_) {
           const std::int64_t step = step_;
+          const std::int64_t completed = completed_;
           lock.unlock();
-          const bool written = write(step);
+          const bool written = write(step, completed);
           lock.lock();
           if (!written)
             return;
-          wake_.wait_for(lock, period_, [this] { return stop_; });
+          wake_.wait_for(lock, period_, [this] { return stop_ || writeNow_; });
+          writeNow_ = false;
         }
       }) {}
 
@@ -47,12 +49,22 @@ Heartbeat::~Heartbeat() {
 }
 
 void Heartbeat::progress(std::int64_t step) {
-  std::lock_guard lock(mutex_);
-  step_ = step;
+  {
+    std::lock_guard lock(mutex_);
+    step_ = step;
+    ++completed_;
+    if (reported_)
+      return;
+    // The first completed step goes out at once: the launcher tells a worker that failed before
+    // its first step (a crash loop) from one that trained, even within the first period.
+    reported_ = true;
+    writeNow_ = true;
+  }
+  wake_.notify_all();
 }
 
-bool Heartbeat::write(std::int64_t step) {
-  const std::string text = fmt::format("{}\n", step);
+bool Heartbeat::write(std::int64_t step, std::int64_t completed) {
+  const std::string text = fmt::format("{} {}\n", step, completed);
   const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   bool ok = fd >= 0;
   int error = ok ? 0 : errno;

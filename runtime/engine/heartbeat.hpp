@@ -3,7 +3,8 @@
 // runtime/agent/hang_rule.hpp; docs/launch.md, "Operating a job").
 //
 // `stretch launch` names a file per worker in STRETCH_HEARTBEAT_FILE. While a Heartbeat lives, a
-// thread of its own rewrites that file every period with the last completed step, so the
+// thread of its own rewrites that file every period with "STEP COMPLETED" (the last completed
+// step, and how many steps this process completed: the first one is written at once), so the
 // launcher sees the process run even through a long step, a checkpoint save or a collective
 // that waits for a peer; a process that freezes (SIGSTOP, a stuck disk) stops beating and the
 // launcher kills it. The engine owns one (Engine::setUp); any other program may write the same
@@ -36,21 +37,24 @@ class Heartbeat {
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
 
-  // The last completed step, written with the next beat.
+  // The last completed step, written with the next beat; the first one at once.
   void progress(std::int64_t step);
 
   const std::string& path() const noexcept { return path_; }
 
  private:
-  bool write(std::int64_t step);
+  bool write(std::int64_t step, std::int64_t completed);
 
   std::string path_;
   std::chrono::milliseconds period_;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;
+  bool writeNow_ = false;
+  bool reported_ = false;
   std::int64_t step_ = 0;
-  std::thread thread_;  // last: starts once the members above exist
+  std::int64_t completed_ = 0;  // steps completed by this process
+  std::thread thread_;          // last: starts once the members above exist
 };
 
 }  // namespace stretch::engine

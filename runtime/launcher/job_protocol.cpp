@@ -130,7 +130,7 @@ NodeRecord decodeNodeRecord(const std::string& text) {
 std::string encode(const ExitRecord& r) {
   return line("generation", std::to_string(r.generation)) + line("node", r.nodeId) +
          line("local_rank", std::to_string(r.localRank)) +
-         line("exit_code", std::to_string(r.exitCode));
+         line("exit_code", std::to_string(r.exitCode)) + line("early", r.early ? "1" : "0");
 }
 
 ExitRecord decodeExitRecord(const std::string& text) {
@@ -140,6 +140,7 @@ ExitRecord decodeExitRecord(const std::string& text) {
   r.nodeId = field(f, "node", "exit");
   r.localRank = number<std::int64_t>(f, "local_rank", "exit");
   r.exitCode = number<int>(f, "exit_code", "exit");
+  r.early = f.contains("early") && field(f, "early", "exit") == "1";
   return r;
 }
 

@@ -74,7 +74,8 @@ struct ExitRecord {
   std::uint64_t generation = 0;
   std::string nodeId;
   std::int64_t localRank = 0;
-  int exitCode = 0;  // as WorkerExited: < 0 killed by signal -code
+  int exitCode = 0;    // as WorkerExited: < 0 killed by signal -code
+  bool early = false;  // as WorkerExited
   bool operator==(const ExitRecord&) const = default;
 };
 

@@ -614,6 +614,7 @@ AgentResult runLaunch(const LaunchRequest& request) {
   config.minNodes = minNodes;
   config.maxNodes = maxNodes;
   config.maxRestarts = o.maxRestarts.value_or(elastic ? 100 : 0);
+  config.crashLoopLimit = o.crashLoopLimit;
   job.maxRestarts = config.maxRestarts;
   // One node: nothing to wait for. Several: a short window for the last agents to register.
   config.lastCall = multiNode && elastic ? agent::fromSeconds(o.lastCall) : agent::Duration(0);

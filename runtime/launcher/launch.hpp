@@ -60,6 +60,9 @@ struct LaunchRequest {
   // --hang_timeout: seconds without a heartbeat before a worker that beats counts as hung and is
   // killed (agent/hang_rule.hpp: the floor of its limit); 0 turns hang detection off.
   double hangTimeout = 30.0;
+  // --crash_loop_limit: generations in a row that fail the same way before their first step
+  // before the job fails (restarts back off 1, 2, 4, ... s up to 60 s meanwhile); 0: no limit.
+  std::int64_t crashLoopLimit = 3;
   std::string logDir;
   std::string eventLog;
   std::string config;

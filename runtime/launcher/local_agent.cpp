@@ -18,7 +18,11 @@ AgentResult runLocalAgent(const LocalAgentOptions& options) {
   loop.stopSignal = options.stopSignal;
   loop.clock = options.clock;
   loop.liveRecovery = options.liveStore != nullptr;
-  return runAgentLoop(loop, workers);
+  AgentResult result = runAgentLoop(loop, workers);
+  // The program's own error where the user looks: under the launcher's last line.
+  if (result.exitCode != 0 && !workers.lastFailure().empty())
+    result.message += "\n" + workers.lastFailure();
+  return result;
 }
 
 }  // namespace stretch::launcher

@@ -46,7 +46,7 @@ void LocalWorkerGroup::start(const std::vector<std::string>& argv,
     if (!dir.empty())
       options.logFile = dir / fmt::format("rank_{}.log", spec.globalRank);
     options.execErrorPrefix = fmt::format("stretch: worker rank {}: ", spec.globalRank);
-    workers_.push_back({spec, spawnProcess(options), heartbeat, {}, {}});
+    workers_.push_back({spec, spawnProcess(options), heartbeat, options.logFile});
   }
 }
 
@@ -57,20 +57,29 @@ void LocalWorkerGroup::detectHangs(std::filesystem::path dir, agent::HangPolicy 
 
 namespace {
 
-// The heartbeat file's modification time (ns) and the step it holds; nullopt while absent.
-std::pair<std::optional<std::int64_t>, std::optional<std::int64_t>> readHeartbeat(
-    const std::string& path) {
+// A heartbeat file's modification time (ns; nullopt while absent), the step it holds and the
+// steps the process completed ("STEP [COMPLETED]").
+struct Beat {
+  std::optional<std::int64_t> stamp;
+  std::optional<std::int64_t> step;
+  std::optional<std::int64_t> completed;
+};
+
+Beat readHeartbeat(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0)
     return {};
   const std::int64_t stamp =
       static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
-  std::optional<std::int64_t> step;
+  Beat beat{stamp, {}, {}};
   std::ifstream in(path);
   std::int64_t value = 0;
-  if (in >> value)
-    step = value;
-  return {stamp, step};
+  if (in >> value) {
+    beat.step = value;
+    if (in >> value)
+      beat.completed = value;
+  }
+  return beat;
 }
 
 agent::Time steadyNow() {
@@ -80,12 +89,20 @@ agent::Time steadyNow() {
 
 }  // namespace
 
+void LocalWorkerGroup::observe(Worker& w) {
+  if (w.heartbeat.empty())
+    return;
+  const Beat beat = readHeartbeat(w.heartbeat);
+  w.beats.observe(beat.stamp, beat.step, steadyNow(), beat.completed);
+  w.beat = w.beat || w.beats.started();
+  w.advanced = w.advanced || w.beats.advanced();
+}
+
 void LocalWorkerGroup::killHung(Worker& w) {
   if (w.heartbeat.empty() || !w.hung.empty() || !w.process.running())
     return;
-  const auto [stamp, step] = readHeartbeat(w.heartbeat);
+  observe(w);
   const auto now = steadyNow();
-  w.beats.observe(stamp, step, now);
   if (auto why = w.beats.hung(hangPolicy_, now)) {
     w.hung = *why;
     spdlog::warn("agent: worker rank {} (local rank {}, pid {}) is hung: {}; killing it",
@@ -101,11 +118,30 @@ std::vector<WorkerExit> LocalWorkerGroup::poll() {
                           std::chrono::steady_clock::now() - lastHangCheck_ >= kHangCheckPeriod;
   if (checkHangs)
     lastHangCheck_ = std::chrono::steady_clock::now();
+  std::vector<Worker*> ended;
   for (auto& w : workers_) {
     if (checkHangs)
       killHung(w);
-    if (const auto exit = w.process.poll())
-      exits.push_back({w.spec.localRank, w.spec.globalRank, *exit, w.hung});
+    if (auto exit = w.process.poll()) {
+      ended.push_back(&w);
+      exits.push_back({w.spec.localRank, w.spec.globalRank, *exit, w.hung, false, w.log});
+    }
+  }
+  if (!ended.empty()) {
+    // Early: this worker failed before completing a step, and no worker of the group completed
+    // one either (live recovery's survivors trained on; a generation that trained is no crash
+    // loop). Everyone's last beat first.
+    bool anyAdvanced = false;
+    for (auto& w : workers_) {
+      observe(w);
+      anyAdvanced = anyAdvanced || w.advanced;
+    }
+    for (std::size_t i = 0; i < ended.size(); ++i) {
+      const Worker& w = *ended[i];
+      exits[i].early =
+          !anyAdvanced &&
+          (w.beat ? !w.advanced : std::chrono::steady_clock::now() - w.started < kEarlyExitWindow);
+    }
   }
   return exits;
 }

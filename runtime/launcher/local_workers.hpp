@@ -42,6 +42,11 @@ struct WorkerExit {
   int globalRank = 0;
   ProcessExit exit;  // exit status, or 128 + signal when killed by a signal
   std::string hung;  // why the agent killed it as hung ("no heartbeat for ..."), else empty
+  // It failed before completing a step: its heartbeat never advanced, or (a program that never
+  // beat, or hang detection off) it ran less than kEarlyExitWindow; and no worker of the group
+  // completed a step either (live recovery's survivors that train on make no crash loop).
+  bool early = false;
+  std::filesystem::path log;  // its log file (attempt_K/rank_R.log), empty when inherited
   // "exit status 3", "killed by signal 9 (Killed)", or "hung (no heartbeat for ...): killed".
   std::string describe() const;
 };
@@ -82,9 +87,14 @@ class LocalWorkerGroup {
     WorkerProcessSpec spec;
     ChildProcess process;
     std::string heartbeat;  // its STRETCH_HEARTBEAT_FILE, or empty
+    std::filesystem::path log;
     agent::HeartbeatTracker beats;
     std::string hung;
+    std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+    bool beat = false;      // its heartbeat was seen (sticky: the engine removes it at its end)
+    bool advanced = false;  // and its step changed
   };
+  void observe(Worker& worker);
   void killHung(Worker& worker);
 
   std::vector<Worker> workers_;
@@ -92,6 +102,12 @@ class LocalWorkerGroup {
   agent::HangPolicy hangPolicy_;
   std::uint64_t heartbeatsMade_ = 0;
   static constexpr std::chrono::milliseconds kHangCheckPeriod{100};
+
+ public:
+  // A worker without heartbeats that fails within this time of its start failed early.
+  static constexpr std::chrono::seconds kEarlyExitWindow{10};
+
+ private:
   std::chrono::steady_clock::time_point lastHangCheck_{};
 };
 

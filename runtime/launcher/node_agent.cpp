@@ -179,7 +179,7 @@ void reportExits(const NodeAgentOptions& options, comm::Store& store, NodeWorker
   publishWorkers(options, store, workers, state);
   for (const auto& e : exits)
     appendRecord(store, "exits",
-                 encode(ExitRecord{e.generation, e.nodeId, e.localRank, e.exitCode}));
+                 encode(ExitRecord{e.generation, e.nodeId, e.localRank, e.exitCode, e.early}));
 }
 
 // A stop signal: the departure first, for the other nodes' workers fail once ours stop (see

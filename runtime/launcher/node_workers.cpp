@@ -5,6 +5,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <optional>
 
 #include <fmt/format.h>
@@ -79,6 +81,42 @@ void NodeWorkers::detectHangs(const agent::HangPolicy& policy) {
   }
   workers_.detectHangs(heartbeatDir_, policy);
 }
+
+namespace {
+
+// ", its log L ends:\n  line\n  line" (the last kTailLines lines), or "" without a log file.
+std::string logTail(const std::filesystem::path& log) {
+  constexpr std::size_t kTailLines = 5;
+  constexpr std::streamoff kTailBytes = 4096;
+  if (log.empty())
+    return {};
+  std::ifstream in(log, std::ios::binary);
+  if (!in)
+    return fmt::format("; its log {} cannot be read", log.string());
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(std::max<std::streamoff>(0, size - kTailBytes));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> lines;
+  std::size_t begin = 0;
+  while (begin < text.size()) {
+    const auto end = text.find('\n', begin);
+    std::string line =
+        text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    if (!line.empty())
+      lines.push_back(std::move(line));
+    begin = end == std::string::npos ? text.size() : end + 1;
+  }
+  if (lines.empty())
+    return fmt::format("; its log {} is empty", log.string());
+  const std::size_t from = lines.size() > kTailLines ? lines.size() - kTailLines : 0;
+  std::string out = fmt::format("; its log {} ends:", log.string());
+  for (std::size_t i = from; i < lines.size(); ++i)
+    out += "\n    " + lines[i];
+  return out;
+}
+
+}  // namespace
 
 std::chrono::milliseconds NodeWorkers::grace() const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(stopGrace_);
@@ -312,10 +350,15 @@ std::vector<WorkerExited> NodeWorkers::poll() {
   for (const auto& worker : workers_.poll()) {
     const int code = worker.exit.signaled ? -worker.exit.signal() : worker.exit.code;
     if (code != 0) {
-      spdlog::warn("agent: worker {} (local rank {}) of generation {} on {} ended: {}",
-                   worker.globalRank, worker.localRank, generation_, nodeId_, worker.describe());
+      const std::string tail = logTail(worker.log);
+      spdlog::warn("agent: worker {} (local rank {}) of generation {} on {} ended: {}{}",
+                   worker.globalRank, worker.localRank, generation_, nodeId_, worker.describe(),
+                   tail);
+      if (!tail.empty())
+        lastFailure_ = fmt::format("worker {}{}", worker.globalRank, tail);
     }
-    out.push_back(WorkerExited{generation_, nodeId_, worker.localRank, code});
+    out.push_back(
+        WorkerExited{generation_, nodeId_, worker.localRank, code, worker.early && code != 0});
   }
   const bool finishing =
       std::any_of(out.begin(), out.end(), [](const WorkerExited& e) { return e.exitCode == 0; });

@@ -56,6 +56,9 @@ class NodeWorkers final : public agent::WorkerGroup {
   // heartbeat files live in a private temporary directory that goes with this object. Does
   // nothing when the policy is off.
   void detectHangs(const agent::HangPolicy& policy);
+  // The last failed worker's log file and its last lines ("worker 0; its log L ends:\n ..."),
+  // empty when none failed or the workers write to the agent's own output.
+  const std::string& lastFailure() const noexcept { return lastFailure_; }
   ~NodeWorkers() override;
   NodeWorkers(const NodeWorkers&) = delete;
   NodeWorkers& operator=(const NodeWorkers&) = delete;
@@ -92,6 +95,7 @@ class NodeWorkers final : public agent::WorkerGroup {
   agent::Duration stopGrace_;
   std::uint64_t generation_ = 0;
   std::string heartbeatDir_;  // detectHangs's directory, removed after the workers
+  std::string lastFailure_;
   LocalWorkerGroup workers_;
 
   std::chrono::milliseconds grace() const;

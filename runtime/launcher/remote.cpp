@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 
 #include "runtime/common/check.hpp"
+#include "runtime/common/worker_variables.hpp"
 #include "runtime/launcher/hostfile.hpp"
 #include "runtime/launcher/launch_error.hpp"
-#include "runtime/common/worker_variables.hpp"
 
 namespace stretch::launcher {
 

@@ -53,7 +53,7 @@ std::vector<WorkerExited> RemoteWorkers::readExits() {
   for (const auto& text : readRecords(store_, "exits", nextExit_)) {
     ++nextExit_;
     const ExitRecord r = decodeExitRecord(text);
-    out.push_back(WorkerExited{r.generation, r.nodeId, r.localRank, r.exitCode});
+    out.push_back(WorkerExited{r.generation, r.nodeId, r.localRank, r.exitCode, r.early});
   }
   return out;
 }

@@ -183,6 +183,37 @@ TEST(Launch, MaxRestartsExhaustedStopsWithTheWorkersStatus) {
   EXPECT_EQ(starts, 3);  // the first start and 2 restarts
 }
 
+// A program that fails at once in every generation (a missing module, a corrupted checkpoint):
+// the restarts back off 1 s, then 2 s, and the third failure in a row ends the job with the
+// program's status, and the launcher's stderr shows the program's own error text and its log.
+TEST(Launch, ACrashLoopEndsTheJobWithTheProgramsOwnErrorTextAndItsLog) {
+  stretch::test::TempDir dir("stretch-launch");
+  const auto start = std::chrono::steady_clock::now();
+  Launch launch(dir.path(), {"--num_gpus", "1", "--max_restarts", "100", "--monitor_interval",
+                             "0.2", "--log_dir", (dir.path() / "logs").string(), "--event_log",
+                             (dir.path() / "events.jsonl").string(), "/bin/sh", "-c",
+                             "echo 'fatal: no module named corpus' >&2; exit 3"});
+  EXPECT_EQ(launch.wait(60s), 3) << launch.err();
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, 3s);   // the two backoffs
+  EXPECT_LT(took, 30s);  // not 100 restarts
+  const std::string err = launch.err();
+  EXPECT_NE(err.find("crash loop: 3 generations in a row failed the same way"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("fatal: no module named corpus"), std::string::npos) << err;
+  EXPECT_NE(err.find((dir.path() / "logs" / "attempt_3" / "rank_0.log").string()),
+            std::string::npos)
+      << err;
+  int starts = 0;
+  int backoffs = 0;
+  for (const auto& e : eventsOf(dir.path() / "events.jsonl")) {
+    starts += e["event"] == "start_workers" ? 1 : 0;
+    backoffs += e["event"] == "restart_backoff" ? 1 : 0;
+  }
+  EXPECT_EQ(starts, 3);
+  EXPECT_EQ(backoffs, 2);
+}
+
 TEST(Launch, SigtermStopsEveryWorkerAndExitsNonZero) {
   stretch::test::TempDir dir("stretch-launch");
   Launch launch(dir.path(), {"--num_gpus", "3", "/bin/sh", "-c", "trap '' TERM; sleep 60"});

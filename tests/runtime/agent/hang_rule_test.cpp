@@ -65,6 +65,20 @@ TEST(HangRule, AFileThatGoesAwayEndsTheWatchUntilItIsWrittenAgain) {
   EXPECT_TRUE(beats.hung(policy(2s), at(103)));
 }
 
+TEST(HangRule, AWorkerAdvancedWhenItsFileSaysItCompletedAStepOrItsStepChanged) {
+  HeartbeatTracker engine;  // "STEP COMPLETED": the first observation may already say 1
+  engine.observe(1, 201, at(0), 0);
+  EXPECT_FALSE(engine.advanced());
+  engine.observe(2, 201, at(1), 1);
+  EXPECT_TRUE(engine.advanced());
+  HeartbeatTracker script;  // only "STEP"
+  script.observe(1, 200, at(0));
+  script.observe(2, 200, at(1));
+  EXPECT_FALSE(script.advanced());
+  script.observe(3, 201, at(2));
+  EXPECT_TRUE(script.advanced());
+}
+
 TEST(HangRule, AZeroFloorTurnsDetectionOff) {
   HeartbeatTracker beats;
   beats.observe(1, 0, at(0));

@@ -93,6 +93,86 @@ TEST(AgentStateMachine, WorkerFailureRestartsTheSameMembershipAndCounts) {
   EXPECT_EQ(m.remainingRestarts(), 2);
 }
 
+// A crash loop: generations that fail before their first step with the same exit code restart
+// after 1 s, then 2 s; the third in a row fails the job with the program's status, whatever
+// max_restarts still allows.
+TEST(AgentStateMachine, ACrashLoopBacksOffThenFailsAtTheLimit) {
+  AgentStateMachine m(agentConfig(1, 1, /*maxRestarts=*/100));
+  startWith(m, {"a"});
+  auto a = m.handle(10s, WorkerExited{1, "a", 0, 3, /*early=*/true});
+  ASSERT_EQ(kinds(a, true), (Kinds{"stop", "log:restart_backoff", "wait"}));
+  EXPECT_NE(single<StopWorkers>(a).reason.find("exited with code 3 in generation 1 before its "
+                                               "first step"),
+            std::string::npos)
+      << single<StopWorkers>(a).reason;
+  EXPECT_NE(single<Wait>(a).reason.find("backing off 1 s before the restart 1 of 100"),
+            std::string::npos)
+      << single<Wait>(a).reason;
+  EXPECT_TRUE(kinds(m.tick(10500ms)).empty());  // still backing off
+  a = m.tick(11s);
+  ASSERT_EQ(kinds(a), (Kinds{"start"}));
+  EXPECT_EQ(single<StartWorkers>(a).generation, 2u);
+  EXPECT_NE(single<StartWorkers>(a).reason.find("restart 1 of 100"), std::string::npos);
+
+  a = m.handle(12s, WorkerExited{2, "a", 0, 3, true});
+  ASSERT_EQ(kinds(a), (Kinds{"stop", "wait"}));
+  EXPECT_NE(single<Wait>(a).reason.find("backing off 2 s"), std::string::npos);
+  EXPECT_TRUE(kinds(m.tick(13900ms)).empty());
+  ASSERT_EQ(kinds(m.tick(14s)), (Kinds{"start"}));
+
+  a = m.handle(15s, WorkerExited{3, "a", 0, 3, true});
+  ASSERT_EQ(kinds(a), (Kinds{"stop", "fail"}));
+  const Fail fail = single<Fail>(a);
+  EXPECT_EQ(fail.exitCode, 3);
+  EXPECT_NE(fail.message.find("crash loop: 3 generations in a row failed the same way before "
+                              "their first step (crash_loop_limit 3)"),
+            std::string::npos)
+      << fail.message;
+  EXPECT_EQ(m.restartCount(), 2);
+}
+
+// Only the same early failure in a row counts: a different exit code starts the streak again,
+// and a failure after the first step restarts at once and clears it.
+TEST(AgentStateMachine, OnlyTheSameEarlyFailureInARowCountsAsACrashLoop) {
+  AgentStateMachine m(agentConfig(1, 1, /*maxRestarts=*/100));
+  startWith(m, {"a"});
+  ASSERT_EQ(kinds(m.handle(1s, WorkerExited{1, "a", 0, 3, true})), (Kinds{"stop", "wait"}));
+  ASSERT_EQ(kinds(m.tick(2s)), (Kinds{"start"}));
+  auto a = m.handle(3s, WorkerExited{2, "a", 0, 4, true});  // another code: 1 s again
+  ASSERT_EQ(kinds(a), (Kinds{"stop", "wait"}));
+  EXPECT_NE(single<Wait>(a).reason.find("backing off 1 s"), std::string::npos);
+  ASSERT_EQ(kinds(m.tick(4s)), (Kinds{"start"}));
+  ASSERT_EQ(kinds(m.handle(5s, WorkerExited{3, "a", 0, 4, false})), (Kinds{"stop", "start"}));
+  for (int generation = 4; generation <= 5; ++generation) {  // a new streak of 2: no failure
+    ASSERT_EQ(
+        kinds(m.handle(Duration(std::chrono::seconds(10 * generation)),
+                       WorkerExited{static_cast<std::uint64_t>(generation), "a", 0, 4, true})),
+        (Kinds{"stop", "wait"}));
+    ASSERT_EQ(kinds(m.tick(Duration(std::chrono::seconds(10 * generation + 5)))), (Kinds{"start"}));
+  }
+  EXPECT_EQ(m.phase(), Phase::Running);
+}
+
+TEST(AgentStateMachine, ACrashLoopLimitOfZeroOnlyBacksOff) {
+  AgentConfig config = agentConfig(1, 1, /*maxRestarts=*/10);
+  config.crashLoopLimit = 0;
+  config.backoffCap = 4s;
+  AgentStateMachine m(config);
+  startWith(m, {"a"});
+  Duration now = 0s;
+  for (std::uint64_t generation = 1; generation <= 5; ++generation) {
+    now += 1s;
+    const auto a = m.handle(now, WorkerExited{generation, "a", 0, 3, true});
+    ASSERT_EQ(kinds(a), (Kinds{"stop", "wait"})) << generation;
+    const Duration expected = std::min<Duration>(Duration(1s) * (1 << (generation - 1)), 4s);
+    EXPECT_NE(single<Wait>(a).reason.find("backing off " + formatDuration(expected)),
+              std::string::npos)
+        << single<Wait>(a).reason;
+    now += expected;
+    ASSERT_EQ(kinds(m.tick(now)), (Kinds{"start"})) << generation;
+  }
+}
+
 TEST(AgentStateMachine, MaxRestartsExhaustedFailsNamingTheCount) {
   AgentStateMachine m(agentConfig(1, 1, /*maxRestarts=*/2));
   startWith(m, {"a"});

@@ -1,6 +1,7 @@
 // Heartbeat (the worker's side of hang detection): the file is written at once, rewritten every
-// period with the last completed step even when no step completes, and removed at the end; an
-// engine beats by itself when STRETCH_HEARTBEAT_FILE names a file.
+// period with the last completed step and the steps completed here even when no step completes,
+// the first completed step at once, and removed at the end; an engine beats by itself when
+// STRETCH_HEARTBEAT_FILE names a file.
 
 #include "runtime/engine/heartbeat.hpp"
 
@@ -39,14 +40,28 @@ TEST(Heartbeat, RewritesTheLastStepEveryPeriodAndRemovesTheFileAtTheEnd) {
   {
     Heartbeat beat(file.string(), 50ms);
     std::this_thread::sleep_for(20ms);  // the first beat comes at once from its thread
-    EXPECT_EQ(stretch::test::readFileIfAny(file), "0\n");
-    beat.progress(17);
+    EXPECT_EQ(stretch::test::readFileIfAny(file), "0 0\n");
+    beat.progress(17);  // (a resumed job's first step): step 17, one completed here
+    beat.progress(18);
     const auto before = stampOf(file);
     std::this_thread::sleep_for(200ms);  // no step completes meanwhile: the file still changes
     EXPECT_NE(stampOf(file), before);
-    EXPECT_EQ(stretch::test::readFileIfAny(file), "17\n");
+    EXPECT_EQ(stretch::test::readFileIfAny(file), "18 2\n");
   }
   EXPECT_FALSE(fs::exists(file));
+}
+
+TEST(Heartbeat, TheFirstCompletedStepIsWrittenAtOnce) {
+  stretch::test::TempDir dir("stretch-heartbeat");
+  const fs::path file = dir.path() / "beat";
+  Heartbeat beat(file.string(), std::chrono::milliseconds(60'000));
+  std::this_thread::sleep_for(20ms);
+  beat.progress(201);
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (stretch::test::readFileIfAny(file) != "201 1\n" &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(stretch::test::readFileIfAny(file), "201 1\n");  // not a minute later
 }
 
 TEST(Heartbeat, AnEngineBeatsItsCompletedStepsAndStopsWhenItEnds) {
@@ -69,10 +84,10 @@ TEST(Heartbeat, AnEngineBeatsItsCompletedStepsAndStopsWhenItEnds) {
       engine->step();
     }
     const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (stretch::test::readFileIfAny(file) != "3\n" &&
+    while (stretch::test::readFileIfAny(file) != "3 3\n" &&
            std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(20ms);
-    EXPECT_EQ(stretch::test::readFileIfAny(file), "3\n");
+    EXPECT_EQ(stretch::test::readFileIfAny(file), "3 3\n");
   }
   EXPECT_FALSE(fs::exists(file));
 }

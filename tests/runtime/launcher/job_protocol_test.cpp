@@ -26,6 +26,8 @@ TEST(JobProtocol, RecordsRoundTrip) {
   EXPECT_EQ(decodeNodeRecord(encode(node)), node);
   const ExitRecord exit{3, "host-a", 1, -9};
   EXPECT_EQ(decodeExitRecord(encode(exit)), exit);
+  const ExitRecord early{4, "host-b", 0, 3, /*early=*/true};  // the crash-loop rule's input
+  EXPECT_EQ(decodeExitRecord(encode(early)), early);
 
   Command start;
   start.sequence = 7;

@@ -164,5 +164,37 @@ TEST(LocalWorkers, AWorkerWhoseHeartbeatStopsIsKilledAsHungAndTheOthersAreLeftAl
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
 }
 
+// A failure before the first completed step is early: at once without heartbeats, or with a
+// heartbeat that says no step completed; a failure after one is not, nor is any failure of a
+// group in which some worker completed a step (live recovery's survivors train on).
+TEST(LocalWorkers, AFailureBeforeTheFirstStepIsEarly) {
+  const auto earlyOf = [](const std::vector<std::string>& scripts) {
+    stretch::test::TempDir beats("stretch-beats");
+    LocalWorkerGroup group;
+    agent::HangPolicy policy;
+    policy.floor = 30s;
+    group.detectHangs(beats.path(), policy);
+    for (std::size_t r = 0; r < scripts.size(); ++r) {
+      const int rank = static_cast<int>(r);
+      group.start({"/bin/sh", "-c", scripts[r]}, {{rank, rank, {}, {}}}, {}, 1);
+    }
+    std::vector<bool> early(scripts.size());
+    for (const auto& e : waitAll(group))
+      early[static_cast<std::size_t>(e.globalRank)] = e.early;
+    return early;
+  };
+  const std::string beat = "echo \"$1\" > \"$STRETCH_HEARTBEAT_FILE\"";
+  const auto script = [&](const std::string& body) { return "b() { " + beat + "; }; " + body; };
+  EXPECT_EQ(earlyOf({"exit 3"}), std::vector<bool>{true});
+  EXPECT_EQ(earlyOf({script("b '200 0'; sleep 0.3; exit 3")}), std::vector<bool>{true});
+  EXPECT_EQ(earlyOf({script("b '200 0'; b '201 1'; sleep 0.3; exit 3")}), std::vector<bool>{false});
+  // A script that writes only its step: it completed one when the step changed.
+  EXPECT_EQ(earlyOf({script("b 200; sleep 0.3; b 201; sleep 0.3; exit 3")}),
+            std::vector<bool>{false});
+  // Rank 1 trained a step: rank 0's failure is no crash loop.
+  EXPECT_EQ(earlyOf({"sleep 0.5; exit 3", script("b '7 1'; sleep 1")}),
+            (std::vector<bool>{false, false}));
+}
+
 }  // namespace
 }  // namespace stretch::launcher
