@@ -601,16 +601,23 @@ std::int64_t Engine::rejoin(std::shared_ptr<comm::ProcessGroup> group,
                     batch.microBatchPerGpu, batch.gradientAccumulation, group->size())});
   }
   // The batch came from the live generation record, not the environment the launcher set at the
-  // start: the same solver cross-check (the agent's batch for this world size must be the one
-  // this worker's config gives), so that a config that differs from the launcher's --config is
-  // an error here as it is at the start.
+  // start. When the launcher decides the batch (its --config: the environment carried one), the
+  // same solver cross-check applies (the agent's batch for this world size must be the one this
+  // worker's config gives), so that a config that differs from the launcher's is an error here
+  // as it is at the start. A launch without --config gives no batch: the record's is the agent's
+  // placeholder, and this worker's own config decides, as it did at the start.
   elasticity::ElasticEnvironment env = elasticity::ElasticEnvironment::fromProcess();
   env.worldSize = std::to_string(group->size());
-  env.launcherBatch = batch;
-  env.launcherBatchName = "the live generation's train_batch_size";
-  elasticity::resolveTrainingBatch(config_, group->size(), env);
+  config::BatchTriple effective = batch;
+  if (env.launcherBatch) {
+    env.launcherBatch = batch;
+    env.launcherBatchName = "the live generation's train_batch_size";
+    elasticity::resolveTrainingBatch(config_, group->size(), env);
+  } else {
+    effective = elasticity::resolveTrainingBatch(config_, group->size(), env).triple;
+  }
   group_ = std::move(group);
-  batch_ = batch;
+  batch_ = effective;
   GenericDict state = newStringDict();
   std::map<std::string, torch::Tensor> optimizerTensors;
   const int source = zeroStage_ == 0

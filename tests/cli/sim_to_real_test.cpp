@@ -560,10 +560,14 @@ TEST(SimCalibrate, WritesAScenarioTheSimulatorRunsWithTheMeasuredFigures) {
         run["relative_error"].get<double>() * 100);
   }
   // The 2-worker fit run is decomposed exactly (its all-reduce is the rest of its median step),
-  // unless the rest was negative and clamped.
+  // unless a term was clamped: the rest was negative, or smaller than the benchmark's
+  // all-reduce, so that nothing was added to the per-collective latency (on a fast BLAS, a
+  // clean clone's run on the 2-core VM predicted +2.0 %).
   const auto& fit = c["runs"][1];
   EXPECT_EQ(fit["role"], "fit");
-  if (fit["measured_all_reduce_seconds"].get<double>() > 0) {
+  const bool residualAdded = result["cluster"]["op_latency_us"].get<double>() >
+                             result["calibration"]["bench_op_latency_us"].get<double>();
+  if (fit["measured_all_reduce_seconds"].get<double>() > 0 && residualAdded) {
     // (to the nanosecond roundings of the step model's terms)
     EXPECT_NEAR(fit["relative_error"].get<double>(), 0.0, 1e-4);
   }
