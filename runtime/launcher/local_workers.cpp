@@ -136,11 +136,11 @@ std::vector<WorkerExit> LocalWorkerGroup::poll() {
       observe(w);
       anyAdvanced = anyAdvanced || w.advanced;
     }
+    // (With no worker advanced, a worker that beat is early; one that never beat, when quick.)
     for (std::size_t i = 0; i < ended.size(); ++i) {
       const Worker& w = *ended[i];
-      exits[i].early =
-          !anyAdvanced &&
-          (w.beat ? !w.advanced : std::chrono::steady_clock::now() - w.started < kEarlyExitWindow);
+      exits[i].early = !anyAdvanced &&
+                       (w.beat || std::chrono::steady_clock::now() - w.started < kEarlyExitWindow);
     }
   }
   return exits;
