@@ -16,6 +16,7 @@
 #include "runtime/comm/init_distributed.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/elasticity/runtime_batch.hpp"
+#include "runtime/engine/checkpoint_dir.hpp"
 #include "runtime/engine/tensor_view.hpp"
 
 namespace stretch::engine {

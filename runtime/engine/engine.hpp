@@ -80,6 +80,8 @@ struct InitOptions {
 
 class Engine;
 struct PartitionPlan;
+struct PendingLoad;
+class CheckpointDirLock;
 struct PartitionSource;
 
 struct Initialized {
@@ -122,6 +124,9 @@ struct LoadedCheckpoint {
   std::string tag;
   StateDict clientState;  // the keys saveCheckpoint's clientState added
   std::int64_t savedDpWorldSize = 0;
+  // The newer checkpoints that could not be loaded (missing or corrupt), "tag: why", newest
+  // first; empty when latest's was loaded.
+  std::vector<std::string> skipped;
 };
 
 class Engine {
@@ -170,13 +175,21 @@ class Engine {
   // zero_pp_rank_R_mp_rank_00_optim_states.pt (ZeRO 1/2; written by every rank), dir/latest
   // (written last). Collective: every rank calls it. Returns dir/tag. Creates dir/tag; a
   // directory that cannot be created or a file that cannot be written is a CheckpointError.
+  // One job per directory: the first save takes dir's lock (runtime/engine/checkpoint_dir.hpp)
+  // and a save into a directory another job holds is a CheckpointError naming that job. After
+  // `latest`, rank 0 removes step directories that failed saves left without a manifest.
   // Paths are plain strings and the files are written with POSIX calls, never std::filesystem
   // (runtime/engine/checkpoint_io.hpp).
   std::string saveCheckpoint(const std::string& dir, std::optional<std::string> tag = std::nullopt,
                              const StateDict& clientState = {});
-  // Collective. tag: nullopt reads dir/latest; no latest → nullopt (DeepSpeed warns and returns
-  // None). Any data-parallel size may load a checkpoint written at any other: ZeRO shards are
-  // re-partitioned. Throws CheckpointError for missing, truncated or corrupt files.
+  // Collective. tag: that checkpoint, or a CheckpointError naming the missing, truncated or
+  // corrupt file. nullopt: dir/latest's, and when it is missing, unreadable or names a
+  // checkpoint that any rank cannot load, the global_step<N> directories older than it, newest
+  // first (LoadedCheckpoint::skipped says which were passed over; every rank warns why).
+  // Nothing there → nullopt (DeepSpeed warns and returns None); nothing loadable → a
+  // CheckpointError listing every checkpoint tried. A checkpoint that fails changes nothing. Any
+  // data-parallel size may load a checkpoint written at any other: ZeRO shards are
+  // re-partitioned.
   std::optional<LoadedCheckpoint> loadCheckpoint(const std::string& dir,
                                                  std::optional<std::string> tag = std::nullopt,
                                                  bool loadOptimizerStates = true,
@@ -269,13 +282,12 @@ class Engine {
   void applySchedule(const std::vector<double>& lrs);
   std::vector<FileRecord> gatherRecords(const std::vector<FileRecord>& mine);
   void checkTagAgreement(const std::string& tag);
-  // loadCheckpoint's parts after the weights: this rank's optimizer slice from the saved shards
-  // (any saved size and stage), then the scheduler, loss scaler, data position and counters.
-  void loadOptimizerState(const c10::impl::GenericDict& model, const std::string& modelFile,
-                          const std::string& path, const CheckpointManifest& manifest,
-                          std::int64_t savedWorld, std::int64_t savedStage);
-  void loadTrainingProgress(const c10::impl::GenericDict& model, const std::string& modelFile,
-                            bool loadLrSchedulerStates);
+  // loadCheckpoint's parts: read and check one checkpoint's files for this rank (every rank's
+  // range of the optimizer state, from any saved size and stage) without changing anything;
+  // then apply what was read. everyRankAgrees: the AND of `ok` over the group.
+  PendingLoad readForLoad(const std::string& path, bool loadOptimizerStates);
+  void applyLoad(PendingLoad& pending, bool loadLrSchedulerStates);
+  bool everyRankAgrees(bool ok);
   // Buckets of `size` elements over [0, total) of the flat order, each parameter's buckets, and
   // a post hook on every parameter's gradient accumulator (overlap_comm and ZeRO 2 share them).
   void setUpBuckets(std::int64_t total, std::int64_t size);
@@ -365,6 +377,7 @@ class Engine {
   // STRETCH_TIMINGS_FILE (step_timings.hpp): the timers at the start of the current step and
   // when its first forward began.
   std::unique_ptr<StepTimingsFile> timings_;
+  std::unique_ptr<CheckpointDirLock> saveLock_;  // of the directory of the last save
   std::unique_ptr<Heartbeat> heartbeat_;  // STRETCH_HEARTBEAT_FILE: the launcher's hang detection
   Timers timersAtStepStart_;
   std::optional<std::chrono::steady_clock::time_point> stepStart_;

@@ -11,7 +11,8 @@
 // dir/tag/zero_pp_rank_R_mp_rank_00_optim_states.pt (ZeRO 1/2, rank R): optimizer_state_dict =
 //   {begin, end: the element range, fp32: master weights [begin, end), one tensor per optimizer
 //   state (exp_avg, ...) over the same range, scalars {step, ...}, type, numel}.
-// dir/tag/manifest.json: every file's size and SHA-256; dir/latest: the tag, written last.
+// dir/tag/manifest.json: every file's size and SHA-256; dir/latest: the tag, written last;
+// dir/.stretch.lock: the lock of the job that saves there (checkpoint_dir.hpp).
 
 #include <algorithm>
 #include <chrono>
@@ -28,6 +29,7 @@
 #include "runtime/common/posix_files.hpp"
 #include "runtime/common/worker_variables.hpp"
 #include "runtime/config/ds_config.hpp"
+#include "runtime/engine/checkpoint_dir.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/engine/tensor_view.hpp"
@@ -112,40 +114,25 @@ void recordCheckpoint(StepTimingsFile* timings, const char* event, int rank, std
   timings->record(t);
 }
 
-// The tag to load: the given one, else dir/latest's; nullopt (rank 0 warns) when there is none.
-std::optional<std::string> tagToLoad(const std::string& dir, const std::optional<std::string>& tag,
-                                     int rank) {
-  if (tag)
-    return *tag;
-  const auto latest = readLatest(dir);
-  if (!latest) {
-    if (rank == 0) {
-      spdlog::warn(
-          "loadCheckpoint: {} has no 'latest' file and no tag was given; nothing "
-          "loaded",
-          dir);
-    }
-    return std::nullopt;
-  }
-  return *latest;
-}
-
-// Every rank reads the (replicated) model states.
-void loadModuleWeights(torch::nn::Module& module, const GenericDict& model,
-                       const std::string& modelFile) {
+// The module's tensors paired with the saved ones, every name and shape checked; nothing copied.
+std::vector<std::pair<torch::Tensor, torch::Tensor>> readModuleWeights(
+    torch::nn::Module& module, const GenericDict& model, const std::string& modelFile) {
   const GenericDict weights = dictField(model, "module", modelFile);
-  torch::NoGradGuard noGrad;
-  for (const auto& item : module.named_parameters(true)) {
-    const auto t = tensorField(weights, item.key(), modelFile);
-    if (t.sizes() != item.value().sizes()) {
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> out;
+  auto pair = [&](const std::string& name, const torch::Tensor& mine) {
+    const auto t = tensorField(weights, name, modelFile);
+    if (t.sizes() != mine.sizes()) {
       throw CheckpointError(fmt::format("{}: module.{} has shape {}, the model's is {}", modelFile,
-                                        item.key(), fmt::join(t.sizes(), "x"),
-                                        fmt::join(item.value().sizes(), "x")));
+                                        name, fmt::join(t.sizes(), "x"),
+                                        fmt::join(mine.sizes(), "x")));
     }
-    item.value().copy_(t);
-  }
+    out.emplace_back(mine, t);
+  };
+  for (const auto& item : module.named_parameters(true))
+    pair(item.key(), item.value());
   for (const auto& item : module.named_buffers(true))
-    item.value().copy_(tensorField(weights, item.key(), modelFile));
+    pair(item.key(), item.value());
+  return out;
 }
 
 // A rank's range [begin, end) of the unpadded flat vector, gathered from the saved shards that
@@ -217,6 +204,23 @@ StateDict clientStateOf(const GenericDict& model) {
 
 }  // namespace
 
+// Everything one checkpoint would change in the engine, read and checked before anything is
+// applied: a checkpoint that turns out unusable on any rank leaves every rank as it was.
+struct PendingLoad {
+  std::string path;
+  std::int64_t savedWorld = 0;
+  StateDict clientState;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> weights;  // (the model's, the saved)
+  std::optional<OptimizerSlice> slice;
+  std::optional<std::int64_t> lastBatchIteration;
+  std::optional<LossScalerState> scaler;
+  std::optional<SamplerState> position;
+  std::int64_t globalSteps = 0;
+  std::int64_t globalSamples = 0;
+  std::int64_t skippedSteps = 0;
+  std::int64_t microSteps = 0;
+};
+
 GenericDict Engine::scalerState() const {
   auto scaler = newStringDict();
   if (scaler_) {
@@ -238,6 +242,10 @@ std::string Engine::saveCheckpoint(const std::string& dir, std::optional<std::st
   const std::string path = joinPath(dir, name);
   const int rank = dpRank();
   checkTagAgreement(name);
+  if (!saveLock_ || saveLock_->dir() != dir || !saveLock_->holder()) {
+    saveLock_.reset();
+    saveLock_ = std::make_unique<CheckpointDirLock>(dir, currentJobId());
+  }
   if (rank == 0)
     makeCheckpointDirectory(path);
   group_->barrier()->wait();
@@ -341,6 +349,9 @@ std::string Engine::saveCheckpoint(const std::string& dir, std::optional<std::st
     manifest.files = all;
     writeManifest(path, manifest);
     writeLatest(dir, name);
+    for (const std::string& partial : removePartialCheckpoints(dir, name))
+      spdlog::info("saveCheckpoint: removed {}, which a failed save left incomplete",
+                   joinPath(dir, partial));
   }
   group_->barrier()->wait();
   recordCheckpoint(timings_.get(), "save", rank, globalSteps_, began);
@@ -398,96 +409,178 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::string& dir,
                                                        bool loadOptimizerStates,
                                                        bool loadLrSchedulerStates) {
   const auto began = std::chrono::steady_clock::now();
-  const std::optional<std::string> name = tagToLoad(dir, tag, dpRank());
-  if (!name)
+  const int rank = dpRank();
+  // An explicit tag is loaded or fails; without one, latest's tag and then older global_step
+  // directories (runtime/engine/checkpoint_dir.hpp).
+  LoadCandidates candidates;
+  if (tag)
+    candidates.tags = {*tag};
+  else
+    candidates = loadCandidates(dir);
+  if (candidates.tags.empty()) {
+    if (rank == 0) {
+      spdlog::warn("loadCheckpoint: {} has no 'latest' file{} and no tag was given; nothing "
+                   "loaded",
+                   dir, candidates.latestProblem == "missing" ? "" : " that can be read");
+    }
     return std::nullopt;
-  const std::string path = joinPath(dir, *name);
+  }
+  if (!tag && rank == 0) {
+    if (const auto other = CheckpointDirLock::otherHolder(dir, currentJobId())) {
+      spdlog::warn("loadCheckpoint: {} is in use by another job ({}); this job's saves into it "
+                   "will fail while that job runs",
+                   dir, *other);
+    }
+    if (!candidates.latestProblem.empty()) {
+      spdlog::warn("loadCheckpoint: {}'s 'latest' file is {}; trying its global_step "
+                   "directories, newest first",
+                   dir, candidates.latestProblem == "missing" ? "missing" : "unusable");
+      if (candidates.latestProblem != "missing")
+        spdlog::warn("loadCheckpoint: {}", candidates.latestProblem);
+    }
+  }
+  std::vector<std::string> skipped;  // "tag: why", for the checkpoints this rank could not use
+  std::string firstError;
+  for (const std::string& name : candidates.tags) {
+    std::optional<PendingLoad> pending;
+    std::string error;
+    try {
+      pending = readForLoad(joinPath(dir, name), loadOptimizerStates);
+    } catch (const CheckpointError& e) {
+      error = e.what();
+    }
+    // Every rank reads its own files: all of them must have succeeded.
+    if (everyRankAgrees(pending.has_value())) {
+      applyLoad(*pending, loadLrSchedulerStates);
+      if (!skipped.empty() || !candidates.latestProblem.empty()) {
+        spdlog::warn("loadCheckpoint: rank {} resumed from {}, {}", rank, pending->path,
+                     skipped.empty() ? "the newest complete checkpoint"
+                                     : fmt::format("the newest that every rank could load; not "
+                                                   "used: {}",
+                                                   fmt::join(skipped, "; ")));
+      }
+      LoadedCheckpoint loaded;
+      loaded.path = pending->path;
+      loaded.tag = name;
+      loaded.savedDpWorldSize = pending->savedWorld;
+      loaded.clientState = std::move(pending->clientState);
+      loaded.skipped = std::move(skipped);
+      group_->barrier()->wait();
+      recordCheckpoint(timings_.get(), "load", rank, globalSteps_, began);
+      return loaded;
+    }
+    if (error.empty())
+      error = "another rank could not load its part of it";
+    if (firstError.empty())
+      firstError = error;
+    skipped.push_back(name + ": " + error);
+    if (tag)
+      break;
+    spdlog::warn("loadCheckpoint: rank {} cannot use {}: {}", rank, joinPath(dir, name), error);
+  }
+  if (skipped.size() == 1)
+    throw CheckpointError(firstError);
+  throw CheckpointError(fmt::format("no checkpoint under {} could be loaded; tried {}", dir,
+                                    fmt::join(skipped, "; ")));
+}
+
+bool Engine::everyRankAgrees(bool ok) {
+  if (dpWorldSize() == 1)
+    return ok;
+  std::vector<std::int64_t> flag = {ok ? 1 : 0};
+  group_->allReduce(comm::BufferView::of(std::span(flag)), comm::ReduceOp::Min)->wait();
+  return flag[0] == 1;
+}
+
+PendingLoad Engine::readForLoad(const std::string& path, bool loadOptimizerStates) {
+  PendingLoad p;
+  p.path = path;
   const CheckpointManifest manifest = readManifest(path);
   const std::string modelFile = joinPath(path, modelStatesName());
   const GenericDict model = loadStateFile(modelFile, manifest).toGenericDict();
-
-  loadModuleWeights(*model_.ptr(), model, modelFile);
+  p.weights = readModuleWeights(*model_.ptr(), model, modelFile);
   const std::int64_t savedNumel = intField(model, "numel", modelFile);
   if (savedNumel != numel_) {
     throw CheckpointError(
         fmt::format("{}: {} trainable elements, the model has {}", modelFile, savedNumel, numel_));
   }
-  const std::int64_t savedWorld = intField(model, "dp_world_size", modelFile);
+  p.savedWorld = intField(model, "dp_world_size", modelFile);
   const std::int64_t savedStage = intField(model, "zero_stage", modelFile);
-  if (loadOptimizerStates)
-    loadOptimizerState(model, modelFile, path, manifest, savedWorld, savedStage);
-  loadTrainingProgress(model, modelFile, loadLrSchedulerStates);
-
-  LoadedCheckpoint loaded;
-  loaded.path = path;
-  loaded.tag = *name;
-  loaded.savedDpWorldSize = savedWorld;
-  loaded.clientState = clientStateOf(model);
-  group_->barrier()->wait();
-  recordCheckpoint(timings_.get(), "load", dpRank(), globalSteps_, began);
-  return loaded;
-}
-
-void Engine::loadOptimizerState(const GenericDict& model, const std::string& modelFile,
-                                const std::string& path, const CheckpointManifest& manifest,
-                                std::int64_t savedWorld, std::int64_t savedStage) {
-  OptimizerSlice slice;
-  slice.begin = zeroStage_ >= 1 ? std::min(numel_, dpRank() * partitionSize_) : 0;
-  slice.end = zeroStage_ >= 1 ? std::min(numel_, slice.begin + partitionSize_) : numel_;
-  slice.fp32 = torch::zeros({master_.numel()}, torch::kFloat32);
-  readOptimizerShards(slice, model, modelFile, path, manifest, numel_, savedWorld, savedStage);
-  if (slice.savedType != optimizer_->name()) {
-    throw CheckpointError(fmt::format("{}: optimizer state of {} cannot be loaded into {}", path,
-                                      slice.savedType, optimizer_->name()));
+  if (loadOptimizerStates) {
+    // This rank's range of the unpadded flat vector, from the saved shards of any size and stage.
+    OptimizerSlice& slice = p.slice.emplace();
+    slice.begin = zeroStage_ >= 1 ? std::min(numel_, dpRank() * partitionSize_) : 0;
+    slice.end = zeroStage_ >= 1 ? std::min(numel_, slice.begin + partitionSize_) : numel_;
+    slice.fp32 = torch::zeros({master_.numel()}, torch::kFloat32);
+    readOptimizerShards(slice, model, modelFile, path, manifest, numel_, p.savedWorld, savedStage);
+    if (slice.savedType != optimizer_->name()) {
+      throw CheckpointError(fmt::format("{}: optimizer state of {} cannot be loaded into {}", path,
+                                        slice.savedType, optimizer_->name()));
+    }
   }
-  torch::NoGradGuard noGrad;
-  master_.copy_(slice.fp32.to(master_.device()));
-  for (auto& [key, t] : slice.stateTensors)
-    t = t.to(master_.device());
-  optimizer_->loadState(slice.stateTensors, slice.scalars);
-  // The model's weights from the fp32 masters (exact for fp32; the module file holds the
-  // rounded half-precision copy).
-  publishMaster();
-}
-
-void Engine::loadTrainingProgress(const GenericDict& model, const std::string& modelFile,
-                                  bool loadLrSchedulerStates) {
-  if (loadLrSchedulerStates && scheduler_) {
+  if (scheduler_) {
     const auto& s = field(model, "lr_scheduler", modelFile);
     if (s.isGenericDict()) {
-      LrScheduleState state;
-      state.lastBatchIteration =
+      p.lastBatchIteration =
           intField(s.toGenericDict(), std::string(kLastBatchIterationKey), modelFile);
-      scheduler_->loadState(state);
-      applySchedule(scheduler_->getLr());
     }
   }
   if (scaler_) {
     const auto& s = field(model, "loss_scaler", modelFile);
     if (s.isGenericDict()) {
       const GenericDict d = s.toGenericDict();
-      auto state = scaler_->state();
+      LossScalerState& state = p.scaler.emplace(scaler_->state());
       state.curScale = doubleField(d, "cur_scale", modelFile);
       state.curIter = intField(d, "cur_iter", modelFile);
       state.lastOverflowIter = intField(d, "last_overflow_iter", modelFile);
       state.curHysteresis = intField(d, "cur_hysteresis", modelFile);
-      scaler_->loadState(state);
     }
   }
   if (loader_) {
     const auto& s = field(model, "data_sampler", modelFile);
     if (s.isGenericDict()) {
       const GenericDict d = s.toGenericDict();
-      loader_->setPosition({intField(d, "epoch", modelFile), intField(d, "consumed", modelFile)});
+      p.position = SamplerState{intField(d, "epoch", modelFile), intField(d, "consumed", modelFile)};
     }
   }
-  globalSteps_ = intField(model, "global_steps", modelFile);
-  globalSamples_ = intField(model, "global_samples", modelFile);
-  skippedSteps_ = intField(model, "skipped_steps", modelFile);
+  p.globalSteps = intField(model, "global_steps", modelFile);
+  p.globalSamples = intField(model, "global_samples", modelFile);
+  p.skippedSteps = intField(model, "skipped_steps", modelFile);
+  p.microSteps = intField(model, "micro_steps", modelFile);
+  p.clientState = clientStateOf(model);
+  return p;
+}
+
+void Engine::applyLoad(PendingLoad& p, bool loadLrSchedulerStates) {
+  torch::NoGradGuard noGrad;
+  for (auto& [mine, saved] : p.weights)
+    mine.copy_(saved);
+  if (p.slice) {
+    master_.copy_(p.slice->fp32.to(master_.device()));
+    for (auto& [key, t] : p.slice->stateTensors)
+      t = t.to(master_.device());
+    optimizer_->loadState(p.slice->stateTensors, p.slice->scalars);
+    // The model's weights from the fp32 masters (exact for fp32; the module file holds the
+    // rounded half-precision copy).
+    publishMaster();
+  }
+  if (loadLrSchedulerStates && scheduler_ && p.lastBatchIteration) {
+    LrScheduleState state;
+    state.lastBatchIteration = *p.lastBatchIteration;
+    scheduler_->loadState(state);
+    applySchedule(scheduler_->getLr());
+  }
+  if (scaler_ && p.scaler)
+    scaler_->loadState(*p.scaler);
+  if (loader_ && p.position)
+    loader_->setPosition(*p.position);
+  globalSteps_ = p.globalSteps;
+  globalSamples_ = p.globalSamples;
+  skippedSteps_ = p.skippedSteps;
   // Rounded up to a multiple of this run's accumulation count, so that the first step after a
   // resume at another world size (another accumulation count) has a whole accumulation.
   const std::int64_t gas = batch_.gradientAccumulation;
-  microSteps_ = (intField(model, "micro_steps", modelFile) + gas - 1) / gas * gas;
+  microSteps_ = (p.microSteps + gas - 1) / gas * gas;
   microStepsAtStep_ = microSteps_;
   if (loader_)
     positionAtStep_ = loader_->position();

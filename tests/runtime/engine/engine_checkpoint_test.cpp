@@ -14,6 +14,7 @@
 
 #include "runtime/comm/in_process_backend.hpp"
 #include "runtime/common/posix_files.hpp"
+#include "runtime/engine/checkpoint_dir.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
 #include "runtime/engine/engine.hpp"
 #include "tests/runtime/engine/engine_test_util.hpp"
@@ -292,6 +293,199 @@ TEST(CheckpointShape, AModelOfAnotherShapeIsRefused) {
   } catch (const CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("fc1.weight"), std::string::npos) << e.what();
   }
+}
+
+// ---- falling back to an older checkpoint, tidying, one job per directory ----
+
+void flipByteOf(const std::string& file) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(fileSize(file) / 3));
+  const char c = static_cast<char>(f.get());
+  f.seekp(static_cast<std::streamoff>(fileSize(file) / 3));
+  f.put(static_cast<char>(c ^ 0x5a));
+}
+
+// A directory holding global_step3 and global_step6 of a 2-rank ZeRO 2 job (latest: 6), and the
+// job trained straight to 3 + `more` steps and to 6 + `more`.
+struct TwoCheckpoints {
+  stretch::test::TempDir dir{"stretch-ckpt"};
+  TrainRun from3;
+  TrainRun from6;
+  static constexpr int kMore = 2;
+  TwoCheckpoints() {
+    train(2, 2, 3, {}, dir.path());
+    train(2, 2, 3, dir.path(), dir.path());
+    from3 = train(2, 2, 3 + kMore);
+    from6 = train(2, 2, 6 + kMore);
+  }
+  std::string at(const std::string& relative) const { return under(dir, relative); }
+};
+
+// What a resume from `dir` trains and which checkpoints it passed over.
+struct Resumed {
+  TrainRun run;
+  std::vector<std::string> skipped;
+};
+Resumed resumeTwoRanks(const std::string& dir, int steps) {
+  auto groups = test::makeGroups(2);
+  auto models = test::seededModels(2, 99);
+  const auto config = test::parse(configFor(2));
+  const TensorDataset data = dataset();
+  Resumed out;
+  comm::runRankThreads(2, [&](int r) {
+    InitOptions options;
+    options.processGroup = groups.groups[static_cast<std::size_t>(r)];
+    options.device = torch::Device(torch::kCPU);
+    options.trainingData = data;
+    options.dataSeed = 5;
+    auto init =
+        initialize(torch::nn::AnyModule(models[static_cast<std::size_t>(r)]), config, options);
+    const auto loaded = init.engine->loadCheckpoint(dir);
+    ASSERT_TRUE(loaded.has_value());
+    const std::int64_t target = init.engine->globalSteps() + steps;
+    while (init.engine->globalSteps() < target) {
+      auto batch = init.dataLoader->next();
+      init.engine->backward(torch::mse_loss(init.engine->forward(batch.inputs), batch.targets));
+      init.engine->step();
+    }
+    if (r == 0) {
+      out.skipped = loaded->skipped;
+      out.run.weights = test::flatWeights(*models[0]);
+      out.run.counters = {init.engine->globalSteps()};
+    }
+  });
+  return out;
+}
+
+TEST(CheckpointFallback, ACorruptNewestCheckpointFallsBackToTheOlderOneOnEveryRank) {
+  TwoCheckpoints c;
+  // Only rank 1 reads its own optimizer shard: rank 0 alone would have loaded step 6.
+  flipByteOf(c.at("global_step6/" + zeroOptimStatesName(1)));
+  const Resumed r = resumeTwoRanks(c.dir.path(), TwoCheckpoints::kMore);
+  EXPECT_EQ(r.run.counters[0], 3 + TwoCheckpoints::kMore);
+  EXPECT_TRUE(torch::allclose(r.run.weights, c.from3.weights, 1e-6, 1e-7));
+  ASSERT_EQ(r.skipped.size(), 1u);
+  EXPECT_EQ(r.skipped[0].rfind("global_step6: ", 0), 0u) << r.skipped[0];
+}
+
+TEST(CheckpointFallback, LatestNamingAMissingCheckpointFallsBackToTheNewestThatLoads) {
+  TwoCheckpoints c;
+  writeLatest(c.dir.path(), "global_step9");
+  const Resumed r = resumeTwoRanks(c.dir.path(), TwoCheckpoints::kMore);
+  EXPECT_EQ(r.run.counters[0], 6 + TwoCheckpoints::kMore);
+  EXPECT_TRUE(torch::allclose(r.run.weights, c.from6.weights, 1e-6, 1e-7));
+  ASSERT_EQ(r.skipped.size(), 1u);
+  EXPECT_NE(r.skipped[0].find("global_step9"), std::string::npos);
+}
+
+TEST(CheckpointFallback, AMissingLatestResumesFromTheNewestCheckpointInsteadOfStepZero) {
+  TwoCheckpoints c;
+  ASSERT_TRUE(removePath(c.at("latest")));
+  const Resumed r = resumeTwoRanks(c.dir.path(), TwoCheckpoints::kMore);
+  EXPECT_EQ(r.run.counters[0], 6 + TwoCheckpoints::kMore);
+  EXPECT_TRUE(r.skipped.empty());
+}
+
+TEST(CheckpointFallback, NothingLoadableIsAnErrorThatListsEveryCheckpointTried) {
+  TwoCheckpoints c;
+  flipByteOf(c.at("global_step6/" + modelStatesName()));
+  ASSERT_TRUE(removePath(c.at(std::string("global_step3/") + CheckpointManifest::kFileName)));
+  torch::manual_seed(0);
+  Mlp model(6, 12, 3);
+  InitOptions options;
+  options.device = torch::Device(torch::kCPU);
+  auto engine = initialize(torch::nn::AnyModule(model), test::parse(configFor(0)), options).engine;
+  const auto before = test::flatWeights(*model);
+  try {
+    engine->loadCheckpoint(c.dir.path());
+    ADD_FAILURE() << "loaded";
+  } catch (const CheckpointError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("global_step6: "), std::string::npos) << what;
+    EXPECT_NE(what.find("global_step3: "), std::string::npos) << what;
+    EXPECT_NE(what.find("manifest.json"), std::string::npos) << what;
+  }
+  EXPECT_TRUE(torch::equal(test::flatWeights(*model), before));
+  // An explicit tag never falls back.
+  EXPECT_THROW(engine->loadCheckpoint(c.dir.path(), std::string("global_step6")),
+               CheckpointError);
+}
+
+TEST(CheckpointDir, CandidatesAreLatestThenOlderDefaultTagsNewestFirst) {
+  stretch::test::TempDir dir("stretch-ckpt");
+  for (const char* d : {"global_step5", "global_step20", "global_step100", "global_step7x",
+                        "best", "global_step3"})
+    makeDirectories(under(dir, d));
+  EXPECT_EQ(loadCandidates(dir.path()).tags,
+            (std::vector<std::string>{"global_step100", "global_step20", "global_step5",
+                                      "global_step3"}));
+  EXPECT_EQ(loadCandidates(dir.path()).latestProblem, "missing");
+  writeLatest(dir.path(), "global_step20");
+  EXPECT_EQ(loadCandidates(dir.path()).tags,
+            (std::vector<std::string>{"global_step20", "global_step5", "global_step3"}));
+  writeLatest(dir.path(), "best");
+  EXPECT_EQ(loadCandidates(dir.path()).tags.size(), 5u);
+  EXPECT_EQ(loadCandidates(dir.path()).tags.front(), "best");
+  EXPECT_TRUE(loadCandidates(under(dir, "nowhere")).tags.empty());
+  EXPECT_EQ(defaultTagStep("global_step42"), std::optional<std::int64_t>(42));
+  EXPECT_EQ(defaultTagStep("global_step"), std::nullopt);
+  EXPECT_EQ(defaultTagStep("global_step-1"), std::nullopt);
+}
+
+TEST(CheckpointDir, ASaveRemovesWhatFailedSavesLeftAndNothingElse) {
+  stretch::test::TempDir dir("stretch-ckpt");
+  auto touch = [&](const std::string& relative) {
+    makeDirectories(parentPath(under(dir, relative)));
+    std::ofstream(under(dir, relative)) << "x";
+  };
+  touch("global_step7/mp_rank_00_model_states.pt");          // died before the manifest
+  touch("global_step8/zero_pp_rank_0_mp_rank_00_optim_states.pt.tmp.123.4");  // mid-write
+  touch("latest.tmp.99.0");
+  touch("notes/readme.txt");        // the user's
+  touch("global_step9/train.log");  // not a checkpoint file: kept
+  makeDirectories(under(dir, "empty_dir"));
+  torch::manual_seed(0);
+  Mlp model(6, 12, 3);
+  InitOptions options;
+  options.device = torch::Device(torch::kCPU);
+  auto engine = initialize(torch::nn::AnyModule(model), test::parse(configFor(0)), options).engine;
+  engine->saveCheckpoint(dir.path());
+  EXPECT_FALSE(pathExists(under(dir, "global_step7")));
+  EXPECT_FALSE(pathExists(under(dir, "global_step8")));
+  EXPECT_FALSE(pathExists(under(dir, "latest.tmp.99.0")));
+  EXPECT_TRUE(pathExists(under(dir, "notes/readme.txt")));
+  EXPECT_TRUE(pathExists(under(dir, "global_step9/train.log")));
+  EXPECT_TRUE(pathExists(under(dir, "global_step0/" + std::string(CheckpointManifest::kFileName))));
+}
+
+TEST(CheckpointDir, ASecondJobCannotSaveIntoADirectoryAnotherJobHolds) {
+  stretch::test::TempDir dir("stretch-ckpt");
+  torch::manual_seed(0);
+  Mlp model(6, 12, 3);
+  InitOptions options;
+  options.device = torch::Device(torch::kCPU);
+  auto engine = initialize(torch::nn::AnyModule(model), test::parse(configFor(0)), options).engine;
+  {
+    CheckpointDirLock other(dir.path(), "job other");
+    EXPECT_TRUE(other.holder());
+    EXPECT_EQ(CheckpointDirLock::otherHolder(dir.path(), currentJobId()), "job other");
+    try {
+      engine->saveCheckpoint(dir.path());
+      ADD_FAILURE() << "saved into a directory another job holds";
+    } catch (const CheckpointError& e) {
+      EXPECT_NE(std::string(e.what()).find("in use by another job (job other"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_FALSE(pathExists(under(dir, "latest")));
+    // The same job shares it.
+    CheckpointDirLock same(dir.path(), "job other");
+    EXPECT_FALSE(same.holder());
+  }
+  // Released with its holder: the engine saves, and holds it from then on.
+  engine->saveCheckpoint(dir.path());
+  EXPECT_TRUE(pathExists(under(dir, "latest")));
+  EXPECT_EQ(CheckpointDirLock::otherHolder(dir.path(), currentJobId()), std::nullopt);
+  EXPECT_THROW(CheckpointDirLock(dir.path(), "job third"), CheckpointError);
 }
 
 }  // namespace
