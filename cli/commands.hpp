@@ -12,6 +12,9 @@ namespace stretch::cli {
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitUsage = 2;  // bad input, invalid config, no elastic plan
+// stretch launch: the job succeeded, but some of its output (event log, rank logs) could not be
+// written (sysexits' EX_IOERR).
+inline constexpr int kExitOutputLost = 74;
 
 struct Command {
   CLI::App* app;             // the subcommand, owned by the parent app

@@ -13,7 +13,8 @@
 //
 // The flags become a launcher::LaunchRequest and runtime/launcher/launch.hpp runs the job.
 // Exit status: 0 the job succeeded, 2 bad input, the failed worker's status (or 1) when the job
-// failed, 128 + signal when interrupted.
+// failed, 128 + signal when interrupted (SIGINT, SIGTERM, SIGHUP, SIGQUIT), 74 when it succeeded
+// but output was lost (an event log or rank log on a full disk).
 
 #include <csignal>
 #include <iostream>
@@ -33,7 +34,10 @@ namespace {
 
 int run(launcher::LaunchRequest request) {
   try {
-    request.stopSignal = &launcher::installStopSignals({SIGINT, SIGTERM});
+    // SIGHUP: the ssh session or terminal went away; SIGQUIT: Ctrl-\. Both stop the job as
+    // SIGTERM does (every worker's process group, an `interrupted` event) instead of killing
+    // the launcher alone.
+    request.stopSignal = &launcher::installStopSignals({SIGINT, SIGTERM, SIGHUP, SIGQUIT});
     const auto result = launcher::runLaunch(request);
     for (const auto& d : result.recoveryTimes) {
       spdlog::info("agent: restart took {:.3f} s from the failure to the new workers",
@@ -47,11 +51,23 @@ int run(launcher::LaunchRequest request) {
     }
     if (result.exitCode != 0)
       std::cerr << "stretch launch: error: " << result.message << "\n";
+    for (const std::string& lost : result.lostOutput)
+      std::cerr << "stretch launch: error: output lost: " << lost << "\n";
+    if (result.exitCode == 0 && !result.lostOutput.empty()) {
+      std::cerr << "stretch launch: the job finished, but some of its output could not be "
+                   "written (exit status "
+                << kExitOutputLost << ")\n";
+      return kExitOutputLost;
+    }
     return result.exitCode;
   } catch (const ConfigError& e) {
     std::cerr << "stretch launch: error: " << e.what() << "\n";
     return kExitUsage;
   } catch (const IoError& e) {
+    std::cerr << "stretch launch: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const ElasticityError& e) {
+    // --config's elasticity section has no plan (docs/launch.md: bad input is status 2).
     std::cerr << "stretch launch: error: " << e.what() << "\n";
     return kExitUsage;
   } catch (const std::exception& e) {
@@ -75,8 +91,18 @@ Command addLaunchCommand(CLI::App& app) {
   sub->add_option("-H,--hostfile", options->hostfile,
                   "hostfile: `host slots=N` per line (default: /job/hostfile when it exists, "
                   "else this machine)");
-  sub->add_option("-i,--include", options->include, "hosts and slots to use: host:0,1@host2");
-  sub->add_option("-e,--exclude", options->exclude, "hosts and slots to leave out");
+  // Empty would mean "not given" (every host): refuse it instead.
+  const CLI::Validator hosts(
+      [](std::string& value) {
+        return value.empty() ? std::string(
+                                   "an empty filter would mean every host; name the "
+                                   "hosts, e.g. host1:0,1@host2")
+                             : std::string();
+      },
+      "HOSTS");
+  sub->add_option("-i,--include", options->include, "hosts and slots to use: host:0,1@host2")
+      ->check(hosts);
+  sub->add_option("-e,--exclude", options->exclude, "hosts and slots to leave out")->check(hosts);
   sub->add_option("--num_nodes", options->numNodes, "use the first N hosts")
       ->check(CLI::PositiveNumber);
   sub->add_option("--num_gpus,--num_accelerators", options->numGpus,

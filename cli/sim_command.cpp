@@ -293,6 +293,10 @@ int runSim(const SimOptions& o) {
     mc.progress = [&](double fraction) { bar.update(fraction, "simulated"); };
     const sim::MonteCarloResult result = sim::runMonteCarlo(scenario, mc);
     bar.clear();
+    if (events && events->lost() > 0) {
+      throw IoError(fmt::format("--events {}: cannot write: {}; {} record(s) lost", o.events,
+                                events->error(), events->lost()));
+    }
     if (!root) {
       return kExitOk;
     }

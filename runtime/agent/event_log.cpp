@@ -1,5 +1,11 @@
 #include "runtime/agent/event_log.hpp"
 
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "runtime/common/error.hpp"
@@ -119,21 +125,64 @@ EventRecord recordOf(const LivePlan& plan, const StartWorkers& next, Time now) {
 EventLog::EventLog(std::ostream& out) : out_(&out) {}
 
 EventLog::EventLog(const std::filesystem::path& path)
-    : file_(path, std::ios::out | std::ios::app | std::ios::binary), out_(&file_) {
-  if (!file_) {
-    throw IoError(
-        ErrorDetail{"event log", path.string(), "a file that can be opened for appending"});
+    : path_(path.string()),
+      fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) {
+  if (fd_ < 0) {
+    throw IoError(ErrorDetail{
+        "event log", path.string(),
+        fmt::format("a file that can be opened for appending ({})", std::strerror(errno))});
   }
 }
 
-void EventLog::write(const EventRecord& record) {
+EventLog::~EventLog() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+bool EventLog::write(const EventRecord& record) {
   const std::string line = toJsonLine(record) + '\n';
   const std::lock_guard lock(mutex_);
-  out_->write(line.data(), static_cast<std::streamsize>(line.size()));
-  out_->flush();
-  if (!*out_) {
-    throw IoError(ErrorDetail{"event log", record.event, "a stream that accepts writes"});
+  std::string failure;
+  if (fd_ >= 0) {
+    struct stat before {};
+    const bool sized = ::fstat(fd_, &before) == 0 && S_ISREG(before.st_mode);
+    std::size_t done = 0;
+    while (done < line.size()) {
+      const ssize_t put = ::write(fd_, line.data() + done, line.size() - done);
+      if (put < 0 && errno == EINTR)
+        continue;
+      if (put <= 0) {
+        failure = put < 0 ? std::strerror(errno) : "nothing written";
+        break;
+      }
+      done += static_cast<std::size_t>(put);
+    }
+    if (!failure.empty() && done > 0 && sized) [[maybe_unused]]
+      const int cut = ::ftruncate(fd_, before.st_size);  // drop the torn line
+  } else {
+    out_->write(line.data(), static_cast<std::streamsize>(line.size()));
+    out_->flush();
+    if (!*out_) {
+      out_->clear();
+      failure = "the stream refused the write";
+    }
   }
+  if (failure.empty())
+    return true;
+  if (error_.empty())
+    error_ = failure;
+  ++lost_;
+  return false;
+}
+
+std::uint64_t EventLog::lost() const {
+  const std::lock_guard lock(mutex_);
+  return lost_;
+}
+
+std::string EventLog::error() const {
+  const std::lock_guard lock(mutex_);
+  return error_;
 }
 
 }  // namespace stretch::agent

@@ -13,7 +13,6 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <optional>
 #include <ostream>
@@ -64,6 +63,11 @@ EventRecord recordOf(const LivePlan& plan, const StartWorkers& next, Time now);
 std::string toJsonLine(const EventRecord& record);
 
 // Appends records to a stream or file, one line each, flushed at once. Thread-safe.
+//
+// A write that fails (a full disk, a quota, an I/O error) never throws: the record is lost,
+// counted, and a file is cut back to its last whole line (so that a later record, once the disk
+// has room again, still starts a line of its own). write() returns false for a lost record and
+// the caller reports it (the agent loop once, loudly; the launcher's exit status says so).
 class EventLog {
  public:
   // Writes to `out`, which must outlive the log.
@@ -71,17 +75,29 @@ class EventLog {
   // Appends to the file (created when missing). Throws IoError naming the path when it cannot
   // be opened.
   explicit EventLog(const std::filesystem::path& path);
+  ~EventLog();
+  EventLog(const EventLog&) = delete;
+  EventLog& operator=(const EventLog&) = delete;
 
-  void write(const EventRecord& record);
-  void write(const Action& action, Time now,
+  bool write(const EventRecord& record);
+  bool write(const Action& action, Time now,
              std::optional<std::int64_t> resumeStep = std::nullopt) {
-    write(recordOf(action, now, resumeStep));
+    return write(recordOf(action, now, resumeStep));
   }
 
+  // Records lost so far, and why the first was ("No space left on device").
+  std::uint64_t lost() const;
+  std::string error() const;
+  // The file's path, or "" for a stream.
+  const std::string& path() const { return path_; }
+
  private:
-  std::ofstream file_;
-  std::ostream* out_;
-  std::mutex mutex_;
+  std::string path_;
+  int fd_ = -1;
+  std::ostream* out_ = nullptr;
+  std::uint64_t lost_ = 0;
+  std::string error_;
+  mutable std::mutex mutex_;
 };
 
 }  // namespace stretch::agent

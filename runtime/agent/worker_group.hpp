@@ -18,6 +18,7 @@
 //  - Not thread-safe: one agent loop drives one group.
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "runtime/agent/live_plan.hpp"
@@ -42,6 +43,9 @@ class WorkerGroup {
   // group's liveSituation): the kept workers go on, the others stop, the joiners start, the
   // live generations are published. Exits reported afterwards carry action.generation.
   virtual void continueLive(const StartWorkers& /*action*/, const LivePlan& /*plan*/) {}
+  // Output of the workers that could not be written (a rank log on a full disk), one line per
+  // file, since the group was made.
+  virtual std::vector<std::string> lostOutput() const { return {}; }
 };
 
 }  // namespace stretch::agent

@@ -12,13 +12,23 @@
 // socket so a fast sender cannot starve the others. rejectedConnections() counts every
 // connection the server closed on its own: wrong token or version, handshake timeout, malformed
 // frame, connection limit.
+//
+// Wrong tokens are throttled per peer address: after a wrong token, that address's next
+// handshake is answered only after a penalty (5 ms, doubling with every consecutive wrong token
+// to at most 1 s; a right token clears it), and handshakes arriving meanwhile wait their turn,
+// one per penalty. Guessing from one address thus gets about one try a second instead of
+// thousands, while a client with the right token waits at most a second. (Tokens a user chooses
+// must be 16 characters or more: runtime/launcher/token.hpp.)
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <deque>
 #include <fcntl.h>
+#include <map>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -57,6 +67,30 @@ constexpr int kMaxEvents = 256;
 constexpr int kAcceptBurst = 256;
 constexpr std::uint64_t kListenTag = 0;
 constexpr std::uint64_t kWakeTag = 1;
+constexpr auto kFirstPenalty = std::chrono::milliseconds(5);
+constexpr auto kMaxPenalty = std::chrono::seconds(1);
+constexpr std::size_t kMaxThrottledPeers = 4096;
+
+// How long an address waits after its `failures`-th consecutive wrong token.
+SteadyClock::duration penaltyFor(int failures) {
+  if (failures <= 0)
+    return SteadyClock::duration::zero();
+  const auto penalty = kFirstPenalty * (std::int64_t{1} << std::min(failures - 1, 16));
+  return std::min<SteadyClock::duration>(penalty, kMaxPenalty);
+}
+
+// The peer's address without its port ("" when unknown).
+std::string peerAddress(const sockaddr_storage& addr) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (addr.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+  } else if (addr.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
+  }
+  return text;
+}
 
 // Time depends only on the length of `offered` (the attacker's input), never on where the first
 // differing byte is.
@@ -110,6 +144,16 @@ struct TcpStoreServer::Impl {
     bool waiting = false;
     std::size_t missing = 0;
     std::vector<std::string> waitKeys;
+    // The peer's address, and a handshake waiting for its address's penalty to pass.
+    std::string peer;
+    bool parked = false;
+    std::uint16_t parkedVersion = 0;
+    std::string parkedToken;
+  };
+  // Consecutive wrong tokens from one address, and when its next handshake may be answered.
+  struct Throttle {
+    int failures = 0;
+    SteadyClock::time_point until{};
   };
 
   explicit Impl(const TcpStoreOptions& opts);
@@ -147,6 +191,10 @@ struct TcpStoreServer::Impl {
   void drop(Conn& conn, bool rejected);
   void reap();
   void expireHandshakes();
+  // The verdict on a handshake: version, then token (counted towards the peer's throttle).
+  void answerHello(Conn& conn, std::uint16_t version, std::string_view token);
+  void releaseParked();
+  SteadyClock::time_point nextDeadline() const;
   Conn* find(std::uint64_t id);
 
   TcpStoreOptions options;
@@ -166,6 +214,8 @@ struct TcpStoreServer::Impl {
   std::unordered_map<std::uint64_t, std::unique_ptr<Conn>> conns;
   std::vector<std::uint64_t> deadConns;
   std::deque<std::pair<SteadyClock::time_point, std::uint64_t>> handshakes;
+  std::unordered_map<std::string, Throttle> throttles;
+  std::multimap<SteadyClock::time_point, std::uint64_t> parkedHellos;
   std::unordered_map<std::string, std::string> data;
   std::unordered_map<std::string, std::vector<std::uint64_t>> waiters;
   std::vector<char> scratch;
@@ -213,7 +263,9 @@ TcpStoreServer::Impl::Conn* TcpStoreServer::Impl::find(std::uint64_t id) {
 void TcpStoreServer::Impl::run() noexcept {
   std::vector<epoll_event> events(kMaxEvents);
   while (!stopping.load()) {
-    const int timeoutMs = handshakes.empty() ? -1 : detail::pollTimeoutMs(handshakes.front().first);
+    const auto deadline = nextDeadline();
+    const int timeoutMs =
+        deadline == SteadyClock::time_point::max() ? -1 : detail::pollTimeoutMs(deadline);
     const int n = ::epoll_wait(epollFd.get(), events.data(), kMaxEvents, timeoutMs);
     if (n < 0 && errno != EINTR) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));  // keep serving; never spin
@@ -236,6 +288,7 @@ void TcpStoreServer::Impl::run() noexcept {
       }
       reap();
     }
+    releaseParked();
     expireHandshakes();
     reap();
   }
@@ -245,7 +298,10 @@ void TcpStoreServer::Impl::run() noexcept {
 
 void TcpStoreServer::Impl::acceptAll() {
   for (int i = 0; i < kAcceptBurst; ++i) {
-    const int raw = ::accept4(listenFd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t peerLength = sizeof peer;
+    const int raw = ::accept4(listenFd.get(), reinterpret_cast<sockaddr*>(&peer), &peerLength,
+                              SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (raw < 0) {
       if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
         continue;
@@ -278,6 +334,7 @@ void TcpStoreServer::Impl::acceptAll() {
     auto conn = std::make_unique<Conn>();
     conn->id = nextId++;
     conn->fd = std::move(fd);
+    conn->peer = peerAddress(peer);
     conn->events = EPOLLIN;
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -403,23 +460,24 @@ bool TcpStoreServer::Impl::handleFrame(Conn& conn, std::string_view payload) {
   FrameReader reader(payload);
   const std::uint8_t type = reader.u8();
   if (!conn.authed) {
-    if (type != static_cast<std::uint8_t>(Request::Hello))
-      return false;
+    if (type != static_cast<std::uint8_t>(Request::Hello) || conn.parked)
+      return false;  // (a client waits for the verdict on its Hello before it sends more)
     const std::uint32_t magic = reader.u32();
     const std::uint16_t version = reader.u16();
     const std::string_view token = reader.str();
     if (!reader.complete() || magic != proto::kMagic)
       return false;
-    if (version != proto::kVersion) {
-      reject(conn, RejectReason::BadVersion,
-             fmt::format("unsupported protocol version {} (this server speaks {})", version,
-                         proto::kVersion));
-    } else if (!constantTimeEquals(token, options.token)) {
-      reject(conn, RejectReason::WrongToken, "wrong token");
-    } else {
-      conn.authed = true;
-      queue(conn, FrameWriter(Reply::Ok).take());
+    const auto now = SteadyClock::now();
+    if (auto it = throttles.find(conn.peer); it != throttles.end() && now < it->second.until) {
+      // This address gave a wrong token lately: its handshakes are answered one per penalty.
+      conn.parked = true;
+      conn.parkedVersion = version;
+      conn.parkedToken = std::string(token);
+      parkedHellos.emplace(it->second.until, conn.id);
+      it->second.until += penaltyFor(it->second.failures);
+      return true;
     }
+    answerHello(conn, version, token);
     return true;
   }
   if (type < static_cast<std::uint8_t>(Request::Set) ||
@@ -740,6 +798,50 @@ void TcpStoreServer::Impl::reap() {
     open.fetch_sub(1);
   }
   deadConns.clear();
+}
+
+void TcpStoreServer::Impl::answerHello(Conn& conn, std::uint16_t version, std::string_view token) {
+  if (version != proto::kVersion) {
+    reject(conn, RejectReason::BadVersion,
+           fmt::format("unsupported protocol version {} (this server speaks {})", version,
+                       proto::kVersion));
+  } else if (!constantTimeEquals(token, options.token)) {
+    if (throttles.size() >= kMaxThrottledPeers) {
+      const auto now = SteadyClock::now();
+      std::erase_if(throttles, [&](const auto& item) { return item.second.until < now; });
+    }
+    Throttle& t = throttles[conn.peer];
+    ++t.failures;
+    t.until = std::max(t.until, SteadyClock::now() + penaltyFor(t.failures));
+    reject(conn, RejectReason::WrongToken, "wrong token");
+  } else {
+    throttles.erase(conn.peer);
+    conn.authed = true;
+    queue(conn, FrameWriter(Reply::Ok).take());
+  }
+}
+
+void TcpStoreServer::Impl::releaseParked() {
+  const auto now = SteadyClock::now();
+  while (!parkedHellos.empty() && parkedHellos.begin()->first <= now) {
+    const std::uint64_t id = parkedHellos.begin()->second;
+    parkedHellos.erase(parkedHellos.begin());
+    Conn* conn = find(id);
+    if (conn == nullptr || conn->dead || !conn->parked)
+      continue;
+    conn->parked = false;
+    const std::string token = std::move(conn->parkedToken);
+    answerHello(*conn, conn->parkedVersion, token);
+  }
+}
+
+SteadyClock::time_point TcpStoreServer::Impl::nextDeadline() const {
+  auto next = SteadyClock::time_point::max();
+  if (!handshakes.empty())
+    next = handshakes.front().first;
+  if (!parkedHellos.empty())
+    next = std::min(next, parkedHellos.begin()->first);
+  return next;
 }
 
 void TcpStoreServer::Impl::expireHandshakes() {

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <torch/csrc/jit/serialization/pickle.h>
 
@@ -20,6 +21,10 @@
 namespace stretch::engine {
 
 namespace {
+
+// Bounds on the small files of a checkpoint: a tag, and a list of file records.
+constexpr std::uint64_t kMaxLatestBytes = 4096;
+constexpr std::uint64_t kMaxManifestBytes = std::uint64_t{64} << 20;
 
 std::string quoted(const std::string& path) {
   return "'" + path + "'";
@@ -109,9 +114,11 @@ void readChunks(int fd, const std::string& path, OnChunk&& onChunk) {
   }
 }
 
-// Reads a whole file. nullopt when it does not exist.
-std::optional<std::string> readWholeFile(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+// Reads a whole regular file (a FIFO or device is refused, never waited on), of at most
+// `maxBytes` when given. nullopt when it does not exist.
+std::optional<std::string> readWholeFile(const std::string& path,
+                                         std::optional<std::uint64_t> maxBytes = std::nullopt) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) {
     if (errno == ENOENT) {
       return std::nullopt;
@@ -125,9 +132,18 @@ std::optional<std::string> readWholeFile(const std::string& path) {
   if (!S_ISREG(st.st_mode)) {
     fail("checkpoint file " + quoted(path) + " is not a regular file");
   }
+  const std::uint64_t limit = maxBytes.value_or(UINT64_MAX);
+  if (static_cast<std::uint64_t>(st.st_size) > limit) {
+    fail(fmt::format("checkpoint file {} is {} bytes, more than the {} such a file can hold",
+                     quoted(path), st.st_size, limit));
+  }
   std::string out;
   out.reserve(static_cast<std::size_t>(st.st_size));
-  readChunks(fd.get(), path, [&](const char* data, std::size_t size) { out.append(data, size); });
+  readChunks(fd.get(), path, [&](const char* data, std::size_t size) {
+    if (out.size() + size > limit)
+      fail(fmt::format("checkpoint file {} grew past {} bytes while read", quoted(path), limit));
+    out.append(data, size);
+  });
   return out;
 }
 
@@ -209,7 +225,7 @@ std::string sha256Hex(std::string_view bytes) {
 }
 
 std::string sha256OfFile(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) {
     fail("cannot open checkpoint file " + quoted(path) + ": " + errnoText(errno));
   }
@@ -300,7 +316,7 @@ void validateTag(const std::string& tag) {
 
 std::optional<std::string> readLatest(const std::string& dir) {
   const std::string path = joinPath(dir, "latest");
-  const std::optional<std::string> text = readWholeFile(path);
+  const std::optional<std::string> text = readWholeFile(path, kMaxLatestBytes);
   if (!text) {
     return std::nullopt;
   }
@@ -495,7 +511,7 @@ void writeManifest(const std::string& tagDir, const CheckpointManifest& manifest
 
 CheckpointManifest readManifest(const std::string& tagDir) {
   const std::string path = joinPath(tagDir, CheckpointManifest::kFileName);
-  const std::optional<std::string> text = readWholeFile(path);
+  const std::optional<std::string> text = readWholeFile(path, kMaxManifestBytes);
   if (!text) {
     fail("checkpoint manifest " + quoted(path) +
          " is missing (the checkpoint is incomplete or was not written by Stretch)");

@@ -419,22 +419,25 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::string& dir,
     candidates = loadCandidates(dir);
   if (candidates.tags.empty()) {
     if (rank == 0) {
-      spdlog::warn("loadCheckpoint: {} has no 'latest' file{} and no tag was given; nothing "
-                   "loaded",
-                   dir, candidates.latestProblem == "missing" ? "" : " that can be read");
+      spdlog::warn(
+          "loadCheckpoint: {} has no 'latest' file{} and no tag was given; nothing "
+          "loaded",
+          dir, candidates.latestProblem == "missing" ? "" : " that can be read");
     }
     return std::nullopt;
   }
   if (!tag && rank == 0) {
     if (const auto other = CheckpointDirLock::otherHolder(dir, currentJobId())) {
-      spdlog::warn("loadCheckpoint: {} is in use by another job ({}); this job's saves into it "
-                   "will fail while that job runs",
-                   dir, *other);
+      spdlog::warn(
+          "loadCheckpoint: {} is in use by another job ({}); this job's saves into it "
+          "will fail while that job runs",
+          dir, *other);
     }
     if (!candidates.latestProblem.empty()) {
-      spdlog::warn("loadCheckpoint: {}'s 'latest' file is {}; trying its global_step "
-                   "directories, newest first",
-                   dir, candidates.latestProblem == "missing" ? "missing" : "unusable");
+      spdlog::warn(
+          "loadCheckpoint: {}'s 'latest' file is {}; trying its global_step "
+          "directories, newest first",
+          dir, candidates.latestProblem == "missing" ? "missing" : "unusable");
       if (candidates.latestProblem != "missing")
         spdlog::warn("loadCheckpoint: {}", candidates.latestProblem);
     }
@@ -540,7 +543,8 @@ PendingLoad Engine::readForLoad(const std::string& path, bool loadOptimizerState
     const auto& s = field(model, "data_sampler", modelFile);
     if (s.isGenericDict()) {
       const GenericDict d = s.toGenericDict();
-      p.position = SamplerState{intField(d, "epoch", modelFile), intField(d, "consumed", modelFile)};
+      p.position =
+          SamplerState{intField(d, "epoch", modelFile), intField(d, "consumed", modelFile)};
     }
   }
   p.globalSteps = intField(model, "global_steps", modelFile);

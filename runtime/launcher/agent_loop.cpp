@@ -9,16 +9,21 @@
 
 #include "runtime/agent/event_log.hpp"
 #include "runtime/common/error.hpp"
+#include "runtime/common/file_io.hpp"
 
 namespace stretch::launcher {
 
 using namespace agent;
 
 std::optional<std::int64_t> latestCheckpointStep(const std::filesystem::path& dir) {
-  std::ifstream in(dir / "latest");
   std::string tag;
-  if (!(in >> tag))
-    return std::nullopt;
+  try {
+    tag = readFile((dir / "latest").string(), "checkpoint tag", 4096);
+  } catch (const IoError&) {
+    return std::nullopt;  // missing, or not a file the engine would load either
+  }
+  tag.erase(0, tag.find_first_not_of(" \t\r\n"));
+  tag.erase(tag.find_last_not_of(" \t\r\n") + 1);
   const std::string prefix = "global_step";
   if (tag.rfind(prefix, 0) != 0)
     return std::nullopt;
@@ -85,6 +90,12 @@ class AgentLoop {
     }
     workers_.stop();
     result_.restarts = machine_.restartCount();
+    if (log_ && log_->lost() > 0) {
+      result_.lostOutput.push_back(fmt::format("event log {}: cannot write: {}; {} record(s) lost",
+                                               log_->path(), log_->error(), log_->lost()));
+    }
+    for (std::string& line : workers_.lostOutput())
+      result_.lostOutput.push_back(std::move(line));
     return result_;
   }
 
@@ -112,8 +123,7 @@ class AgentLoop {
             index + 1 < actions.size() ? std::get_if<StartWorkers>(&actions[index + 1]) : nullptr;
         stopWorkers(*stop, next, now);
       } else {
-        if (log_)
-          log_->write(action, now);
+        writeEvent(recordOf(action, now));
         if (const auto* wait = std::get_if<Wait>(&action)) {
           spdlog::info("agent: waiting: {}", wait->reason);
         } else if (std::get_if<Finish>(&action) != nullptr) {
@@ -145,7 +155,7 @@ class AgentLoop {
       auto record = recordOf(start, now, step);
       if (options_.liveRecovery && start.generation > 1)
         record.recovery = continued ? "live" : "checkpoint";
-      log_->write(record);
+      writeEvent(record);
     }
     if (!continued)
       workers_.start(start);
@@ -183,15 +193,25 @@ class AgentLoop {
       auto record = recordOf(stop, now);
       if (options_.liveRecovery)
         record.recovery = liveNext ? "live" : "checkpoint";
-      log_->write(record);
+      writeEvent(record);
       if (plan)
-        log_->write(recordOf(*plan, *next, now));  // the decision itself
+        writeEvent(recordOf(*plan, *next, now));  // the decision itself
     }
     spdlog::info("agent: {} generation {}: {}",
                  liveNext ? "leaving the running workers of" : "stopping", stop.generation,
                  stop.reason);
     if (!liveNext)
       workers_.stop();
+  }
+
+  // An event-log record; a failed write is reported once, and the job goes on.
+  void writeEvent(const EventRecord& record) {
+    if (!log_ || log_->write(record) || log_->lost() > 1)
+      return;
+    spdlog::error(
+        "agent: event log {}: cannot write: {}; the job goes on, and its records are "
+        "lost until the file takes writes again",
+        log_->path(), log_->error());
   }
 
   void interrupt(int sig) {
@@ -206,7 +226,7 @@ class AgentLoop {
       record.generation = machine_.generation();
       record.exitCode = result_.exitCode;
       record.reason = result_.message;
-      log_->write(record);
+      writeEvent(record);
     }
   }
 

@@ -42,6 +42,9 @@ struct AgentResult {
   std::uint64_t generations = 0;
   std::vector<Duration> recoveryTimes;  // failure reaped -> replacement workers started
   std::int64_t liveRecoveries = 0;      // restarts that kept the running workers (live)
+  // Output that could not be written (a full disk): one line per event log or rank log, with
+  // what was lost. The launcher's exit status says so (kExitOutputLost when the job succeeded).
+  std::vector<std::string> lostOutput;
 };
 
 struct AgentLoopOptions {

@@ -477,10 +477,13 @@ class PidFile {
     const char* tmp = std::getenv("TMPDIR");
     path_ =
         fmt::format("{}/{}.deepspeed", tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", ::getpid());
-    std::ofstream out(path_, std::ios::trunc);
-    out << ::getpid() << "\n";
-    if (!out)
-      throw IoError(fmt::format("--save_pid: cannot write {}: {}", path_, std::strerror(errno)));
+    // Created afresh and never through a link someone planted at the predictable path.
+    try {
+      writePrivateFile(path_, fmt::format("{}\n", ::getpid()));
+    } catch (const IoError& e) {
+      path_.clear();  // not ours to remove
+      throw IoError(fmt::format("--save_pid: {}", e.what()));
+    }
     spdlog::info("launch: pid {} saved in {}", ::getpid(), path_);
   }
   ~PidFile() {
@@ -498,6 +501,8 @@ class PidFile {
 // environment (STRETCH_STORE_TOKEN, the same secret on every node).
 std::string sharedToken() {
   const char* token = std::getenv(worker_env::kStoreToken);
+  if (token != nullptr && *token != '\0')
+    checkTokenStrength(token, worker_env::kStoreToken);
   if (token == nullptr || *token == '\0') {
     throw LaunchError(ErrorDetail{
         "--no_ssh", "given",

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <fstream>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -43,10 +44,33 @@ void LocalWorkerGroup::start(const std::vector<std::string>& argv,
                       .string();
       options.env[worker_env::kHeartbeatFile] = heartbeat;
     }
-    if (!dir.empty())
-      options.logFile = dir / fmt::format("rank_{}.log", spec.globalRank);
+    std::filesystem::path log;
+    LogPump::Sink sink;
+    if (!dir.empty()) {
+      log = dir / fmt::format("rank_{}.log", spec.globalRank);
+      if (!logs_)
+        logs_ = std::make_unique<LogPump>();
+      sink = logs_->add(log.string());
+      options.outputFd = sink.writeFd;
+    }
     options.execErrorPrefix = fmt::format("stretch: worker rank {}: ", spec.globalRank);
-    workers_.push_back({spec, spawnProcess(options), heartbeat, options.logFile});
+    options.groupDiesWithParent = true;
+    ChildProcess process;
+    try {
+      process = spawnProcess(options);
+    } catch (...) {
+      if (sink.writeFd >= 0)
+        ::close(sink.writeFd);
+      throw;
+    }
+    if (sink.writeFd >= 0)
+      ::close(sink.writeFd);  // the worker holds it now: its end is the pipe's end
+    Worker& w = workers_.emplace_back();
+    w.spec = spec;
+    w.process = std::move(process);
+    w.heartbeat = heartbeat;
+    w.log = log;
+    w.logSink = sink.id;
   }
 }
 
@@ -123,6 +147,9 @@ std::vector<WorkerExit> LocalWorkerGroup::poll() {
     if (checkHangs)
       killHung(w);
     if (auto exit = w.process.poll()) {
+      // Its last words in the log before anyone reads them (its children may hold the pipe).
+      if (logs_ && w.logSink >= 0)
+        logs_->settle(w.logSink, kLogSettle);
       ended.push_back(&w);
       exits.push_back({w.spec.localRank, w.spec.globalRank, *exit, w.hung, false, w.log});
     }
@@ -186,6 +213,10 @@ void LocalWorkerGroup::signalLocalRanks(const std::vector<int>& localRanks, int 
         std::find(localRanks.begin(), localRanks.end(), w.spec.localRank) != localRanks.end())
       ::kill(w.process.pid(), signal);
   }
+}
+
+std::vector<std::string> LocalWorkerGroup::lostOutput() const {
+  return logs_ ? logs_->lost() : std::vector<std::string>{};
 }
 
 int LocalWorkerGroup::running() const {

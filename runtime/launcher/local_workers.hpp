@@ -6,7 +6,9 @@
 // cannot be executed.
 //
 //  - start(): one process per worker; stdout and stderr go to
-//    <logDir>/attempt_<k>/rank_<r>.log (appended).
+//    <logDir>/attempt_<k>/rank_<r>.log (appended), through a LogPump (log_pump.hpp): a log file
+//    that stops taking writes (a full disk) is reported once and lostOutput() says so, while the
+//    worker trains on.
 //  - poll(): reaps exited workers without blocking and returns each exit once.
 //  - stop(grace): SIGTERM to every live worker's process group, SIGKILL after `grace`, then
 //    reaps them. The destructor calls stop().
@@ -21,11 +23,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <sys/types.h>
 #include <vector>
 
 #include "runtime/agent/hang_rule.hpp"
+#include "runtime/launcher/log_pump.hpp"
 #include "runtime/launcher/process.hpp"
 
 namespace stretch::launcher {
@@ -78,6 +82,9 @@ class LocalWorkerGroup {
                       std::chrono::milliseconds grace = std::chrono::seconds(5));
   void signalLocalRanks(const std::vector<int>& localRanks, int signal);
 
+  // One line per rank log that lost output (LogPump::lost), since the group was made.
+  std::vector<std::string> lostOutput() const;
+
   // Workers started and not yet reaped.
   int running() const;
   std::vector<pid_t> pids() const;
@@ -88,6 +95,7 @@ class LocalWorkerGroup {
     ChildProcess process;
     std::string heartbeat;  // its STRETCH_HEARTBEAT_FILE, or empty
     std::filesystem::path log;
+    int logSink = -1;  // its LogPump sink
     agent::HeartbeatTracker beats;
     std::string hung;
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
@@ -97,11 +105,14 @@ class LocalWorkerGroup {
   void observe(Worker& worker);
   void killHung(Worker& worker);
 
+  std::unique_ptr<LogPump> logs_;  // made at the first start with a log directory
   std::vector<Worker> workers_;
   std::filesystem::path heartbeatDir_;
   agent::HangPolicy hangPolicy_;
   std::uint64_t heartbeatsMade_ = 0;
   static constexpr std::chrono::milliseconds kHangCheckPeriod{100};
+  // How long poll() waits, at a worker's exit, for its output to reach its log.
+  static constexpr std::chrono::milliseconds kLogSettle{300};
 
  public:
   // A worker without heartbeats that fails within this time of its start failed early.

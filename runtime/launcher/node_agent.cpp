@@ -8,9 +8,11 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/comm/tcp_store.hpp"
+#include "runtime/common/file_io.hpp"
 #include "runtime/common/worker_variables.hpp"
 #include "runtime/launcher/host_address.hpp"
 #include "runtime/launcher/node_workers.hpp"
+#include "runtime/launcher/token.hpp"
 #include "runtime/launcher/worker_env.hpp"
 
 namespace stretch::launcher {
@@ -276,11 +278,20 @@ NodeAgentResult joinJob(const JoinRequest& r) {
     throw ConfigError(ErrorDetail{"--nproc", "(missing)", "the worker count of node " + r.nodeId});
   std::string token = r.token;
   if (!r.tokenFile.empty()) {
-    std::ifstream in(r.tokenFile);
-    if (!std::getline(in, token))
+    try {
+      const std::string text = readFile(r.tokenFile, "--token_file", 4096);
+      token = text.substr(0, text.find('\n'));
+    } catch (const IoError& e) {
+      throw ConfigError(
+          ErrorDetail{"--token_file", r.tokenFile.string(),
+                      fmt::format("a readable file holding the job's token ({})", e.what())});
+    }
+    if (token.empty())
       throw ConfigError(ErrorDetail{"--token_file", r.tokenFile.string(),
-                                    "a readable file holding the job's token"});
+                                    "a file whose first line is the job's token"});
   }
+  if (!token.empty())
+    checkTokenStrength(token, r.tokenFile.empty() ? "--token" : "--token_file");
   comm::TcpStoreOptions storeOptions;
   storeOptions.host = host;
   storeOptions.port = port;

@@ -67,6 +67,7 @@ class NodeWorkers final : public agent::WorkerGroup {
   // (their live/capable keys, joiners not ready yet) and whether they keep partition copies.
   std::optional<agent::LiveSituation> liveSituation(const agent::StartWorkers& next) const override;
   void continueLive(const agent::StartWorkers& action, const agent::LivePlan& plan) override;
+  std::vector<std::string> lostOutput() const override { return workers_.lostOutput(); }
 
   // Live recovery across nodes, as the node agent carries out the job controller's Live and
   // Signal commands (job_protocol.hpp; the controller decides, this node does): the running

@@ -2,11 +2,14 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <mutex>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -78,7 +81,105 @@ void writeAll(int fd, const char* text) {
   (void)!::write(fd, text, std::strlen(text));
 }
 
+// ---- the orphan guard ----
+
+std::mutex gGuardMutex;
+int gGuardFd = -1;       // this process's end of the socket pair with its guard
+pid_t gGuardOwner = -1;  // the process that made the guard (a fork must make its own)
+
+// The guard's life, forked from a process that may have threads: async-signal-safe calls only.
+[[noreturn]] void guardMain(int socket) {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU})
+    ::sigaction(sig, &ignore, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Nothing of the parent's stays open here (its pipes and sockets would never see their end).
+  const int keep = ::fcntl(socket, F_DUPFD, 64);
+  if (::close_range(0, static_cast<unsigned>(keep) - 1, 0) != 0 ||
+      ::close_range(static_cast<unsigned>(keep) + 1, ~0U, 0) != 0) {
+    for (int fd = 0; fd < 65536; ++fd) {
+      if (fd != keep)
+        ::close(fd);
+    }
+  }
+  const int null = ::open("/dev/null", O_RDWR);  // 0
+  ::dup2(null, 1);
+  ::dup2(null, 2);
+  constexpr int kMaxGroups = 8192;
+  pid_t groups[kMaxGroups];
+  int count = 0;
+  for (;;) {
+    std::int32_t message = 0;
+    const ssize_t got = ::read(keep, &message, sizeof message);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got != static_cast<ssize_t>(sizeof message))
+      break;  // the parent is gone
+    if (message > 0 && count < kMaxGroups) {
+      groups[count++] = message;
+    } else if (message < 0) {
+      for (int i = 0; i < count; ++i) {
+        if (groups[i] == -message) {
+          groups[i] = groups[--count];
+          break;
+        }
+      }
+    }
+  }
+  for (int i = 0; i < count; ++i)
+    ::kill(-groups[i], SIGKILL);
+  ::_exit(0);
+}
+
+void tellGuard(std::int32_t message) {
+  const std::lock_guard lock(gGuardMutex);
+  if (gGuardFd >= 0 && gGuardOwner != ::getpid()) {
+    ::close(gGuardFd);  // inherited through a fork: the guard of another process
+    gGuardFd = -1;
+  }
+  if (gGuardFd < 0) {
+    if (message < 0)
+      return;
+    int pair[2] = {-1, -1};
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+      throw Error(fmt::format("orphan guard: socketpair: {}", std::strerror(errno)));
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      const int err = errno;
+      ::close(pair[0]);
+      ::close(pair[1]);
+      throw Error(fmt::format("orphan guard: fork: {}", std::strerror(err)));
+    }
+    if (pid == 0) {
+      // Forked twice, so that the guard is nobody's child here (a launcher's children are its
+      // workers).
+      const pid_t guard = ::fork();
+      if (guard == 0)
+        guardMain(pair[1]);
+      ::_exit(guard < 0 ? 1 : 0);
+    }
+    ::close(pair[1]);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    gGuardFd = pair[0];
+    gGuardOwner = ::getpid();
+  }
+  (void)!::send(gGuardFd, &message, sizeof message, MSG_NOSIGNAL);
+}
+
 }  // namespace
+
+void guardProcessGroup(pid_t pgid) {
+  tellGuard(static_cast<std::int32_t>(pgid));
+}
+
+void forgetProcessGroup(pid_t pgid) {
+  tellGuard(-static_cast<std::int32_t>(pgid));
+}
 
 std::string ProcessExit::describe() const {
   if (signaled)
@@ -106,6 +207,7 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
     release();
     pid_ = std::exchange(other.pid_, -1);
     group_ = other.group_;
+    guarded_ = std::exchange(other.guarded_, false);
     outFd_ = std::exchange(other.outFd_, -1);
     errFd_ = std::exchange(other.errFd_, -1);
     exit_ = std::exchange(other.exit_, std::nullopt);
@@ -121,6 +223,11 @@ void ChildProcess::release() {
   if (running()) {
     signal(SIGKILL);
     wait();
+  }
+  if (guarded_) {
+    signal(SIGKILL);  // what the child started and left behind
+    forgetProcessGroup(pid_);
+    guarded_ = false;
   }
   closeStdout();
   closeStderr();
@@ -168,8 +275,8 @@ void ChildProcess::signal(int sig) const {
 ChildProcess spawnProcess(const SpawnOptions& options) {
   if (options.argv.empty() || options.argv.front().empty())
     throw ConfigError("program to run: empty (expected a program and its arguments)");
-  if (!options.logFile.empty() && options.pipeOutput)
-    throw InternalError("spawnProcess: logFile and pipeOutput exclude each other");
+  if (int(!options.logFile.empty()) + int(options.pipeOutput) + int(options.outputFd >= 0) > 1)
+    throw InternalError("spawnProcess: logFile, pipeOutput and outputFd exclude each other");
   const std::string& program = options.argv.front();
   ExecArgs args = buildExecArgs(options.argv, options.env);
   Fds fds;
@@ -214,9 +321,10 @@ ChildProcess spawnProcess(const SpawnOptions& options) {
       if (null >= 0)
         ::dup2(null, STDIN_FILENO);
     }
-    if (fds.log >= 0) {
-      ::dup2(fds.log, STDOUT_FILENO);
-      ::dup2(fds.log, STDERR_FILENO);
+    if (fds.log >= 0 || options.outputFd >= 0) {
+      const int out = fds.log >= 0 ? fds.log : options.outputFd;
+      ::dup2(out, STDOUT_FILENO);
+      ::dup2(out, STDERR_FILENO);
     } else if (options.pipeOutput) {
       ::dup2(fds.out[1], STDOUT_FILENO);
       ::dup2(fds.err[1], STDERR_FILENO);
@@ -233,6 +341,10 @@ ChildProcess spawnProcess(const SpawnOptions& options) {
   ChildProcess child;
   child.pid_ = pid;
   child.group_ = options.ownProcessGroup;
+  if (options.ownProcessGroup && options.groupDiesWithParent) {
+    guardProcessGroup(pid);
+    child.guarded_ = true;
+  }
   if (options.pipeOutput) {
     child.outFd_ = std::exchange(fds.out[0], -1);
     child.errFd_ = std::exchange(fds.err[0], -1);

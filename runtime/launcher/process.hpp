@@ -15,8 +15,8 @@
 //
 // Errors: ConfigError for an empty argv; IoError when the log file cannot be opened; Error when
 // pipe or fork fail. ChildProcess is not thread-safe: one thread owns it. Its destructor kills
-// the process group (SIGKILL) and reaps the child when it is still running: a ChildProcess never
-// leaks a process.
+// the process group (SIGKILL) and reaps the child when it is still running (a guarded group,
+// groupDiesWithParent, also after the child ended): a ChildProcess never leaks a process.
 
 #include <chrono>
 #include <csignal>
@@ -36,11 +36,18 @@ struct SpawnOptions {
   // caller reads (ChildProcess::stdoutFd/stderrFd). logFile and pipeOutput exclude each other.
   std::filesystem::path logFile;
   bool pipeOutput = false;
+  // Or both into this descriptor (a LogPump's pipe), which the caller keeps and closes.
+  int outputFd = -1;
   // stdin: inherited (the default); /dev/null; or a pipe that receives stdinData (then closed).
   bool stdinNull = false;
   std::optional<std::string> stdinData;
   int parentDeathSignal = SIGKILL;  // 0: the child may outlive this process
   bool ownProcessGroup = true;
+  // With ownProcessGroup: the child's whole process group is SIGKILLed when this process ends,
+  // however it ends (SIGKILL included), by a guard process (see guardProcessGroup). The
+  // parent-death signal reaches the child only; this reaches what it started (a wrapper
+  // script's training process, data-loader workers). Forgotten when the ChildProcess goes.
+  bool groupDiesWithParent = false;
   std::string execErrorPrefix = "stretch: ";
 };
 
@@ -88,12 +95,21 @@ class ChildProcess {
   void release();
   pid_t pid_ = -1;
   bool group_ = false;
+  bool guarded_ = false;
   int outFd_ = -1;
   int errFd_ = -1;
   std::optional<ProcessExit> exit_;
 };
 
 ChildProcess spawnProcess(const SpawnOptions& options);
+
+// The orphan guard: a small process forked at the first call (per process) that holds a list of
+// process groups and SIGKILLs every group still listed once this process has ended, whatever
+// ended it: it notices by the end of a socket this process holds. It ignores the terminal's
+// signals and runs only async-signal-safe calls. forget: the group was stopped (or its id may
+// be reused soon).
+void guardProcessGroup(pid_t pgid);
+void forgetProcessGroup(pid_t pgid);
 
 // Waits up to `timeout` for every process to end (reaping them); true when all have.
 bool waitForAll(std::vector<ChildProcess*> processes, std::chrono::milliseconds timeout);

@@ -233,13 +233,17 @@ std::vector<NodeLaunch> buildNodeLaunches(const RemoteLaunchSpec& spec) {
       break;
     case RunnerKind::Ssh:
       for (std::size_t i = 0; i < n; ++i) {
-        std::vector<std::string> argv = {"ssh", "-o", "BatchMode=yes", "-o",
-                                         "StrictHostKeyChecking=no"};
+        // --launcher_args first: ssh keeps the first value of an option, so the user's
+        // choices win over these defaults. accept-new: a host seen for the first time is
+        // trusted and remembered, a host whose key changed is refused (never "no").
+        std::vector<std::string> argv = {"ssh"};
+        argv.insert(argv.end(), spec.launcherArgs.begin(), spec.launcherArgs.end());
+        for (const char* option : {"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new"})
+          argv.emplace_back(option);
         if (spec.sshPort) {
           argv.push_back("-p");
           argv.push_back(std::to_string(*spec.sshPort));
         }
-        argv.insert(argv.end(), spec.launcherArgs.begin(), spec.launcherArgs.end());
         argv.push_back(spec.hosts[i]);
         argv.push_back(remoteCommand(spec, std::to_string(i), /*pdshEscape=*/false,
                                      /*useExec=*/true));

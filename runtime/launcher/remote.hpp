@@ -6,7 +6,8 @@
 // Runners (hosts are in node-rank order; N = number of hosts):
 //   local   one process per node on this machine: argv = agent argv; env = exports.
 //   ssh     one process per node:
-//             ssh -o BatchMode=yes -o StrictHostKeyChecking=no [-p PORT] [launcherArgs] HOST
+//             ssh [launcherArgs] -o BatchMode=yes -o StrictHostKeyChecking=accept-new [-p PORT]
+//             HOST
 //                 'cd DIR && exec env K=V ... AGENT ARGS'
 //           (the remote command is one argument; ssh hands it to the remote login shell, which
 //           must be POSIX: sh, bash, dash, zsh, ksh).

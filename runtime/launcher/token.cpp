@@ -89,4 +89,12 @@ std::string maskToken(std::string text, const std::string& token) {
   return text;
 }
 
+void checkTokenStrength(const std::string& token, const std::string& source) {
+  if (token.size() < kMinTokenLength) {
+    throw ConfigError(ErrorDetail{
+        source, fmt::format("a token of {} character(s)", token.size()),
+        fmt::format("at least {} characters, e.g. `openssl rand -hex 16`", kMinTokenLength)});
+  }
+}
+
 }  // namespace stretch::launcher

@@ -3,6 +3,7 @@
 // a stray process cannot join the job's store by accident. It travels in clear text over TCP;
 // it keeps out only those who cannot read the job's traffic (docs/launch.md, "Security").
 
+#include <cstddef>
 #include <string>
 
 namespace stretch::launcher {
@@ -31,6 +32,12 @@ class TokenFile {
 // Writes `text` to a new file at `path` with mode 0600 (O_CREAT | O_EXCL | O_NOFOLLOW; an
 // existing file is replaced only after unlinking it). IoError naming the path on failure.
 void writePrivateFile(const std::string& path, const std::string& text);
+
+// A token a user chose (STRETCH_STORE_TOKEN, --token, --token_file) must be at least
+// kMinTokenLength characters: a short one can be guessed. ConfigError naming `source` and the
+// length (never the token) otherwise.
+inline constexpr std::size_t kMinTokenLength = 16;
+void checkTokenStrength(const std::string& token, const std::string& source);
 
 // `text` with every occurrence of `token` replaced by "<token>" (for messages and logs).
 std::string maskToken(std::string text, const std::string& token);

@@ -18,6 +18,7 @@
 #include <spawn.h>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -230,6 +231,116 @@ TEST(Launch, SigtermStopsEveryWorkerAndExitsNonZero) {
     EXPECT_FALSE(stretch::test::processAlive(w)) << "worker " << w << " outlived the launcher";
 }
 
+// Input files are bounded: --config /dev/zero grew memory for a minute until std::bad_alloc and
+// a FIFO as hostfile blocked forever; both are refused before a byte is read.
+TEST(Launch, ADeviceOrAFifoGivenAsAnInputFileIsRefusedAtOnce) {
+  stretch::test::TempDir dir("stretch-launch");
+  const auto start = std::chrono::steady_clock::now();
+  Launch zero(dir.path(), {"--config", "/dev/zero", "/bin/true"});
+  EXPECT_EQ(zero.wait(20s), 2) << zero.err();
+  EXPECT_NE(zero.err().find("cannot read --config /dev/zero: it is a character device"),
+            std::string::npos)
+      << zero.err();
+  const std::string fifo = (dir.path() / "hosts").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Launch pipe(dir.path(), {"--hostfile", fifo, "/bin/true"});
+  EXPECT_EQ(pipe.wait(20s), 2) << pipe.err();
+  EXPECT_NE(pipe.err().find("it is a FIFO, not a regular file"), std::string::npos) << pipe.err();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+// Logging never kills the job or loses output silently: an event log and a rank log on a full
+// disk (/dev/full) are each reported once, the job runs to its end, and the exit status (74)
+// says that output was lost. (The event log used to end the job at once with status 2, the rank
+// log to lose everything with status 0.)
+TEST(Launch, OutputLostToAFullDiskIsReportedOnceAndTheJobStillRuns) {
+  stretch::test::TempDir dir("stretch-launch");
+  fs::create_directories(dir.path() / "logs" / "attempt_1");
+  fs::create_symlink("/dev/full", dir.path() / "logs" / "attempt_1" / "rank_1.log");
+  const fs::path done = dir.path() / "done";
+  Launch launch(dir.path(), {"--num_gpus", "2", "--event_log", "/dev/full", "--log_dir",
+                             (dir.path() / "logs").string(), "/bin/sh", "-c",
+                             "echo hello from $RANK; touch " + done.string() + ".$RANK"});
+  EXPECT_EQ(launch.wait(60s), 74) << launch.err();
+  EXPECT_TRUE(fs::exists(done.string() + ".0"));
+  EXPECT_TRUE(fs::exists(done.string() + ".1"));
+  EXPECT_EQ(stretch::test::readFileIfAny(dir.path() / "logs" / "attempt_1" / "rank_0.log"),
+            "hello from 0\n");
+  const std::string err = launch.err();
+  const std::string log = launch.out() + err;  // the agent's log lines, and the final errors
+  const auto count = [&](const std::string& needle) {
+    std::size_t n = 0;
+    for (auto at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count("agent: event log /dev/full: cannot write: No space left on device"), 1u) << log;
+  EXPECT_EQ(count("rank_1.log: cannot write: No space left on device; the worker goes on"), 1u)
+      << log;
+  EXPECT_NE(err.find("output lost: event log /dev/full: cannot write: No space left on device; "),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("output lost: " + (dir.path() / "logs" / "attempt_1" / "rank_1.log").string() +
+                     ": cannot write: No space left on device; 13 bytes lost"),
+            std::string::npos)
+      << err;
+}
+
+// SIGHUP (the ssh session that ran the launcher dropped) and SIGQUIT stop the job as SIGTERM
+// does: every worker and what it started, and an `interrupted` record. They used to kill the
+// launcher alone and leave the workers' children running.
+TEST(Launch, SighupAndSigquitStopTheWholeJobAndSaySo) {
+  for (const int sig : {SIGHUP, SIGQUIT}) {
+    SCOPED_TRACE(strsignal(sig));
+    stretch::test::TempDir dir("stretch-launch");
+    const fs::path events = dir.path() / "events.jsonl";
+    const std::string children = (dir.path() / "child.").string();
+    Launch launch(dir.path(), {"--num_gpus", "2", "--event_log", events.string(), "/bin/sh", "-c",
+                               "sleep 60 & echo $! > " + children + "$RANK; wait"});
+    ASSERT_TRUE(waitUntil([&] {
+      return !stretch::test::readFileIfAny(children + "0").empty() &&
+             !stretch::test::readFileIfAny(children + "1").empty();
+    }));
+    const pid_t child0 = std::stoi(stretch::test::readFileIfAny(children + "0"));
+    const pid_t child1 = std::stoi(stretch::test::readFileIfAny(children + "1"));
+    ::kill(launch.pid(), sig);
+    EXPECT_EQ(launch.wait(30s), 128 + sig) << launch.err();
+    EXPECT_TRUE(waitUntil([&] {
+      return !stretch::test::processAlive(child0) && !stretch::test::processAlive(child1);
+    }));
+    const auto records = eventsOf(events);
+    ASSERT_FALSE(records.empty());
+    EXPECT_EQ(records.back()["event"], "interrupted");
+    EXPECT_EQ(records.back()["exit_code"], 128 + sig);
+  }
+}
+
+// A launcher killed with SIGKILL (no handler runs) leaves no process behind: the parent-death
+// signal ends its workers and the orphan guard their children.
+TEST(Launch, ASigkilledLauncherLeavesNoProcessBehind) {
+  stretch::test::TempDir dir("stretch-launch");
+  const std::string children = (dir.path() / "child.").string();
+  Launch launch(dir.path(), {"--num_gpus", "2", "/bin/sh", "-c",
+                             "sleep 60 & echo $! > " + children + "$RANK; wait"});
+  ASSERT_TRUE(waitUntil([&] {
+    return !stretch::test::readFileIfAny(children + "0").empty() &&
+           !stretch::test::readFileIfAny(children + "1").empty();
+  }));
+  const std::vector<pid_t> workers = launch.workers();
+  ASSERT_EQ(workers.size(), 2u);  // the guard is nobody's child
+  const pid_t child0 = std::stoi(stretch::test::readFileIfAny(children + "0"));
+  const pid_t child1 = std::stoi(stretch::test::readFileIfAny(children + "1"));
+  ::kill(launch.pid(), SIGKILL);
+  launch.wait(10s);
+  EXPECT_TRUE(waitUntil([&] {
+    for (const pid_t p : {workers[0], workers[1], child0, child1}) {
+      if (stretch::test::processAlive(p))
+        return false;
+    }
+    return true;
+  })) << "a worker or a worker's child outlived the launcher";
+}
+
 TEST(Launch, WorkersAreToldTheirGenerationAndItsBatch) {
   stretch::test::TempDir dir("stretch-launch");
   const std::string report =
@@ -298,6 +409,9 @@ TEST(Launch, BadInputIsExitStatusTwoWithTheFlagNamed) {
   std::ofstream(hostfile) << "worker-1 slots=2\nworker-1 slots=4\n";
   const fs::path aFile = dir.path() / "a-file";
   std::ofstream(aFile) << "x\n";
+  const fs::path elasticBad = dir.path() / "elastic_bad.json";
+  std::ofstream(elasticBad) << R"({"elasticity": {"enabled": true, "max_train_batch_size": 4,
+      "micro_batch_sizes": [8], "min_gpus": 1, "max_gpus": 2, "version": 0.1}})";
   for (const auto& c : std::vector<Case>{
            // DeepSpeed's launcher flags.
            {{"--elastic_training", "--min_elastic_nodes", "3", "--max_elastic_nodes", "2",
@@ -323,12 +437,50 @@ TEST(Launch, BadInputIsExitStatusTwoWithTheFlagNamed) {
            {{"--launcher", "mvapich", "/bin/true"}, "--launcher"},
            {{"--config", (dir.path() / "missing.json").string(), "/bin/true"}, "missing.json"},
            {{"--bogus_flag", "3", "/bin/true"}, "unknown flag --bogus_flag"},
+           // An empty filter used to mean every host.
+           {{"-i", "", "/bin/true"}, "an empty filter would mean every host"},
+           {{"--exclude", "", "/bin/true"}, "an empty filter would mean every host"},
+           // An elasticity section without a plan (it used to be status 1).
+           {{"--config", elasticBad.string(), "/bin/true"},
+            "elasticity.micro_batch_sizes[0] = 8: expected at most max_train_batch_size (4)"},
            {{"--num_gpus", "1", "-x", "/bin/true"}, "unknown flag -x"},
            {{}, "PROGRAM"}}) {
     Launch launch(dir.path(), c.args);
     EXPECT_EQ(launch.wait(30s), 2) << c.expected << ": " << launch.err();
     EXPECT_NE(launch.err().find(c.expected), std::string::npos) << launch.err();
   }
+}
+
+// A short shared token can be guessed: --no_ssh refuses one under 16 characters, naming the
+// variable and the length, never the token.
+TEST(Launch, AShortSharedTokenIsRefused) {
+  stretch::test::TempDir dir("stretch-launch");
+  ::setenv("STRETCH_STORE_TOKEN", "x", 1);
+  Launch launch(dir.path(), {"--no_ssh", "--node_rank", "0", "--master_addr", "127.0.0.1",
+                             "--master_port", std::to_string(freePort()), "/bin/true"});
+  ::unsetenv("STRETCH_STORE_TOKEN");
+  EXPECT_EQ(launch.wait(30s), 2) << launch.err();
+  EXPECT_NE(launch.err().find("STRETCH_STORE_TOKEN = a token of 1 character(s): expected at "
+                              "least 16 characters"),
+            std::string::npos)
+      << launch.err();
+}
+
+// --save_pid writes $TMPDIR/<pid>.deepspeed, a path anyone can predict: a link planted there is
+// replaced, never followed (it used to overwrite the link's target).
+TEST(Launch, SavePidNeverWritesThroughAPlantedLink) {
+  stretch::test::TempDir dir("stretch-launch");
+  const fs::path victim = dir.path() / "victim";
+  std::ofstream(victim) << "precious\n";
+  // The shell plants the link at its own pid, then becomes the launcher (exec keeps the pid).
+  Child launch(dir.path(),
+               {"/bin/sh", "-c",
+                "export TMPDIR=\"$1\"; ln -s \"$2\" \"$1/$$.deepspeed\" && exec \"$3\" launch "
+                "--save_pid --num_gpus 1 /bin/sh -c 'cat \"$TMPDIR/$PPID.deepspeed\" > /dev/null'",
+                "sh", dir.path().string(), victim.string(), STRETCH_CLI});
+  EXPECT_EQ(launch.wait(30s), 0) << launch.err();
+  EXPECT_EQ(stretch::test::readFileIfAny(victim), "precious\n");
+  EXPECT_FALSE(fs::exists(dir.path() / (std::to_string(launch.pid()) + ".deepspeed")));
 }
 
 }  // namespace

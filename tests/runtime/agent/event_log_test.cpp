@@ -3,6 +3,7 @@
 #include "runtime/agent/event_log.hpp"
 
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <unistd.h>
 
@@ -194,6 +195,29 @@ TEST(EventLog, AppendsToAFile) {
   std::filesystem::remove(path);
 
   EXPECT_THROW(EventLog(std::filesystem::path("/nonexistent-dir/x/log.jsonl")), IoError);
+}
+
+// A full disk (here /dev/full: every write fails with ENOSPC) loses records, counted, and never
+// throws: the job goes on. A stream that refuses writes is the same.
+TEST(EventLog, AWriteThatFailsLosesTheRecordAndNeverThrows) {
+  EventRecord r;
+  r.event = "start_workers";
+  EventLog full(std::filesystem::path("/dev/full"));
+  EXPECT_FALSE(full.write(r));
+  EXPECT_FALSE(full.write(r));
+  EXPECT_EQ(full.lost(), 2u);
+  EXPECT_EQ(full.error(), "No space left on device");
+  EXPECT_EQ(full.path(), "/dev/full");
+
+  std::ostringstream refusing;
+  refusing.setstate(std::ios::badbit);
+  EventLog stream(refusing);
+  EXPECT_FALSE(stream.write(r));
+  EXPECT_EQ(stream.lost(), 1u);
+  std::ostringstream fine;
+  EventLog ok(fine);
+  EXPECT_TRUE(ok.write(r));
+  EXPECT_EQ(ok.lost(), 0u);
 }
 
 }  // namespace

@@ -2,8 +2,10 @@
 
 #include "runtime/common/file_io.hpp"
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
+#include <sys/stat.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -62,6 +64,40 @@ TEST(ReadFile, UnreadableFilesNameTheReason) {
   }
   EXPECT_THAT(ioError([&] { readFile(path, "scenario"); }),
               HasSubstr("cannot read scenario " + path.string() + ": Permission denied"));
+}
+
+// Devices and FIFOs are refused before a byte is read: /dev/zero used to grow memory until
+// std::bad_alloc, and a FIFO without a writer blocked forever.
+TEST(ReadFile, DevicesAndFifosAreRefusedAtOnce) {
+  test::TempDir dir("file-io");
+  ASSERT_FALSE(dir.path().empty());
+  EXPECT_EQ(ioError([&] { readFile("/dev/zero", "--config"); }),
+            "cannot read --config /dev/zero: it is a character device, not a regular file");
+  const auto fifo = (dir.path() / "pipe").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(ioError([&] { readFile(fifo, "hostfile"); }),
+            "cannot read hostfile " + fifo + ": it is a FIFO, not a regular file");
+}
+
+TEST(ReadFile, FilesLongerThanTheLimitAreRefusedSayingHowToRaiseIt) {
+  test::TempDir dir("file-io");
+  ASSERT_FALSE(dir.path().empty());
+  const auto path = (dir.path() / "big.json").string();
+  std::ofstream(path) << std::string(11, 'x');
+  EXPECT_EQ(readFile(path, "scenario", 11), std::string(11, 'x'));
+  EXPECT_EQ(ioError([&] { readFile(path, "scenario", 10); }),
+            "cannot read scenario " + path +
+                ": it is 11 bytes, more than the limit of 10 bytes (set STRETCH_MAX_INPUT_BYTES "
+                "to read larger files)");
+  EXPECT_EQ(maxInputBytes(), kDefaultMaxInputBytes);
+  ::setenv(kMaxInputBytesVariable, "5", 1);
+  EXPECT_EQ(maxInputBytes(), 5u);
+  EXPECT_THAT(ioError([&] { readFile(path); }), HasSubstr("more than the limit of 5 bytes"));
+  ::setenv(kMaxInputBytesVariable, "lots", 1);
+  EXPECT_THAT(ioError([&] { readFile(path); }), HasSubstr("STRETCH_MAX_INPUT_BYTES"));
+  EXPECT_THAT(ioError([&] { readFile(path); }), HasSubstr("lots"));
+  ::unsetenv(kMaxInputBytesVariable);
+  EXPECT_EQ(readFile(path).size(), 11u);
 }
 
 }  // namespace

@@ -62,6 +62,7 @@ struct TrainRun {
   torch::Tensor weights;       // rank 0's flat weights at the end
   std::vector<std::int64_t> counters;
   std::int64_t consumedAfterLoad = -1;
+  std::vector<std::string> skipped;  // rank 0's LoadedCheckpoint::skipped
 };
 
 // Trains `steps` optimizer steps on `ranks` threads; optionally loads `loadFrom` first (with
@@ -90,8 +91,10 @@ TrainRun train(int ranks, int stage, int steps, const std::string& loadFrom = {}
     if (!loadFrom.empty()) {
       auto loaded = engine.loadCheckpoint(loadFrom);
       ASSERT_TRUE(loaded.has_value());
-      if (r == 0)
+      if (r == 0) {
         run.consumedAfterLoad = init.dataLoader->position().consumed;
+        run.skipped = loaded->skipped;
+      }
     }
     const std::int64_t target = engine.globalSteps() + steps;
     while (engine.globalSteps() < target) {
@@ -321,49 +324,13 @@ struct TwoCheckpoints {
   std::string at(const std::string& relative) const { return under(dir, relative); }
 };
 
-// What a resume from `dir` trains and which checkpoints it passed over.
-struct Resumed {
-  TrainRun run;
-  std::vector<std::string> skipped;
-};
-Resumed resumeTwoRanks(const std::string& dir, int steps) {
-  auto groups = test::makeGroups(2);
-  auto models = test::seededModels(2, 99);
-  const auto config = test::parse(configFor(2));
-  const TensorDataset data = dataset();
-  Resumed out;
-  comm::runRankThreads(2, [&](int r) {
-    InitOptions options;
-    options.processGroup = groups.groups[static_cast<std::size_t>(r)];
-    options.device = torch::Device(torch::kCPU);
-    options.trainingData = data;
-    options.dataSeed = 5;
-    auto init =
-        initialize(torch::nn::AnyModule(models[static_cast<std::size_t>(r)]), config, options);
-    const auto loaded = init.engine->loadCheckpoint(dir);
-    ASSERT_TRUE(loaded.has_value());
-    const std::int64_t target = init.engine->globalSteps() + steps;
-    while (init.engine->globalSteps() < target) {
-      auto batch = init.dataLoader->next();
-      init.engine->backward(torch::mse_loss(init.engine->forward(batch.inputs), batch.targets));
-      init.engine->step();
-    }
-    if (r == 0) {
-      out.skipped = loaded->skipped;
-      out.run.weights = test::flatWeights(*models[0]);
-      out.run.counters = {init.engine->globalSteps()};
-    }
-  });
-  return out;
-}
-
 TEST(CheckpointFallback, ACorruptNewestCheckpointFallsBackToTheOlderOneOnEveryRank) {
   TwoCheckpoints c;
   // Only rank 1 reads its own optimizer shard: rank 0 alone would have loaded step 6.
   flipByteOf(c.at("global_step6/" + zeroOptimStatesName(1)));
-  const Resumed r = resumeTwoRanks(c.dir.path(), TwoCheckpoints::kMore);
-  EXPECT_EQ(r.run.counters[0], 3 + TwoCheckpoints::kMore);
-  EXPECT_TRUE(torch::allclose(r.run.weights, c.from3.weights, 1e-6, 1e-7));
+  const TrainRun r = train(2, 2, TwoCheckpoints::kMore, c.dir.path(), {}, 1, 99);
+  EXPECT_EQ(r.counters[0], 3 + TwoCheckpoints::kMore);
+  EXPECT_TRUE(torch::allclose(r.weights, c.from3.weights, 1e-6, 1e-7));
   ASSERT_EQ(r.skipped.size(), 1u);
   EXPECT_EQ(r.skipped[0].rfind("global_step6: ", 0), 0u) << r.skipped[0];
 }
@@ -371,9 +338,9 @@ TEST(CheckpointFallback, ACorruptNewestCheckpointFallsBackToTheOlderOneOnEveryRa
 TEST(CheckpointFallback, LatestNamingAMissingCheckpointFallsBackToTheNewestThatLoads) {
   TwoCheckpoints c;
   writeLatest(c.dir.path(), "global_step9");
-  const Resumed r = resumeTwoRanks(c.dir.path(), TwoCheckpoints::kMore);
-  EXPECT_EQ(r.run.counters[0], 6 + TwoCheckpoints::kMore);
-  EXPECT_TRUE(torch::allclose(r.run.weights, c.from6.weights, 1e-6, 1e-7));
+  const TrainRun r = train(2, 2, TwoCheckpoints::kMore, c.dir.path(), {}, 1, 99);
+  EXPECT_EQ(r.counters[0], 6 + TwoCheckpoints::kMore);
+  EXPECT_TRUE(torch::allclose(r.weights, c.from6.weights, 1e-6, 1e-7));
   ASSERT_EQ(r.skipped.size(), 1u);
   EXPECT_NE(r.skipped[0].find("global_step9"), std::string::npos);
 }
@@ -381,8 +348,8 @@ TEST(CheckpointFallback, LatestNamingAMissingCheckpointFallsBackToTheNewestThatL
 TEST(CheckpointFallback, AMissingLatestResumesFromTheNewestCheckpointInsteadOfStepZero) {
   TwoCheckpoints c;
   ASSERT_TRUE(removePath(c.at("latest")));
-  const Resumed r = resumeTwoRanks(c.dir.path(), TwoCheckpoints::kMore);
-  EXPECT_EQ(r.run.counters[0], 6 + TwoCheckpoints::kMore);
+  const TrainRun r = train(2, 2, TwoCheckpoints::kMore, c.dir.path(), {}, 1, 99);
+  EXPECT_EQ(r.counters[0], 6 + TwoCheckpoints::kMore);
   EXPECT_TRUE(r.skipped.empty());
 }
 
@@ -407,14 +374,13 @@ TEST(CheckpointFallback, NothingLoadableIsAnErrorThatListsEveryCheckpointTried) 
   }
   EXPECT_TRUE(torch::equal(test::flatWeights(*model), before));
   // An explicit tag never falls back.
-  EXPECT_THROW(engine->loadCheckpoint(c.dir.path(), std::string("global_step6")),
-               CheckpointError);
+  EXPECT_THROW(engine->loadCheckpoint(c.dir.path(), std::string("global_step6")), CheckpointError);
 }
 
 TEST(CheckpointDir, CandidatesAreLatestThenOlderDefaultTagsNewestFirst) {
   stretch::test::TempDir dir("stretch-ckpt");
-  for (const char* d : {"global_step5", "global_step20", "global_step100", "global_step7x",
-                        "best", "global_step3"})
+  for (const char* d :
+       {"global_step5", "global_step20", "global_step100", "global_step7x", "best", "global_step3"})
     makeDirectories(under(dir, d));
   EXPECT_EQ(loadCandidates(dir.path()).tags,
             (std::vector<std::string>{"global_step100", "global_step20", "global_step5",
@@ -438,7 +404,7 @@ TEST(CheckpointDir, ASaveRemovesWhatFailedSavesLeftAndNothingElse) {
     makeDirectories(parentPath(under(dir, relative)));
     std::ofstream(under(dir, relative)) << "x";
   };
-  touch("global_step7/mp_rank_00_model_states.pt");          // died before the manifest
+  touch("global_step7/mp_rank_00_model_states.pt");  // died before the manifest
   touch("global_step8/zero_pp_rank_0_mp_rank_00_optim_states.pt.tmp.123.4");  // mid-write
   touch("latest.tmp.99.0");
   touch("notes/readme.txt");        // the user's

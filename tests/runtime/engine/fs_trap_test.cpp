@@ -249,14 +249,18 @@ TEST(FsTrapEngine, SaveLoadAndResumeUsePosixCallsOnly) {
   verifyAll(joinPath(dir, "final"), readManifest(joinPath(dir, "final")));
 
   // Failures are CheckpointErrors, not std::filesystem calls: a missing shard, a checkpoint
-  // directory that cannot be created.
+  // directory that cannot be created; the fallback to an older checkpoint is POSIX calls too.
   removePath(joinPath(dir, "final/" + zeroOptimStatesName(1)));
   torch::manual_seed(0);
   Mlp model(6, 12, 3);
   InitOptions options;
   options.device = torch::Device(torch::kCPU);
   auto engine = initialize(torch::nn::AnyModule(model), test::parse(configFor(0)), options).engine;
-  EXPECT_THROW(engine->loadCheckpoint(dir), CheckpointError);
+  EXPECT_THROW(engine->loadCheckpoint(dir, std::string("final")), CheckpointError);
+  // Without a tag the load falls back to the newest checkpoint that loads.
+  const auto fallback = engine->loadCheckpoint(dir);
+  ASSERT_TRUE(fallback.has_value());
+  EXPECT_EQ(fallback->tag, "global_step3");
   EXPECT_FALSE(engine->loadCheckpoint(scratch / "empty").has_value());
   writeFileAtomically(scratch / "file", "not a directory");
   EXPECT_THROW(engine->saveCheckpoint(scratch / "file/ckpt"), CheckpointError);

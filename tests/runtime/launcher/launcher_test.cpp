@@ -630,14 +630,14 @@ TEST(Runners, Ssh) {
   ASSERT_EQ(launches.size(), 2u);
   const std::vector<std::string> expected = {
       "ssh",
+      "-i",
+      "/keys/id",
       "-o",
       "BatchMode=yes",
       "-o",
-      "StrictHostKeyChecking=no",
+      "StrictHostKeyChecking=accept-new",
       "-p",
       "2222",
-      "-i",
-      "/keys/id",
       "w1",
       "cd '/job dir' && exec env EVIL='x'\"'\"'; rm -rf / #' NCCL_DEBUG=INFO PYTHONPATH='/job "
       "dir' /opt/stretch/bin/stretch agent --node_rank 1 -- train.py '--lr=0.1' 100%"};

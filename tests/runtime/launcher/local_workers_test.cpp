@@ -102,32 +102,67 @@ TEST(LocalWorkers, StopKillsWorkersAndTheirChildrenEvenWhenTheyIgnoreSigterm) {
   EXPECT_FALSE(stretch::test::processAlive(grandchild));
 }
 
-TEST(LocalWorkers, WorkersDieWithTheirAgent) {
-  // A stand-in agent (a forked child) starts a worker and is then SIGKILLed: the worker must go.
+TEST(LocalWorkers, WorkersAndWhatTheyStartedDieWithTheirAgent) {
+  // A stand-in agent (a forked child) starts a worker, which starts a child of its own (a
+  // wrapper script's training process), and is then SIGKILLed: both must go. The parent-death
+  // signal reaches the worker only; the orphan guard reaches its process group.
   stretch::test::TempDir dir("stretch-workers");
   const fs::path pidFile = dir.path() / "worker.pid";
+  const fs::path childFile = dir.path() / "child.pid";
   const pid_t agent = ::fork();
   ASSERT_GE(agent, 0);
   if (agent == 0) {
     LocalWorkerGroup group;
-    group.start({"/bin/sh", "-c", "echo $$ > " + pidFile.string() + "; exec sleep 60"},
-                {{0, 0, {}}}, {}, 0);
+    group.start({"/bin/sh", "-c",
+                 "sleep 60 & echo $! > " + childFile.string() + "; echo $$ > " + pidFile.string() +
+                     "; wait"},
+                {{0, 0, {}}}, dir.path() / "logs", 0);
     ::pause();
     ::_exit(0);
   }
   const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while ((!fs::exists(pidFile) || stretch::test::readFileIfAny(pidFile).empty()) &&
+  while ((stretch::test::readFileIfAny(pidFile).empty() ||
+          stretch::test::readFileIfAny(childFile).empty()) &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(5ms);
   }
   const pid_t worker = std::stoi(stretch::test::readFileIfAny(pidFile));
+  const pid_t child = std::stoi(stretch::test::readFileIfAny(childFile));
   ASSERT_TRUE(stretch::test::processAlive(worker));
+  ASSERT_TRUE(stretch::test::processAlive(child));
   ::kill(agent, SIGKILL);
   int status = 0;
   ::waitpid(agent, &status, 0);
-  for (int i = 0; i < 400 && stretch::test::processAlive(worker); ++i)
+  for (int i = 0;
+       i < 400 && (stretch::test::processAlive(worker) || stretch::test::processAlive(child)); ++i)
     std::this_thread::sleep_for(5ms);
   EXPECT_FALSE(stretch::test::processAlive(worker)) << "worker " << worker << " outlived its agent";
+  EXPECT_FALSE(stretch::test::processAlive(child))
+      << "the worker's child " << child << " outlived the agent";
+}
+
+// A rank log that stops taking writes (here /dev/full, as a full disk: ENOSPC) is reported, the
+// worker is not blocked or killed by its output, and the other rank's log is whole.
+TEST(LocalWorkers, ARankLogOnAFullDiskIsReportedAndTheWorkerGoesOn) {
+  stretch::test::TempDir dir("stretch-workers");
+  fs::create_directories(dir.path() / "attempt_0");
+  fs::create_symlink("/dev/full", dir.path() / "attempt_0" / "rank_1.log");
+  LocalWorkerGroup group;
+  // 256 KiB of output: more than a pipe holds, so a worker whose output is not drained blocks.
+  group.start({"/bin/sh", "-c", "head -c 262144 /dev/zero | tr '\\0' x; echo; echo done $RANK"},
+              {{0, 0, {{"RANK", "0"}}}, {1, 1, {{"RANK", "1"}}}}, dir.path(), 0);
+  const auto exits = waitAll(group);
+  ASSERT_EQ(exits.size(), 2u);
+  for (const auto& e : exits)
+    EXPECT_TRUE(e.exit.ok()) << e.describe();
+  const std::string rank0 = stretch::test::readFileIfAny(dir.path() / "attempt_0" / "rank_0.log");
+  EXPECT_EQ(rank0.size(), 262144u + 1 + 7);
+  EXPECT_EQ(rank0.substr(rank0.size() - 7), "done 0\n");
+  const auto lost = group.lostOutput();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_NE(lost[0].find("rank_1.log: cannot write: No space left on device"), std::string::npos)
+      << lost[0];
+  EXPECT_NE(lost[0].find("262152 bytes lost"), std::string::npos) << lost[0];
 }
 
 TEST(LocalWorkers, AWorkerWhoseHeartbeatStopsIsKilledAsHungAndTheOthersAreLeftAlone) {
