@@ -10,6 +10,7 @@
 #include "runtime/agent/event_log.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/common/file_io.hpp"
+#include "runtime/launcher/process.hpp"
 
 namespace stretch::launcher {
 
@@ -42,7 +43,10 @@ std::unique_ptr<EventLog> openEventLog(const std::optional<std::filesystem::path
   std::error_code ec;
   if (path->has_parent_path())
     std::filesystem::create_directories(path->parent_path(), ec);
-  return std::make_unique<EventLog>(*path);
+  auto log = std::make_unique<EventLog>(*path);
+  // A launcher killed by SIGKILL writes nothing more: its orphan guard records the end.
+  guardEventLog(path->string());
+  return log;
 }
 
 // One run of the loop: the machine, the group, the event log and what the result collects.

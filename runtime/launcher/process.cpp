@@ -4,10 +4,12 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <fstream>
 #include <mutex>
 #include <poll.h>
+#include <string_view>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -87,7 +89,61 @@ std::mutex gGuardMutex;
 int gGuardFd = -1;       // this process's end of the socket pair with its guard
 pid_t gGuardOwner = -1;  // the process that made the guard (a fork must make its own)
 
+// Reads exactly `size` bytes (async-signal-safe); false at the end of the stream or an error.
+bool readExact(int fd, void* data, std::size_t size) {
+  auto* p = static_cast<char*>(data);
+  while (size > 0) {
+    const ssize_t got = ::read(fd, p, size);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got <= 0)
+      return false;
+    p += got;
+    size -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+// Appends the decimal digits of `value` to `out` at `at` (async-signal-safe).
+std::size_t appendNumber(char* out, std::size_t at, std::uint64_t value) {
+  char digits[24];
+  std::size_t n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value != 0);
+  while (n > 0)
+    out[at++] = digits[--n];
+  return at;
+}
+
+std::size_t appendText(char* out, std::size_t at, const char* text) {
+  while (*text != '\0')
+    out[at++] = *text++;
+  return at;
+}
+
+// The event log's record of a launcher that ended without stopping its workers (the guard
+// killed `groups` process groups), as agent::EventLog writes an "interrupted" record.
+void recordOrphans(int fd, int groups) {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  char line[512];
+  std::size_t n = appendText(line, 0, "{\"time_ns\":");
+  n = appendNumber(line, n,
+                   static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000ULL +
+                       static_cast<std::uint64_t>(now.tv_nsec));
+  n = appendText(line, n,
+                 ",\"event\":\"interrupted\",\"reason\":\"the launcher ended without stopping its "
+                 "workers (killed by SIGKILL, or a crash); its orphan guard killed ");
+  n = appendNumber(line, n, static_cast<std::uint64_t>(groups));
+  n = appendText(line, n, " worker process group(s)\"}\n");
+  (void)!::write(fd, line, n);
+}
+
 // The guard's life, forked from a process that may have threads: async-signal-safe calls only.
+// Messages: a positive int32 (guard this group), a negative one (forget it), or 0 followed by
+// an int32 length and that many bytes (the event log to record the end in).
 [[noreturn]] void guardMain(int socket) {
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
@@ -111,14 +167,23 @@ pid_t gGuardOwner = -1;  // the process that made the guard (a fork must make it
   constexpr int kMaxGroups = 8192;
   pid_t groups[kMaxGroups];
   int count = 0;
+  int events = -1;
   for (;;) {
     std::int32_t message = 0;
-    const ssize_t got = ::read(keep, &message, sizeof message);
-    if (got < 0 && errno == EINTR)
-      continue;
-    if (got != static_cast<ssize_t>(sizeof message))
+    if (!readExact(keep, &message, sizeof message))
       break;  // the parent is gone
-    if (message > 0 && count < kMaxGroups) {
+    if (message == 0) {
+      std::int32_t length = 0;
+      char path[4096];
+      if (!readExact(keep, &length, sizeof length) || length <= 0 ||
+          length >= static_cast<std::int32_t>(sizeof path) ||
+          !readExact(keep, path, static_cast<std::size_t>(length)))
+        break;
+      path[length] = '\0';
+      if (events >= 0)
+        ::close(events);
+      events = ::open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    } else if (message > 0 && count < kMaxGroups) {
       groups[count++] = message;
     } else if (message < 0) {
       for (int i = 0; i < count; ++i) {
@@ -131,17 +196,19 @@ pid_t gGuardOwner = -1;  // the process that made the guard (a fork must make it
   }
   for (int i = 0; i < count; ++i)
     ::kill(-groups[i], SIGKILL);
+  if (count > 0 && events >= 0)
+    recordOrphans(events, count);
   ::_exit(0);
 }
 
-void tellGuard(std::int32_t message) {
+void tellGuard(std::string_view message, bool start) {
   const std::lock_guard lock(gGuardMutex);
   if (gGuardFd >= 0 && gGuardOwner != ::getpid()) {
     ::close(gGuardFd);  // inherited through a fork: the guard of another process
     gGuardFd = -1;
   }
   if (gGuardFd < 0) {
-    if (message < 0)
+    if (!start)
       return;
     int pair[2] = {-1, -1};
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
@@ -168,17 +235,27 @@ void tellGuard(std::int32_t message) {
     gGuardFd = pair[0];
     gGuardOwner = ::getpid();
   }
-  (void)!::send(gGuardFd, &message, sizeof message, MSG_NOSIGNAL);
+  (void)!::send(gGuardFd, message.data(), message.size(), MSG_NOSIGNAL);
+}
+
+std::string int32Bytes(std::int32_t value) {
+  return std::string(reinterpret_cast<const char*>(&value), sizeof value);
 }
 
 }  // namespace
 
 void guardProcessGroup(pid_t pgid) {
-  tellGuard(static_cast<std::int32_t>(pgid));
+  tellGuard(int32Bytes(static_cast<std::int32_t>(pgid)), true);
 }
 
 void forgetProcessGroup(pid_t pgid) {
-  tellGuard(-static_cast<std::int32_t>(pgid));
+  tellGuard(int32Bytes(-static_cast<std::int32_t>(pgid)), false);
+}
+
+void guardEventLog(const std::string& path) {
+  if (path.empty() || path.size() >= 4096)
+    return;
+  tellGuard(int32Bytes(0) + int32Bytes(static_cast<std::int32_t>(path.size())) + path, true);
 }
 
 std::string ProcessExit::describe() const {

@@ -110,6 +110,9 @@ ChildProcess spawnProcess(const SpawnOptions& options);
 // be reused soon).
 void guardProcessGroup(pid_t pgid);
 void forgetProcessGroup(pid_t pgid);
+// The event log the guard appends an "interrupted" record to when it had groups to kill (the
+// launcher ended without stopping its workers: SIGKILL, a crash).
+void guardEventLog(const std::string& path);
 
 // Waits up to `timeout` for every process to end (reaping them); true when all have.
 bool waitForAll(std::vector<ChildProcess*> processes, std::chrono::milliseconds timeout);

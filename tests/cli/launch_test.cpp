@@ -320,7 +320,8 @@ TEST(Launch, SighupAndSigquitStopTheWholeJobAndSaySo) {
 TEST(Launch, ASigkilledLauncherLeavesNoProcessBehind) {
   stretch::test::TempDir dir("stretch-launch");
   const std::string children = (dir.path() / "child.").string();
-  Launch launch(dir.path(), {"--num_gpus", "2", "/bin/sh", "-c",
+  const fs::path events = dir.path() / "events.jsonl";
+  Launch launch(dir.path(), {"--num_gpus", "2", "--event_log", events.string(), "/bin/sh", "-c",
                              "sleep 60 & echo $! > " + children + "$RANK; wait"});
   ASSERT_TRUE(waitUntil([&] {
     return !stretch::test::readFileIfAny(children + "0").empty() &&
@@ -339,6 +340,14 @@ TEST(Launch, ASigkilledLauncherLeavesNoProcessBehind) {
     }
     return true;
   })) << "a worker or a worker's child outlived the launcher";
+  // The guard recorded how the job ended.
+  ASSERT_TRUE(waitUntil([&] {
+    const auto records = eventsOf(events);
+    return !records.empty() && records.back()["event"] == "interrupted";
+  }));
+  EXPECT_NE(eventsOf(events).back()["reason"].get<std::string>().find(
+                "orphan guard killed 2 worker process group(s)"),
+            std::string::npos);
 }
 
 TEST(Launch, WorkersAreToldTheirGenerationAndItsBatch) {
