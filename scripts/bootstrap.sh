@@ -61,12 +61,16 @@ packages=(
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev
   # Monte Carlo over MPI ranks (mpirun -n K stretch sim|plan --seeds N); optional in CMake.
   libopenmpi-dev
+  # The Python package (`import stretch`, docs/python.md): pybind11 and the Python headers.
+  pybind11-dev python3-dev
 )
 if [[ "$mode" == "test" ]]; then
   # libFuzzer smoke run (clang), and the live DeepSpeed reference check (python3 + numpy).
   # RedisStore's contract suite runs against a real redis-server on loopback.
   # python3-torch: the engine's interop and sampler tests load and compare with PyTorch.
   packages+=(clang libclang-rt-14-dev python3 python3-numpy redis-server python3-torch)
+  # The Python package's tests.
+  packages+=(python3-pytest)
   # Multi-node launch tests: network namespaces (iproute2), sshd inside them for the ssh, pdsh
   # and mpirun runners (skipped without root).
   packages+=(iproute2 openssh-server openssh-client pdsh openmpi-bin)

@@ -67,6 +67,8 @@ const std::vector<Module>& modules() {
         "planner"},
        {"testing", "json", "cli11"}},
       {"bench/engine", {"bench"}, {"testing", "json", "cli11", "torch"}},
+      // The Python package: bindings over the pure modules; pybind11 and JSON only here.
+      {"python", {"planner", "sim", "runtime/elasticity", "runtime/config"}, {"pybind11", "json"}},
       {"tests", {"*"}, {"*"}},
       {"examples", {"*"}, {"*"}},
   };
@@ -119,6 +121,7 @@ std::string roomOf(const std::string& header) {
       {std::regex(R"(^fmt/)"), "fmt"},
       {std::regex(R"(^spdlog/)"), "spdlog"},
       {std::regex(R"(^mpi\.h$)"), "mpi"},
+      {std::regex(R"(^pybind11/)"), "pybind11"},
   };
   for (const auto& [pattern, room] : kRooms) {
     if (std::regex_search(header, pattern))
@@ -154,8 +157,8 @@ std::vector<Violation> checkLayering(const std::filesystem::path& root) {
   static const std::regex kFilesystem(
       R"(\bstd\s*::\s*(experimental\s*::\s*)?filesystem\b|<filesystem>)");
   std::vector<Violation> out;
-  for (const std::string top :
-       {"runtime", "sim", "planner", "gui", "cli", "tools", "bench", "tests", "examples"}) {
+  for (const std::string top : {"runtime", "sim", "planner", "gui", "cli", "tools", "python",
+                                "bench", "tests", "examples"}) {
     const std::filesystem::path dir = root / top;
     if (!std::filesystem::is_directory(dir))
       continue;
