@@ -14,8 +14,10 @@ What it shows:
   - The global batch never changes with the world size. The batch comes from the launcher's
     contract: STRETCH_TRAIN_BATCH_SIZE, STRETCH_MICRO_BATCH_SIZE and
     STRETCH_GRADIENT_ACCUMULATION_STEPS (the elastic solver's answer for this generation's world
-    size), else the three batch keys of the DeepSpeed config named by STRETCH_DS_CONFIG, else
-    --global_batch split evenly over the ranks. micro * accum * world must equal the train batch.
+    size; stretch.worker_batch() reads them), else the batch DeepSpeed resolves from the config
+    named by STRETCH_DS_CONFIG for this world size (stretch.config), else --global_batch split
+    evenly over the ranks. micro * accum * world must equal the train batch. The stretch package
+    must be importable (PYTHONPATH=build/python; docs/python.md).
   - Step s consumes the samples s*B .. s*B+B-1 of a fixed order (B = global batch); rank r takes
     its contiguous share as `accum` micro batches. Each rank's loss is the sum of its per-sample
     losses times world/B, and DDP averages gradients over the ranks, so the update is the
@@ -38,12 +40,12 @@ import datetime
 import fcntl
 import hashlib
 import ipaddress
-import json
 import os
 import socket
 import struct
 import sys
 import time
+import warnings
 
 STARTED = time.time()  # before `import torch`, which dominates a restart's startup
 
@@ -104,44 +106,38 @@ def env_int(name, default=None):
 
 BATCH_VARS = ("STRETCH_TRAIN_BATCH_SIZE", "STRETCH_MICRO_BATCH_SIZE",
               "STRETCH_GRADIENT_ACCUMULATION_STEPS")
-BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
-
-
-def batch_from_ds_config(path, world):
+def import_stretch():
+    """The stretch package (docs/python.md): the batch is read as the Stretch engine reads it."""
     try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"STRETCH_DS_CONFIG={path}: cannot read it as JSON: {e}") from None
-    values = [config.get(k) for k in BATCH_KEYS]
-    for key, value in zip(BATCH_KEYS, values):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            raise UsageError(f"STRETCH_DS_CONFIG={path}: {key} is {value!r}, not an integer")
-    train, micro, accum = values
-    # DeepSpeed derives the third key from the other two.
-    if train is None and micro is not None and accum is not None:
-        train = micro * accum * world
-    elif micro is None and train is not None and accum is not None and accum > 0:
-        micro = train // (accum * world)
-    elif accum is None and train is not None and micro is not None and micro > 0:
-        accum = train // (micro * world)
-    if None in (train, micro, accum):
-        raise UsageError(f"STRETCH_DS_CONFIG={path}: needs at least two of {', '.join(BATCH_KEYS)}")
-    return train, micro, accum
+        import stretch
+    except ImportError as e:
+        raise UsageError(f"cannot import the stretch package ({e}): put it on the path, e.g. "
+                         "PYTHONPATH=build/python (docs/python.md)") from None
+    return stretch
 
 
 def batch_contract(args, world):
     """(train_batch, micro, accum, source) for this world size; raises UsageError when broken."""
-    present = [v for v in BATCH_VARS if os.environ.get(v)]
-    if present:
-        if len(present) != len(BATCH_VARS):
-            missing = [v for v in BATCH_VARS if v not in present]
-            raise UsageError(f"batch contract incomplete: {', '.join(present)} set but "
-                             f"{', '.join(missing)} missing")
-        train, micro, accum = (env_int(v) for v in BATCH_VARS)
+    stretch = import_stretch()
+    if any(os.environ.get(v) for v in BATCH_VARS):
+        try:
+            batch = stretch.worker_batch()
+        except stretch.StretchError as e:
+            raise UsageError(f"batch contract incomplete or malformed: {e}") from None
+        train, micro, accum = (batch.train_batch_size, batch.micro_batch_size,
+                               batch.gradient_accumulation_steps)
         source = "env"
     elif os.environ.get("STRETCH_DS_CONFIG"):
-        train, micro, accum = batch_from_ds_config(os.environ["STRETCH_DS_CONFIG"], world)
+        path = os.environ["STRETCH_DS_CONFIG"]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                resolved = stretch.config(path, world_size=world)
+        except stretch.StretchError as e:
+            raise UsageError(f"STRETCH_DS_CONFIG={path}: {e}") from None
+        train = resolved["train_batch_size"]
+        micro = resolved["train_micro_batch_size_per_gpu"]
+        accum = resolved["gradient_accumulation_steps"]
         source = "ds_config"
     else:
         if args.global_batch % world != 0:

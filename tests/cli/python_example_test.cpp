@@ -66,11 +66,25 @@ std::pair<int, int> solverBatch(int worldSize) {
   }
 }
 
+// The script reads its batch through the stretch package (docs/python.md): without the package
+// (no pybind11-dev) the test is skipped, and with it the script and every worker a test launches
+// find it on PYTHONPATH.
+std::string pythonPackageMissing() {
+  const fs::path dir = STRETCH_PYTHON_DIR;
+  if (std::string(STRETCH_PYTHON_DIR).empty() || !fs::exists(dir / "stretch" / "__init__.py"))
+    return "the stretch Python package was not built (install pybind11-dev)";
+  ::setenv("PYTHONPATH", dir.c_str(), 1);
+  return "";
+}
+
 #define SKIP_WITHOUT_TORCH()                                                \
   do {                                                                      \
     static const std::string why = stretch::test::torchUnavailableReason(); \
     if (!why.empty())                                                       \
       GTEST_SKIP() << why;                                                  \
+    static const std::string package = pythonPackageMissing();              \
+    if (!package.empty())                                                   \
+      GTEST_SKIP() << package;                                              \
   } while (false)
 
 // One line of the script's rank-0 log: its key=value pairs; the first key names the kind
