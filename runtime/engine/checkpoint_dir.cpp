@@ -101,9 +101,10 @@ LoadCandidates loadCandidates(const std::string& dir) {
     return out;  // the load of latest's tag reports the unreadable directory
   }
   for (const std::string& name : entries) {
+    // A directory without a manifest is a save that never completed, not a checkpoint.
     const auto step = defaultTagStep(name);
-    if (step && (!below || *step < *below) && isDirectory(joinPath(dir, name)) &&
-        (out.tags.empty() || name != out.tags.front()))
+    if (step && (!below || *step < *below) && (out.tags.empty() || name != out.tags.front()) &&
+        isRegularFile(joinPath(joinPath(dir, name), CheckpointManifest::kFileName)))
       older.emplace_back(*step, name);
   }
   std::sort(older.begin(), older.end(), std::greater<>());

@@ -4,8 +4,9 @@
 //  - Which checkpoints a load tries, newest first. dir/latest names the one to load; when it is
 //    missing, unreadable, or names a checkpoint that turns out missing or corrupt, the engine
 //    falls back to the DeepSpeed-named directories global_step<N> older than it (every one when
-//    latest names none), newest first, and says so. A deleted `latest` therefore resumes from
-//    the newest complete checkpoint instead of training from step 0 over the existing ones.
+//    latest names none; only those with a manifest, i.e. saves that completed), newest first,
+//    and says so. A deleted `latest` therefore resumes from the newest complete checkpoint
+//    instead of training from step 0 over the existing ones.
 //  - Tidying after a save: a step directory a failed save left without its manifest (every
 //    entry a checkpoint file or a temporary file of one) is removed once a later save has
 //    completed; other directories are never touched.
@@ -35,9 +36,10 @@ struct LoadCandidates {
   // CheckpointError of an unreadable file.
   std::string latestProblem;
 };
-// dir/latest's tag first (when readable), then every global_step<N> directory with N below
-// latest's step (all of them when latest is missing, unreadable or not a global_step tag),
-// newest first. Empty when there is nothing to try (dir missing or empty).
+// dir/latest's tag first (when readable), then every global_step<N> directory with a manifest
+// and N below latest's step (all of them when latest is missing, unreadable or not a global_step
+// tag), newest first. A directory without a manifest is a save that never completed: not tried.
+// Empty when there is nothing to try (no checkpoint was ever completed: the job starts afresh).
 LoadCandidates loadCandidates(const std::string& dir);
 
 // Removes, under dir, every directory other than `keep` that has no manifest.json and holds
