@@ -24,14 +24,10 @@ namespace {
 
 constexpr std::string_view kDefaultTagPrefix = "global_step";
 
-bool endsWith(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 // "<name>.tmp.<pid>.<k>": what stretch::writeFileAtomically leaves when it dies mid-write.
 bool isTemporaryOf(std::string_view entry, std::string_view name) {
   const std::string prefix = std::string(name) + ".tmp.";
-  return entry.size() > prefix.size() && entry.substr(0, prefix.size()) == prefix &&
+  return entry.size() > prefix.size() && entry.starts_with(prefix) &&
          entry.find_first_not_of("0123456789.", prefix.size()) == std::string_view::npos;
 }
 
@@ -46,7 +42,7 @@ bool isPartialCheckpoint(const std::string& path) {
     return false;
   const std::vector<std::string> entries = listDirectory(path);
   return std::all_of(entries.begin(), entries.end(), [&](const std::string& e) {
-    return isRegularFile(joinPath(path, e)) && (endsWith(e, ".pt") || isTemporaryFile(e));
+    return isRegularFile(joinPath(path, e)) && (e.ends_with(".pt") || isTemporaryFile(e));
   });
 }
 
@@ -69,7 +65,7 @@ std::string readHolder(int fd) {
 }  // namespace
 
 std::optional<std::int64_t> defaultTagStep(std::string_view tag) {
-  if (tag.substr(0, kDefaultTagPrefix.size()) != kDefaultTagPrefix)
+  if (!tag.starts_with(kDefaultTagPrefix))
     return std::nullopt;
   const std::string_view digits = tag.substr(kDefaultTagPrefix.size());
   if (digits.empty() || digits.size() > 18 ||
