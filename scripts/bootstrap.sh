@@ -69,8 +69,8 @@ if [[ "$mode" == "test" ]]; then
   # RedisStore's contract suite runs against a real redis-server on loopback.
   # python3-torch: the engine's interop and sampler tests load and compare with PyTorch.
   packages+=(clang libclang-rt-14-dev python3 python3-numpy redis-server python3-torch)
-  # The Python package's tests.
-  packages+=(python3-pytest)
+  # The Python package's tests; python3-venv: the offline `pip install .` into a venv.
+  packages+=(python3-pytest python3-venv)
   # Multi-node launch tests: network namespaces (iproute2), sshd inside them for the ssh, pdsh
   # and mpirun runners (skipped without root).
   packages+=(iproute2 openssh-server openssh-client pdsh openmpi-bin)

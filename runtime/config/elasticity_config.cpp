@@ -203,8 +203,15 @@ ElasticityConfig parseElasticitySection(std::string_view jsonText, std::string_v
   try {
     const json::JsonDocument document = json::parseJsonDocument(jsonText, source, "elasticity");
     json::KeyReport report;
-    const json::ObjectReader reader(document, document.root, "elasticity",
-                                    json::ErrorKind::Elasticity, report);
+    // The section itself, as DeepSpeed's schedulers export it, or a whole config holding one
+    // (what DeepSpeed's own test put there): read the section either way, never a half-empty
+    // section with defaults that would then be "different" from the runtime's.
+    const bool wholeConfig = document.root.is_object() && document.root.contains("elasticity") &&
+                             document.root.at("elasticity").is_object() &&
+                             !document.root.contains("max_train_batch_size");
+    const json::ObjectReader reader(document,
+                                    wholeConfig ? document.root.at("elasticity") : document.root,
+                                    "elasticity", json::ErrorKind::Elasticity, report);
     ElasticityConfig config = detail::readElasticity(reader);
     for (std::string& warning : report.warnings()) {
       warnings.push_back(std::move(warning));

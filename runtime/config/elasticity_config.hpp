@@ -49,7 +49,8 @@ struct ElasticityConfig {
 };
 
 // Parses and validates a JSON object holding only the elasticity section (the form DeepSpeed puts
-// in DEEPSPEED_ELASTICITY_CONFIG). source names the origin in error messages. Throws
+// in DEEPSPEED_ELASTICITY_CONFIG), or a whole config whose "elasticity" object is read instead
+// (the form DeepSpeed's own test put there). source names the origin in error messages. Throws
 // ElasticityConfigError (bad values) or ConfigError (malformed JSON).
 ElasticityConfig parseElasticitySection(std::string_view jsonText, std::string_view source);
 

@@ -241,7 +241,8 @@ std::vector<Violation> checkLayering(const std::filesystem::path& root) {
 std::vector<std::string> unexpectedRootFiles(const std::filesystem::path& root) {
   static const std::set<std::string> kRootFiles = {
       ".clang-format",  ".gitignore",        ".git",  // .git is a file in a worktree
-      "CMakeLists.txt", "CMakePresets.json", "README.md"};
+      "CMakeLists.txt", "CMakePresets.json", "README.md",
+      "pyproject.toml"};  // `pip install .` (docs/python.md)
   // .gitignore's patterns for files (not those ending in '/', which name folders).
   std::vector<std::string> ignored;
   std::ifstream gitignore(root / ".gitignore");

@@ -51,13 +51,22 @@ def test_simulate_returns_the_agent_events_and_reports_progress():
     assert seen and seen[-1] == 1.0 and seen == sorted(seen)
 
 
-def test_ctrl_c_stops_a_long_simulation():
+@pytest.mark.parametrize(
+    "long_call",
+    [
+        lambda: stretch.simulate(fixture("scenarios", "llama3_like.json"), seeds=100_000),
+        # About 200 s of planning on 2 cores (2,000 seeds take 4.3 s).
+        lambda: stretch.plan(fixture("plans", "llama3_16k.json"), seeds=100_000),
+    ],
+    ids=["simulate", "plan"],
+)
+def test_ctrl_c_stops_a_long_call(long_call):
     timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
     start = time.monotonic()
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            stretch.simulate(fixture("scenarios", "llama3_like.json"), seeds=100_000)
+            long_call()
     finally:
         timer.cancel()
     assert time.monotonic() - start < 10

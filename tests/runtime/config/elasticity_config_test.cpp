@@ -182,6 +182,15 @@ TEST(ElasticityConfigTest, WarningsOverloadReportsTheDocumentedTypo) {
               HasSubstr("elasticity.prefer_large_batch (did you mean \"prefer_larger_batch\"?)"));
 }
 
+TEST(ElasticityConfigTest, AWholeConfigInTheSchedulersVariableIsReadForItsSection) {
+  const ElasticityConfig section = parseElasticitySection(
+      R"({"train_batch_size": 2, "elasticity": {"enabled": true, "max_train_batch_size": 27,
+          "micro_batch_sizes": [1, 2]}})",
+      "DEEPSPEED_ELASTICITY_CONFIG");
+  EXPECT_EQ(section.maxTrainBatchSize, 27);
+  EXPECT_EQ(section.microBatchSizes, (std::vector<std::int64_t>{1, 2}));
+}
+
 TEST(ElasticityConfigTest, MalformedJsonIsAConfigError) {
   try {
     parseElasticitySection("{\"enabled\": true,, }", "DEEPSPEED_ELASTICITY_CONFIG");
