@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU check in one call (docs/gpu.md): what the machine is, which std::filesystem symbols its
-# LibTorch exports, the build with the `gpu` preset (scripts/gpu_build.sh), then the checkpoint
-# and GPU tests first and the whole suite after, each with its log in OUT (default
+# LibTorch exports, the build with the `gpu` preset (scripts/gpu_build.sh), then the multi-rank
+# CUDA tests (launches, live recovery), the checkpoint tests, and the rest of the suite, each with its log in OUT (default
 # /tmp/stretch-gpu-check). Debian packages the GPU image lacks are unpacked under .deps first
 # (`for f in *.deb; do dpkg -x $f .deps; done`).
 #
@@ -43,15 +43,24 @@ echo "gpu_check: built in $(( $(date +%s) - start )) s"
 deps="${DEPS:-$root/.deps}"
 export LD_LIBRARY_PATH="$deps/usr/lib:$deps/usr/lib/x86_64-linux-gnu:$deps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 jobs="$(nproc)"
-ctest --test-dir build-gpu -j "$jobs" --timeout 300 --output-on-failure \
-  -R 'Checkpoint|checkpoint|FsTrap|fs_trap|Cuda|Nccl|Gpu' > "$out/ctest_checkpoint_gpu.log" 2>&1
+# 1. Multi-rank CUDA first: ranks sharing the GPU over staged Gloo (the GPT job at 2 ranks, live
+#    recovery with a kill -9 against --recovery restart), the backend choice and staging, NCCL.
+first='Cuda|Nccl|Gpu|StagedBackend|CommChoice|TorchDeviceStaging|JobCommunication|GptExample'
+ctest --test-dir build-gpu -j "$jobs" --timeout 300 --output-on-failure -R "$first" \
+  > "$out/ctest_multirank_cuda.log" 2>&1
+grep -E 'tests passed|tests failed|\(Failed\)|\(Timeout\)|Not Run' "$out/ctest_multirank_cuda.log"
+# 2. Checkpoints between devices and world sizes.
+second='Checkpoint|checkpoint|FsTrap|fs_trap'
+ctest --test-dir build-gpu -j "$jobs" --timeout 300 --output-on-failure -R "$second" -E "$first" \
+  > "$out/ctest_checkpoint_gpu.log" 2>&1
 grep -E 'tests passed|tests failed|\(Failed\)|\(Timeout\)|Not Run' "$out/ctest_checkpoint_gpu.log"
 # CHECK_BUDGET (seconds for this whole script, default 540) bounds the whole-suite run, so a
 # device lease is never overrun: the suite gets what is left, less 15 s for the summary.
 limit=$(( ${CHECK_BUDGET:-540} - ($(date +%s) - script_start) - 15 ))
 (( limit < 30 )) && limit=30
 echo "gpu_check: the whole suite gets ${limit} s"
-timeout "$limit" ctest --test-dir build-gpu -j "$jobs" --timeout 300 -LE slow \
+# 3. The rest (what the first two ran is left out).
+timeout "$limit" ctest --test-dir build-gpu -j "$jobs" --timeout 300 -LE slow -E "$first|$second" \
   > "$out/ctest_all.log" 2>&1
 echo "gpu_check: suite: $(grep -c ' Passed ' "$out/ctest_all.log") passed, $(grep -c '\*\*\*Failed\|\*\*\*Exception\|\*\*\*Timeout' "$out/ctest_all.log") failed, $(grep -c '\*\*\*Skipped' "$out/ctest_all.log") skipped"
 grep -E 'tests passed|tests failed|\*\*\*Failed|\*\*\*Exception|\*\*\*Timeout|Not Run' "$out/ctest_all.log" | head -60

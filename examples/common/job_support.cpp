@@ -24,6 +24,7 @@
 #include "runtime/common/posix_files.hpp"
 #include "runtime/common/worker_variables.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
+#include "runtime/engine/device_staging.hpp"
 
 namespace stretch::examples {
 
@@ -77,9 +78,16 @@ std::shared_ptr<comm::ProcessGroup> joinIfDistributed(engine::LiveRecovery* live
   if (!distributedEnvironment())
     return nullptr;
   comm::registerBuiltinBackends();
-  if (live != nullptr && live->joining())
-    return live->joinGroup();
-  return comm::initDistributed({});
+  // NCCL, or Gloo staged through host memory, for a CUDA job's buffers (logged once).
+  const engine::JobComm job = engine::jobCommunication();
+  if (live != nullptr) {
+    live->setDeviceComm(job.device);
+    if (live->joining())
+      return live->joinGroup();
+  }
+  comm::InitOptions options;
+  options.device = job.device;
+  return comm::initDistributed(options);
 }
 
 void startTraining(engine::Engine& engine, const JobOptions& options, engine::LiveRecovery* live) {

@@ -14,6 +14,7 @@
 #include "runtime/comm/backend_registry.hpp"
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/file_store.hpp"
+#include "runtime/comm/staged_backend.hpp"
 #include "runtime/comm/store.hpp"
 #include "runtime/comm/store_registry.hpp"
 #include "runtime/comm/tcp_store.hpp"
@@ -389,11 +390,22 @@ std::shared_ptr<Store> redisStore(const DistributedEnv& env) {
 
 }  // namespace
 
+namespace {
+DeviceType deviceOf(const std::string& backend) {
+  for (const BackendInfo& info : registeredBackends()) {
+    if (info.name == backend)
+      return info.device;
+  }
+  return DeviceType::Cpu;
+}
+}  // namespace
+
 std::shared_ptr<ProcessGroup> buildGroup(const std::string& backend, std::shared_ptr<Store> store,
                                          int rank, int size, Duration timeout,
-                                         const std::string& peerAddress, int localRank) {
+                                         const std::string& peerAddress, int localRank,
+                                         const DeviceComm& device) {
   BackendInit init;
-  init.store = std::move(store);
+  init.store = store;
   init.rank = rank;
   init.size = size;
   init.timeout = timeout;
@@ -401,13 +413,17 @@ std::shared_ptr<ProcessGroup> buildGroup(const std::string& backend, std::shared
   init.host = localAddressTowards(peerAddress);
   init.localRank = localRank;
   auto built = createBackend(backend, init);
-  DeviceType device = DeviceType::Cpu;
-  for (const BackendInfo& info : registeredBackends()) {
-    if (info.name == backend)
-      device = info.device;
-  }
+  const DeviceType hostDevice = deviceOf(backend);
   auto group = std::make_shared<ProcessGroup>(rank, size);
-  group->setBackend(device, std::move(built));
+  group->setBackend(hostDevice, built);
+  if (!device.backend.empty()) {
+    BackendInit deviceInit = init;
+    deviceInit.store = std::make_shared<PrefixStore>("device", store);
+    group->setBackend(deviceOf(device.backend), createBackend(device.backend, deviceInit));
+  } else if (device.staging) {
+    group->setBackend(device.staging->device(),
+                      std::make_shared<StagedBackend>(std::move(built), device.staging));
+  }
   return group;
 }
 
@@ -452,8 +468,9 @@ std::shared_ptr<ProcessGroup> initDistributed(const InitOptions& options) {
 
   joinRendezvous(*store, env);
 
-  auto group = buildGroup(options.backend, std::make_shared<PrefixStore>("default_pg", store),
-                          env.rank, env.worldSize, env.timeout, env.masterAddr, env.localRank);
+  auto group =
+      buildGroup(options.backend, std::make_shared<PrefixStore>("default_pg", store), env.rank,
+                 env.worldSize, env.timeout, env.masterAddr, env.localRank, options.device);
   group->setStore(store);
 
   std::lock_guard lock(gDefaultMutex);

@@ -18,7 +18,9 @@
 //    names the URL. A prefix must serve one run: one that already holds a completed rendezvous
 //    is a DistributedInitError.
 // 4. The backend named by `backend` is built through the backend registry
-//    (runtime/comm/backend_registry.hpp) over a PrefixStore and installed as the default group.
+//    (runtime/comm/backend_registry.hpp) over a PrefixStore, with `device`'s backend for device
+//    buffers when given (NCCL, or Gloo staged through host memory), and installed as the
+//    default group.
 //
 // Timeout: the argument, else STRETCH_TIMEOUT or DEEPSPEED_TIMEOUT (minutes), else 10 minutes.
 
@@ -37,8 +39,19 @@ using Environment = std::map<std::string, std::string>;
 // The process environment as a map (for discoverEnvironment).
 Environment processEnvironment();
 
+class DeviceStaging;
+
+// What serves a job's device buffers besides the CPU backend (runtime/comm/backend_choice.hpp
+// decides): a registered device backend ("nccl"), rendezvousing under the group's store prefix
+// "device/"; or, with staging set, a StagedBackend over the CPU backend; or neither (CPU jobs).
+struct DeviceComm {
+  std::string backend;
+  std::shared_ptr<DeviceStaging> staging;
+};
+
 struct InitOptions {
   std::string backend = "gloo";  // a registered backend name
+  DeviceComm device;             // device buffers' backend, besides `backend`'s
   bool autoMpiDiscovery = true;
   int port = 29500;  // MASTER_PORT when the environment has none (DeepSpeed's default)
   std::optional<Duration> timeout;
@@ -77,9 +90,11 @@ std::shared_ptr<ProcessGroup> initDistributed(const InitOptions& options = {});
 // a job builds later (live recovery's generations, runtime/live/generation.hpp). The
 // transport binds to this host's address towards `peerAddress` (the store's host). Collective:
 // blocks until every rank has joined (timeout). The group's store() is left unset.
+// `device` adds the device buffers' backend as InitOptions::device says.
 std::shared_ptr<ProcessGroup> buildGroup(const std::string& backend, std::shared_ptr<Store> store,
                                          int rank, int size, Duration timeout,
-                                         const std::string& peerAddress, int localRank);
+                                         const std::string& peerAddress, int localRank,
+                                         const DeviceComm& device = {});
 
 // The default group, or nullptr before initDistributed / after destroyProcessGroup.
 std::shared_ptr<ProcessGroup> defaultGroup();

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "runtime/comm/errors.hpp"
+#include "runtime/comm/staged_backend.hpp"
 
 namespace stretch::comm {
 
@@ -133,8 +134,16 @@ std::shared_ptr<Work> ProcessGroup::barrier(const CollectiveOptions& options) {
 }
 
 void ProcessGroup::abort(std::string_view reason) {
-  for (auto& [type, backend] : backends_)
-    backend->abort(reason);
+  for (auto& [type, backend] : backends_) {
+    // A staged backend's abort is its host's, which may be this group's CPU backend as well.
+    const auto* staged = dynamic_cast<const StagedBackend*>(backend.get());
+    const bool hostIsOurs = staged != nullptr &&
+                            std::any_of(backends_.begin(), backends_.end(), [&](const auto& other) {
+                              return other.second == staged->host();
+                            });
+    if (!hostIsOurs)
+      backend->abort(reason);
+  }
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(std::vector<int> ranks) {
@@ -161,8 +170,23 @@ std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(std::vector<int> ranks) {
     globals.push_back(globalRanks_[static_cast<std::size_t>(r)]);
   auto group = std::make_shared<ProcessGroup>(myIndex, static_cast<int>(sorted.size()), globals);
   const std::string name = fmt::format("group{}", id);
-  for (const auto& [device, b] : backends_)
-    group->setBackend(device, b->createSubgroup(sorted, name));
+  // A staged backend over one of this group's own backends (a CUDA job's Gloo) wraps that
+  // backend's subgroup: creating a second one under the same name would collide in the store.
+  std::map<const Backend*, std::shared_ptr<Backend>> made;
+  for (const auto& [device, b] : backends_) {
+    if (dynamic_cast<const StagedBackend*>(b.get()) == nullptr)
+      made[b.get()] = b->createSubgroup(sorted, name);
+  }
+  for (const auto& [device, b] : backends_) {
+    const auto* staged = dynamic_cast<const StagedBackend*>(b.get());
+    if (staged == nullptr) {
+      group->setBackend(device, made.at(b.get()));
+    } else if (const auto host = made.find(staged->host().get()); host != made.end()) {
+      group->setBackend(device, staged->withHost(host->second));
+    } else {
+      group->setBackend(device, b->createSubgroup(sorted, name));
+    }
+  }
   group->setCommsLogger(logger_);
   return group;
 }

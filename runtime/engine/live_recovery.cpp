@@ -273,12 +273,16 @@ std::shared_ptr<comm::ProcessGroup> LiveRecovery::connect(std::uint64_t generati
   // must not wait for it: a job that finishes meanwhile ends at once.
   auto result = std::make_shared<std::promise<std::shared_ptr<comm::ProcessGroup>>>();
   auto attempt = result->get_future();
+  // Device buffers staged through host memory ride on the generation's Gloo group; a native
+  // device backend (NCCL) is left out: the engine does not recover live over it.
+  comm::DeviceComm device;
+  device.staging = deviceComm_.staging;
   std::thread([result, groupStore, rank, size, timeout = rendezvousTimeout_, host = storeHost_,
-               localRank = localRank_] {
+               localRank = localRank_, device] {
     try {
       result->set_value(comm::buildGroup("gloo", groupStore, static_cast<int>(rank),
                                          static_cast<int>(size), timeout, host,
-                                         static_cast<int>(localRank)));
+                                         static_cast<int>(localRank), device));
     } catch (...) {
       result->set_exception(std::current_exception());
     }
@@ -364,14 +368,17 @@ void LiveRecovery::partitionsLost(Engine& engine, const PartitionsLostError& e) 
 }
 
 void LiveRecovery::start(Engine& engine) {
-  if (!engine.device().is_cpu()) {
-    // The groups a generation builds are Gloo's, which reduce CPU buffers only.
-    onCpu_ = false;
+  if (!engine.device().is_cpu() && !deviceComm_.staging) {
+    // A generation's groups are Gloo's; device buffers need them staged through host memory
+    // (NCCL generations are not there yet).
+    liveCapable_ = false;
     if (engine.dpRank() == 0) {
       spdlog::warn(
-          "live recovery: not available on {} yet (its groups are Gloo, CPU only); a failure "
-          "restarts every worker from the checkpoint",
-          engine.device().str());
+          "live recovery: not available on {} with {} yet (set STRETCH_COMM_BACKEND=gloo to "
+          "stage through host memory instead); a failure restarts every worker from the "
+          "checkpoint",
+          engine.device().str(),
+          deviceComm_.backend.empty() ? std::string("no device backend") : deviceComm_.backend);
     }
     return;
   }

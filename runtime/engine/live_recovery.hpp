@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/comm/init_distributed.hpp"
 #include "runtime/comm/process_group.hpp"
 #include "runtime/comm/store.hpp"
 #include "runtime/engine/engine.hpp"
@@ -84,10 +85,14 @@ class LiveRecovery {
   // True at most once per announcement: the agent published a newer generation (SIGUSR1 came
   // and the store says so). Cheap unless a signal came; call it at step boundaries.
   bool announced();
-  // Whether recover() can take over after a failed collective (the engine supports it, and it
-  // trains on the CPU).
+  // What the generations' groups use for device buffers besides Gloo (engine::jobCommunication's
+  // DeviceComm): call before joinGroup() and start(). Without it they serve CPU buffers only.
+  void setDeviceComm(comm::DeviceComm device) { deviceComm_ = std::move(device); }
+  // Whether recover() can take over after a failed collective (the engine supports it, and its
+  // buffers are on the CPU or staged through host memory: a generation over NCCL, which needs
+  // communicator aborts and rebuilds, is not there yet).
   bool canRecover(const Engine& engine) const noexcept {
-    return onCpu_ && engine.supportsLiveRecovery();
+    return liveCapable_ && engine.supportsLiveRecovery();
   }
   // Abandons the step in flight, waits for the next generation (newer than this worker's), joins
   // its group and continues there (Engine::rejoin); a worker left out of a generation waits for
@@ -140,7 +145,8 @@ class LiveRecovery {
   bool joining_ = false;
   // The live generations' groups are Gloo (CPU buffers): an engine on a GPU keeps the restart
   // path (start() says so).
-  bool onCpu_ = true;
+  bool liveCapable_ = true;
+  comm::DeviceComm deviceComm_;
   std::chrono::milliseconds timeout_;
   std::chrono::milliseconds rendezvousTimeout_;
   live::LiveGeneration pending_;  // a joiner's record, between joinGroup() and start()

@@ -545,6 +545,19 @@ std::optional<std::string> ephemeralPortWarning(int port, const PortRange& range
       port, range.low, range.high, range.low);
 }
 
+std::optional<std::string> sharedDevicesNote(int numGpus, std::string_view deviceType,
+                                             int visible) {
+  if (deviceType != "cuda" || visible < 1 || numGpus <= visible)
+    return std::nullopt;
+  return fmt::format(
+      "launch: --num_gpus {} is more than the {} {} device{} visible here: {} workers share "
+      "{}, and their {} buffers go through Gloo staged in host memory (NCCL needs a device per "
+      "worker)",
+      numGpus, visible, deviceType, visible == 1 ? "" : "s", numGpus,
+      visible == 1 ? fmt::format("{}:0", deviceType) : fmt::format("{} devices", visible),
+      deviceType);
+}
+
 AgentResult runLaunch(const LaunchRequest& request) {
   LaunchRequest o = request;
   if (o.recovery != "auto" && o.recovery != "restart")
@@ -558,9 +571,16 @@ AgentResult runLaunch(const LaunchRequest& request) {
   if (!o.launcher.empty())
     parseRunnerKind(o.launcher);  // an unknown runner is an error before anything else
   const int defaultSlots = [&] {
-    if (o.numGpus)
-      return *o.numGpus;
     const auto accel = accel::getAccelerator();
+    if (o.numGpus) {
+      // Workers started on this machine share its devices when there are fewer.
+      if (o.hostfile.empty() && (o.launcher.empty() || o.launcher == "local")) {
+        if (const auto note =
+                sharedDevicesNote(*o.numGpus, accel->deviceType(), accel->deviceCount()))
+          spdlog::warn("{}", *note);
+      }
+      return *o.numGpus;
+    }
     return accel->deviceType() == "cpu" ? 1 : std::max(1, accel->deviceCount());
   }();
   const std::string slurmNodes =

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -84,5 +85,11 @@ std::pair<std::int64_t, std::int64_t> parseElastic(const std::string& text);
 // (re)start, and in between any outgoing connection on the host may take it as its source port,
 // so that every restart fails. Nothing for a port outside the range.
 std::optional<std::string> ephemeralPortWarning(int port, const PortRange& range);
+
+// The note for --num_gpus above the devices this machine's accelerator sees (`deviceType`
+// "cuda", `visible` devices): its workers share them, so their CUDA buffers go through Gloo
+// staged in host memory (docs/comm.md, "Choosing the backend"). Nothing on the CPU or when
+// every worker has a device.
+std::optional<std::string> sharedDevicesNote(int numGpus, std::string_view deviceType, int visible);
 
 }  // namespace stretch::launcher

@@ -43,6 +43,18 @@ using namespace stretch::test::launch;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
+// A CUDA device this machine's driver lists (the test binary does not link the CUDA runtime).
+bool cudaDeviceVisible() {
+  FILE* smi = ::popen("nvidia-smi -L 2>/dev/null", "r");
+  if (smi == nullptr)
+    return false;
+  char line[256] = {};
+  const bool listed =
+      std::fgets(line, sizeof(line), smi) != nullptr && std::string(line).starts_with("GPU ");
+  ::pclose(smi);
+  return listed;
+}
+
 int liveTrials(int fallback) {
   return stretch::test::positiveFromEnvironment("STRETCH_LIVE_TRIALS", fallback);
 }
@@ -455,6 +467,22 @@ TEST(LiveLaunch, AKilledDigitsWorkerCostsAtMostTheStepInFlight) {
 TEST(LiveLaunch, AKilledTransformerWorkerCostsAtMostTheStepInFlight) {
   ::setenv("OMP_NUM_THREADS", "1", 1);
   randomKillTrials(gptLiveJob(), liveTrials(1), "gpt");
+}
+#endif
+
+// On CUDA (skipped where no GPU is visible; docs/gpu.md's GPU check runs it first): two GPT
+// workers share cuda:0, so their gradients go through Gloo staged in host memory, and a kill -9
+// costs at most the step in flight; the weights end bitwise where `--recovery restart` runs of
+// the same schedule end.
+#ifdef STRETCH_TRAIN_GPT
+TEST(LiveLaunch, CudaTwoWorkersSharingOneGpuRecoverLive) {
+  if (!cudaDeviceVisible())
+    GTEST_SKIP() << "no CUDA device visible (nvidia-smi -L lists none)";
+  ::setenv("STRETCH_ACCELERATOR", "cuda", 1);
+  Job job = gptLiveJob();
+  job.workers = 2;
+  randomKillTrials(job, liveTrials(1), "gpt on cuda");
+  ::unsetenv("STRETCH_ACCELERATOR");
 }
 #endif
 

@@ -14,10 +14,12 @@ stretch_add_test(engine_checkpoint_test
   TIMEOUT 300)
 
 # Live recovery's engine side: abandonStep / rejoin against a resume from a checkpoint; and
-# LiveRecovery joining a generation's Gloo group on loopback (late and missing members).
+# LiveRecovery joining a generation's Gloo group on loopback (late and missing members); CUDA
+# buffers staged through host memory (TorchDeviceStaging) and the job's backend choice.
 stretch_add_test(engine_live_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_live_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/live_recovery_join_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/device_staging_test.cpp
   DEPS stretch_engine stretch_comm_builtin
   LABELS unit
   TIMEOUT 300)

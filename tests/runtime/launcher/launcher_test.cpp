@@ -885,6 +885,19 @@ TEST(SlurmHostlist, MalformedListsAreErrorsNamingTheVariable) {
   }
 }
 
+// Two workers on a one-GPU machine share it (the way to test elasticity there): say so at launch.
+TEST(SharedDevices, MoreWorkersThanDevicesAreNotedNamingTheDevice) {
+  const auto one = sharedDevicesNote(2, "cuda", 1);
+  ASSERT_TRUE(one.has_value());
+  EXPECT_THAT(*one, HasSubstr("--num_gpus 2 is more than the 1 cuda device visible here"));
+  EXPECT_THAT(*one, HasSubstr("2 workers share cuda:0"));
+  EXPECT_THAT(*one, HasSubstr("Gloo staged in host memory"));
+  EXPECT_THAT(sharedDevicesNote(8, "cuda", 4).value_or(""), HasSubstr("8 workers share 4 devices"));
+  EXPECT_FALSE(sharedDevicesNote(4, "cuda", 4).has_value());
+  EXPECT_FALSE(sharedDevicesNote(4, "cpu", 0).has_value());
+  EXPECT_FALSE(sharedDevicesNote(4, "cuda", 0).has_value());
+}
+
 // Rank 0 binds --master_port at every restart; in the ephemeral range an outgoing connection
 // can take it in between (seen in CI: every restart failed "Address already in use").
 TEST(MasterPort, APortInTheEphemeralRangeIsWarnedAbout) {
