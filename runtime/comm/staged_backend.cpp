@@ -201,7 +201,8 @@ bool StagedBackend::supportsDevice(DeviceType type) const noexcept {
   return type == staging_->device();
 }
 
-void StagedBackend::checkDevice(OpType op, const BufferView& buffer, std::string_view role) const {
+void StagedBackend::checkDevice(OpType op, const BufferView& buffer, std::string_view role,
+                                const BufferView* output) const {
   if (buffer.count > 0 && buffer.device.type != staging_->device()) {
     throw CommError(
         fmt::format("{}: {} buffer is on {}: expected {} (this backend stages {} "
@@ -209,6 +210,8 @@ void StagedBackend::checkDevice(OpType op, const BufferView& buffer, std::string
                     describe(op, &buffer), role, buffer.device.toString(),
                     toString(staging_->device()), toString(staging_->device())));
   }
+  if (output != nullptr)
+    checkDevice(op, *output, "output");  // the shapes are the host backend's to check
 }
 
 std::shared_ptr<Work> StagedBackend::allReduce(BufferView buffer, ReduceOp op,
@@ -272,9 +275,7 @@ std::shared_ptr<Work> stagedInOut(StagedBackend::Pool& pool,
 
 std::shared_ptr<Work> StagedBackend::allGather(BufferView input, BufferView output,
                                                const CollectiveOptions& options) {
-  checkDevice(OpType::AllGather, input, "input");
-  checkDevice(OpType::AllGather, output, "output");
-  checkAllGather(input, output);
+  checkDevice(OpType::AllGather, input, "input", &output);
   return stagedInOut(*pool_, staging_, input, output, [&](BufferView in, BufferView out) {
     return host_->allGather(in, out, options);
   });
@@ -282,9 +283,7 @@ std::shared_ptr<Work> StagedBackend::allGather(BufferView input, BufferView outp
 
 std::shared_ptr<Work> StagedBackend::reduceScatter(BufferView input, BufferView output, ReduceOp op,
                                                    const CollectiveOptions& options) {
-  checkDevice(OpType::ReduceScatter, input, "input");
-  checkDevice(OpType::ReduceScatter, output, "output");
-  checkReduceScatter(input, output);
+  checkDevice(OpType::ReduceScatter, input, "input", &output);
   return stagedInOut(*pool_, staging_, input, output, [&](BufferView in, BufferView out) {
     return host_->reduceScatter(in, out, op, options);
   });
@@ -292,9 +291,7 @@ std::shared_ptr<Work> StagedBackend::reduceScatter(BufferView input, BufferView 
 
 std::shared_ptr<Work> StagedBackend::allToAll(BufferView input, BufferView output,
                                               const CollectiveOptions& options) {
-  checkDevice(OpType::AllToAll, input, "input");
-  checkDevice(OpType::AllToAll, output, "output");
-  checkAllToAll(input, output);
+  checkDevice(OpType::AllToAll, input, "input", &output);
   return stagedInOut(*pool_, staging_, input, output, [&](BufferView in, BufferView out) {
     return host_->allToAll(in, out, options);
   });

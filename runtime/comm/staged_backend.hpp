@@ -82,7 +82,9 @@ class StagedBackend final : public Backend {
  private:
   StagedBackend(std::shared_ptr<Backend> host, std::shared_ptr<DeviceStaging> staging,
                 std::shared_ptr<Pool> pool);
-  void checkDevice(OpType op, const BufferView& buffer, std::string_view role) const;
+  // CommError unless `buffer` (and `output`, when given) is on the staged device or empty.
+  void checkDevice(OpType op, const BufferView& buffer, std::string_view role,
+                   const BufferView* output = nullptr) const;
 
   std::shared_ptr<Backend> host_;
   std::shared_ptr<DeviceStaging> staging_;
