@@ -1,7 +1,15 @@
 #!/usr/bin/python3
 """Side-by-side GPT benchmark: `stretch-train-gpt` (examples/gpt, the Stretch engine) vs the same
 model, data, data order, optimizer, schedule and clipping in PyTorch (bench/gpt_peer/gpt_peer.py,
-Debian's python3-torch), fp32 on CPU, one thread per rank, ranks as processes over Gloo.
+Debian's python3-torch), fp32 on CPU by default, one thread per rank, ranks as processes over Gloo.
+
+--device cuda --dtype fp32|fp16|bf16 runs both sides on the GPU (issue 33's table): ours with
+STRETCH_ACCELERATOR=cuda and the config's fp16/bf16 section, the peer with autocast (and a
+GradScaler for fp16); rank r on GPU r mod the GPUs, over NCCL when every rank has a GPU, else Gloo
+staged through host memory (both sides choose alike). The memory compared is then the device
+memory the caching allocator reserved at its peak (ours: LibTorch's CUDA allocator statistics in
+stretch-train-gpt's summary; the peer: torch.cuda.max_memory_reserved), the largest rank's; peak
+RSS is printed beside it. Part (a) runs in fp32 only.
 
 (a) correctness, for each rank count R of --ranks (default 1 and 2): ours trains the small preset
     with dropout 0 for --check-steps steps (default 20) and writes its initial weights
@@ -21,7 +29,7 @@ Debian's python3-torch), fp32 on CPU, one thread per rank, ranks as processes ov
     --warmup steps (default 2) and takes the median of the rest; both take the upper median.
     Peak RSS: the largest rank's ru_maxrss. With --repeat K (default 2) the runs alternate
     order each round and every run keeps its best tokens/s and its lowest peak RSS.
-    Targets per R: ours/peer tokens/s >= 1.0 and ours/peer peak RSS <= 1.0.
+    Targets per R: ours/peer tokens/s >= 1.0 and ours/peer peak RSS (device memory on a GPU) <= 1.0.
 
 Ours runs as R processes of BUILD/bin/stretch-train-gpt with RANK, LOCAL_RANK, WORLD_SIZE,
 MASTER_ADDR=127.0.0.1, MASTER_PORT and OMP_NUM_THREADS=1 (one process without them when R = 1);
@@ -67,11 +75,11 @@ def last_json(text, label):
     raise Failed(f"{label}: no JSON summary on stdout: {text.strip()[-400:]!r}")
 
 
-def run_ours(exe, ranks, args, timeout, label):
+def run_ours(exe, ranks, args, timeout, label, device="cpu"):
     port = free_port()
     commands = []
     for r in range(ranks):
-        env = dict(os.environ, OMP_NUM_THREADS="1")
+        env = dict(os.environ, OMP_NUM_THREADS="1", STRETCH_ACCELERATOR=device)
         for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
             env.pop(key, None)
         if ranks > 1:
@@ -98,8 +106,26 @@ def run_peer(python, ranks, args, timeout, label):
                   flush=True)
 
 
-def mib(r):
-    return r["peak_rss_bytes"] / 2**20
+def mib(r, key="peak_rss_bytes"):
+    return r.get(key, 0) / 2**20
+
+
+def with_precision(path, dtype, tmp):
+    """`path`'s config with DeepSpeed's fp16 or bf16 section enabled (both sides read it: ours
+    trains in that precision with fp32 master weights, the peer under autocast, fp16 with a
+    GradScaler); `path` itself for fp32."""
+    if dtype == "fp32":
+        return path
+    with open(path, encoding="utf-8") as f:
+        text = "\n".join(line.split("//", 1)[0] for line in f)
+    config = json.loads(text)
+    config.pop("fp16", None)
+    config.pop("bf16", None)
+    config[dtype] = {"enabled": True}
+    out = os.path.join(tmp, f"{dtype}_{os.path.basename(path)}")
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    return out
 
 
 # ---- (a) correctness ---------------------------------------------------------------------------
@@ -134,28 +160,39 @@ def print_correctness(checks, ranks_list, steps, tolerance):
 
 # ---- (b) throughput and memory -----------------------------------------------------------------
 
+# The memory a target compares: device memory reserved by the caching allocator on a GPU
+# (the engine's accelerator statistics against torch.cuda.max_memory_reserved), else peak RSS.
+MEMORY = {"cpu": ("peak_rss_bytes", "peak RSS"),
+          "cuda": ("peak_device_reserved_bytes", "device memory")}
+
+
 def best(a, b):
     if a is None:
         return dict(b)
-    return dict(a, tokens_per_second=max(a["tokens_per_second"], b["tokens_per_second"]),
-                peak_rss_bytes=min(a["peak_rss_bytes"], b["peak_rss_bytes"]))
+    kept = dict(a, tokens_per_second=max(a["tokens_per_second"], b["tokens_per_second"]))
+    for key in ("peak_rss_bytes", "peak_device_reserved_bytes", "peak_device_allocated_bytes"):
+        if key in a and key in b:
+            kept[key] = min(a[key], b[key])
+    return kept
 
 
-def print_throughput(results, ranks_list, title):
+def print_throughput(results, ranks_list, title, device="cpu"):
+    key, name = MEMORY[device]
     print(title)
-    print(f"{'run':<38} {'tokens/s':>10} {'peak RSS MiB':>13} {'tokens/s ours/peer':>19} "
-          f"{'RSS ours/peer':>14}")
+    print(f"{'run':<38} {'tokens/s':>10} {'peak RSS MiB':>13} {'device MiB':>11} "
+          f"{'tokens/s ours/peer':>19} {name + ' ours/peer':>25}")
     for r in ranks_list:
         ours, peer = results.get(("ours", r)), results.get(("peer", r))
         for side, res in (("Stretch (stretch-train-gpt)", ours), ("PyTorch (gpt_peer.py)", peer)):
             label = f"{side}, {r} rank{'s' if r > 1 else ''}"
             if res is None:
-                print(f"{label:<38} {'-':>10} {'-':>13}")
+                print(f"{label:<38} {'-':>10} {'-':>13} {'-':>11}")
             else:
-                print(f"{label:<38} {res['tokens_per_second']:>10.0f} {mib(res):>13.0f}", end="")
-                if side.startswith("PyTorch") and ours is not None:
+                print(f"{label:<38} {res['tokens_per_second']:>10.0f} {mib(res):>13.0f} "
+                      f"{mib(res, 'peak_device_reserved_bytes'):>11.0f}", end="")
+                if side.startswith("PyTorch") and ours is not None and res.get(key):
                     print(f" {ours['tokens_per_second'] / res['tokens_per_second']:>18.2f}x "
-                          f"{ours['peak_rss_bytes'] / res['peak_rss_bytes']:>13.2f}x")
+                          f"{ours.get(key, 0) / res[key]:>24.2f}x")
                 else:
                     print()
 
@@ -185,6 +222,14 @@ def main():
     ap.add_argument("--timeout", type=float, default=900,
                     help="seconds allowed for each run (one side, one rank count, one round; "
                          "default: %(default)s)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="where both sides train; cuda: STRETCH_ACCELERATOR=cuda for ours, "
+                         "gpt_peer.py --device cuda, memory = device memory reserved "
+                         "(default: %(default)s)")
+    ap.add_argument("--dtype", choices=["fp32", "fp16", "bf16"], default="fp32",
+                    help="precision of both sides: the config's fp16/bf16 section for ours, "
+                         "autocast (+ GradScaler for fp16) for the peer; (a) runs in fp32 only "
+                         "(default: %(default)s)")
     ap.add_argument("--json", metavar="FILE", help="also write the results to FILE")
     args = ap.parse_args()
     try:
@@ -203,6 +248,9 @@ def main():
         problems.append(f"{exe} not found; build the project first")
     if not os.path.isfile(args.data):
         problems.append(f"--data {args.data}: no such file")
+    if args.dtype == "fp16" and args.device != "cuda":
+        problems.append("--dtype fp16: needs --device cuda (the peer's fp16 is CUDA autocast "
+                        "with a GradScaler)")
     if problems:
         for p in problems:
             print(f"compare_gpt: error: {p}", file=sys.stderr)
@@ -211,8 +259,11 @@ def main():
     torch_version = subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
                                    stdout=subprocess.PIPE, text=True).stdout.strip()
     common = ["--seed", str(args.seed), "--data", args.data]
+    peer_device = ["--device", args.device]
     out = {"torch_version": torch_version, "cpus": os.cpu_count(), "load_before": os.getloadavg(),
-           "correctness": {}, "throughput": {}}
+           "device": args.device, "dtype": args.dtype, "correctness": {}, "throughput": {}}
+    tmp_configs = tempfile.TemporaryDirectory(prefix="compare_gpt_configs.")
+    mem_key, mem_name = MEMORY[args.device]
     checks = {}
     results = {}
     failed = []
@@ -224,7 +275,7 @@ def main():
             print_correctness(checks, ranks_list, args.check_steps, args.tolerance)
         if args.only != "correctness" and (results or where.startswith("(b)")):
             print_throughput(results, ranks_list, f"# (b) finished before {where} {kind} (best of the "
-                                                  "rounds done; missing runs are -)")
+                                                  "rounds done; missing runs are -)", args.device)
         if args.json:
             out["correctness"] = {str(r): c for r, c in checks.items()}
             out["throughput"] = {f"{side}_{r}": res for (side, r), res in results.items()}
@@ -233,8 +284,12 @@ def main():
                 json.dump(out, f, indent=1)
         return 3
 
-    # (a) correctness
-    if args.only != "throughput":
+    # (a) correctness: fp32 only (half precision rounds differently on the two sides: ours keeps
+    # fp16/bf16 weights with fp32 masters, the peer fp32 weights under autocast)
+    if args.only != "throughput" and args.dtype != "fp32":
+        print(f"# (a) correctness: skipped for --dtype {args.dtype} (the loss-curve check is "
+              "fp32's; run it with --dtype fp32)")
+    elif args.only != "throughput":
         with tempfile.TemporaryDirectory(prefix="compare_gpt.") as tmp:
             for r in ranks_list:
                 init = os.path.join(tmp, f"init_{r}.pt")
@@ -247,10 +302,10 @@ def main():
                 try:
                     label = f"(a) Stretch, small, {r} rank(s)"
                     print(f"compare_gpt: {label}", file=sys.stderr, flush=True)
-                    ours = run_ours(exe, r, ours_args, args.timeout, label)
+                    ours = run_ours(exe, r, ours_args, args.timeout, label, args.device)
                     label = f"(a) PyTorch peer, small, {r} rank(s)"
                     print(f"compare_gpt: {label}", file=sys.stderr, flush=True)
-                    peer = run_peer(python, r, peer_args, args.timeout, label)
+                    peer = run_peer(python, r, peer_args + peer_device, args.timeout, label)
                 except (Stalled, Failed) as e:
                     return stop(e, label)
                 checks[r] = check_losses(ours, peer)
@@ -264,17 +319,17 @@ def main():
 
     # (b) throughput and memory
     if args.only != "correctness":
-        cfg = CONFIGS["bench"]
+        cfg = with_precision(CONFIGS["bench"], args.dtype, tmp_configs.name)
         base = ["--preset", "bench", "--config", cfg, "--steps", str(args.steps)] + common
         for k in range(args.repeat):
             runs = []
             for r in ranks_list:
                 runs.append((("ours", r), f"Stretch, bench, {r} rank(s)",
                              lambda label, r=r: run_ours(exe, r, base + ["--json", "--eval-windows", "1"]
-                                                         + QUIET, args.timeout, label)))
+                                                         + QUIET, args.timeout, label, args.device)))
                 runs.append((("peer", r), f"PyTorch peer, bench, {r} rank(s)",
-                             lambda label, r=r: run_peer(python, r, base + ["--warmup", str(args.warmup)],
-                                                         args.timeout, label)))
+                             lambda label, r=r: run_peer(python, r, base + ["--warmup", str(args.warmup)]
+                                                         + peer_device, args.timeout, label)))
             if k % 2 == 1:
                 runs.reverse()
             for key, name, fn in runs:
@@ -285,25 +340,31 @@ def main():
                 except (Stalled, Failed) as e:
                     return stop(e, f"(b) round {k + 1}'s {name}")
         load_after = os.getloadavg()
-        print(f"# (b) throughput: bench preset (6 x 512, context 256, dropout 0.1), fp32, "
-              f"{args.steps} steps (peer: first {args.warmup} untimed), best of {args.repeat}; "
-              f"torch {torch_version}; {os.cpu_count()} CPUs; load {out['load_before'][0]:.2f} -> "
-              f"{load_after[0]:.2f}")
-        print_throughput(results, ranks_list, "")
+        print(f"# (b) throughput: bench preset (6 x 512, context 256, dropout 0.1), {args.dtype} on "
+              f"{args.device}, {args.steps} steps (peer: first {args.warmup} untimed), best of "
+              f"{args.repeat}; torch {torch_version}; {os.cpu_count()} CPUs; load "
+              f"{out['load_before'][0]:.2f} -> {load_after[0]:.2f}")
+        print_throughput(results, ranks_list, "", args.device)
         for r in ranks_list:
             ours, peer = results[("ours", r)], results[("peer", r)]
             speed = ours["tokens_per_second"] / peer["tokens_per_second"]
-            memory = ours["peak_rss_bytes"] / peer["peak_rss_bytes"]
+            if not peer.get(mem_key) or not ours.get(mem_key):
+                print(f"compare_gpt: error: {r} rank(s): no {mem_key} in "
+                      f"{'our' if not ours.get(mem_key) else 'the peer'}'s summary (a build "
+                      "without CUDA in its LibTorch reports none)", file=sys.stderr)
+                failed.append(f"{mem_name} on {r} rank(s) not measured")
+                continue
+            memory = ours[mem_key] / peer[mem_key]
             ok_speed, ok_memory = speed >= 1.0, memory <= 1.0
             print(f"{r} rank(s): tokens/s ours/peer {speed:.2f}x (target >= 1.0) "
-                  f"{'ok' if ok_speed else 'MISS'}; peak RSS ours/peer {memory:.2f}x (target <= 1.0) "
-                  f"{'ok' if ok_memory else 'MISS'}")
+                  f"{'ok' if ok_speed else 'MISS'}; {mem_name} ours/peer {memory:.2f}x "
+                  f"(target <= 1.0) {'ok' if ok_memory else 'MISS'}")
             if not ok_speed:
                 failed.append(f"tokens/s on {r} rank(s)")
             if not ok_memory:
-                failed.append(f"peak RSS on {r} rank(s)")
+                failed.append(f"{mem_name} on {r} rank(s)")
             out["throughput"][str(r)] = {"ours": ours, "peer": peer, "tokens_per_second_ratio": speed,
-                                         "peak_rss_ratio": memory}
+                                         "memory_ratio": memory, "memory": mem_key}
         out["load_after"] = load_after
 
     out["missed"] = failed

@@ -26,13 +26,14 @@ def _spawned(target, rank, args, init, queue, dump_after):
     target(rank, args, init, queue)
 
 
-def init_process_group(dist, init, rank, world, timeout):
-    """Joins the gloo group through `init` (spawn_ranks's file:// rendezvous) over loopback; a
-    collective that waits longer than `timeout` seconds raises instead of hanging."""
+def init_process_group(dist, init, rank, world, timeout, backend="gloo"):
+    """Joins the `backend` group (gloo by default) through `init` (spawn_ranks's file://
+    rendezvous) over loopback; a collective that waits longer than `timeout` seconds raises
+    instead of hanging."""
     import datetime
     import os
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world,
+    dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=max(timeout, 1)))
 
 

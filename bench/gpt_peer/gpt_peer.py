@@ -37,6 +37,12 @@ What is the same as examples/gpt (read gpt_model.cpp, char_corpus.cpp and train_
             the first --warmup of the --steps steps are not timed; the median is the upper
             median (sorted[n // 2]) as examples/common/job_support.cpp's median().
 
+Device and precision: --device cuda trains rank r on GPU r mod the GPUs (NCCL when every rank
+has a GPU, else Gloo, which stages CUDA tensors through host memory, as Stretch chooses); the
+config's fp16 or bf16 section turns on autocast in that dtype (fp16 with a GradScaler, CUDA only);
+the result then also has peak_device_reserved_bytes / peak_device_allocated_bytes
+(torch.cuda.max_memory_reserved / max_memory_allocated, the largest rank's).
+
 Ranks are processes (torch.multiprocessing spawn, gloo over loopback, a file:// rendezvous in a
 temporary directory), each with torch.set_num_threads(1). One rank runs in this process.
 
@@ -220,10 +226,19 @@ def make_schedule(config, base_lr):
     return WarmupCosineLR(s.get("params", {}), base_lr)
 
 
-def check_config(config):
-    for key in ("fp16", "bf16"):
-        if config.get(key, {}).get("enabled"):
-            raise BadInput(f"{key} is not supported by the peer (fp32 only)")
+def precision(config):
+    """"fp16", "bf16" or "fp32" from the config's fp16/bf16 sections (both on is refused)."""
+    enabled = [key for key in ("fp16", "bf16") if config.get(key, {}).get("enabled")]
+    if len(enabled) > 1:
+        raise BadInput("fp16 and bf16 are both enabled in the config: expected at most one")
+    return enabled[0] if enabled else "fp32"
+
+
+def check_config(config, device):
+    dtype = precision(config)
+    if dtype == "fp16" and device != "cuda":
+        raise BadInput("fp16 in the config: the peer's fp16 (autocast and a GradScaler) needs "
+                       "--device cuda")
 
 
 # ---- data --------------------------------------------------------------------------------------
@@ -408,9 +423,27 @@ def train(rank, args, init, queue):
     import torch.distributed as dist
     torch.set_num_threads(1)
     world = args.ranks
+    cuda = args.device == "cuda"
+    device = torch.device("cuda", rank % torch.cuda.device_count()) if cuda else torch.device("cpu")
+    # As Stretch chooses (docs/comm.md): NCCL with a GPU per rank, else Gloo, which takes CUDA
+    # tensors by staging them through host memory.
+    backend = "nccl" if cuda and world <= torch.cuda.device_count() else "gloo"
+    if cuda:
+        torch.cuda.set_device(device)
     if world > 1:
-        init_process_group(dist, init, rank, world, args.timeout)
+        init_process_group(dist, init, rank, world, args.timeout, backend)
     config = read_config(args.config)
+    dtype = precision(config)
+    autocast_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(dtype)
+    scaler = torch.cuda.amp.GradScaler(enabled=dtype == "fp16")
+    reduce_device = device if backend == "nccl" else torch.device("cpu")
+
+    def forward_loss(x, y):
+        with torch.autocast(device_type=device.type, dtype=autocast_dtype,
+                            enabled=autocast_dtype is not None):
+            logits = net(x)
+        return logits, torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1))
     tbs, micro, gas = resolve_batch(config, world)
     inputs, targets, vocab, _ = load_corpus(torch, args.data, args.context)
     shape = {"vocab": vocab, "context": args.context, "layers": args.layers, "heads": args.heads,
@@ -421,8 +454,13 @@ def train(rank, args, init, queue):
     if args.init_from:
         load_init(torch, model, args.init_from, shape)
     parameters = sum(p.numel() for p in model.parameters())
+    model.to(device)
     model.train()
-    net = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    if world > 1:
+        net = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if cuda else None)
+    else:
+        net = model
 
     o = optimizer_settings(config)
     cls = torch.optim.AdamW if o["decoupled"] else torch.optim.Adam
@@ -458,33 +496,34 @@ def train(rank, args, init, queue):
         loss_sum = 0.0
         for m in range(gas):
             x, y = next_batch()
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             torch.manual_seed(dropout_seed(args.seed, step, m, rank))
             boundary = m == gas - 1
             if world > 1 and not boundary:
                 with net.no_sync():
-                    logits = net(x)
-                    loss = torch.nn.functional.cross_entropy(
-                        logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1))
-                    (loss / gas if gas > 1 else loss).backward()
+                    logits, loss = forward_loss(x, y)
+                    scaler.scale(loss / gas if gas > 1 else loss).backward()
             else:
-                logits = net(x)
-                loss = torch.nn.functional.cross_entropy(
-                    logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1))
-                (loss / gas if gas > 1 else loss).backward()
+                logits, loss = forward_loss(x, y)
+                scaler.scale(loss / gas if gas > 1 else loss).backward()
             loss_sum += loss.item()
             del logits, loss
         if clip > 0:
+            scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         optimizer.zero_grad(set_to_none=True)
         if schedule is not None:
             lr = schedule.step()
             for group in optimizer.param_groups:
                 group["lr"] = lr
+        if cuda:
+            torch.cuda.synchronize(device)
         step_seconds.append(time.perf_counter() - began)
         step_loss = loss_sum / gas
         if world > 1:
-            t = torch.tensor([step_loss], dtype=torch.float64)
+            t = torch.tensor([step_loss], dtype=torch.float64, device=reduce_device)
             dist.all_reduce(t)
             step_loss = t.item() / world
         losses.append(step_loss)
@@ -496,10 +535,12 @@ def train(rank, args, init, queue):
             state[key] = {names[id(p)]: s[key].clone() for p, s in optimizer.state.items() if key in s}
         torch.save(state, args.save_state)
     rss = float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    reserved = float(torch.cuda.max_memory_reserved(device)) if cuda else 0.0
+    allocated = float(torch.cuda.max_memory_allocated(device)) if cuda else 0.0
     if world > 1:
-        t = torch.tensor([rss], dtype=torch.float64)
+        t = torch.tensor([rss, reserved, allocated], dtype=torch.float64, device=reduce_device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        rss = t.item()
+        rss, reserved, allocated = t.tolist()
         dist.destroy_process_group()
     if rank != 0:
         return None
@@ -510,7 +551,9 @@ def train(rank, args, init, queue):
         "final_loss": losses[-1] if losses else None,
         "tokens_per_second": tbs * args.context / median if median > 0 else 0.0,
         "step_seconds_median": median, "step_seconds": step_seconds,
-        "peak_rss_bytes": int(rss), "parameters": parameters,
+        "peak_rss_bytes": int(rss), "peak_device_reserved_bytes": int(reserved),
+        "peak_device_allocated_bytes": int(allocated), "device": args.device, "precision": dtype,
+        "comm_backend": backend if world > 1 else None, "parameters": parameters,
         "train_batch_size": tbs, "micro_batch": micro, "gradient_accumulation_steps": gas,
         "layers": args.layers, "heads": args.heads, "width": args.width, "context": args.context,
         "vocabulary": vocab, "dropout": args.dropout, "activation_checkpointing": shape["checkpointing"],
@@ -544,6 +587,9 @@ def parse_args(argv):
     ap.add_argument("--context", type=int, help="tokens per sample (default: the preset's)")
     ap.add_argument("--dropout", type=float, help="dropout probability (default: the preset's)")
     ap.add_argument("--ranks", type=int, default=1, help="data-parallel ranks (processes; default: 1)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="where to train: cuda puts rank r on GPU r mod the GPUs, with NCCL when "
+                         "every rank has a GPU and Gloo otherwise (default: %(default)s)")
     ap.add_argument("--steps", type=int, default=20, help="optimizer steps in all (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=0,
                     help="init, data order and dropout seed, as stretch-train-gpt --seed (default: 0)")
@@ -590,7 +636,10 @@ def main(argv=None):
     # Bad input is found here, before any rank starts, and exits 2.
     try:
         config = read_config(args.config)
-        check_config(config)
+        check_config(config, args.device)
+        if args.device == "cuda" and not torch.cuda.is_available():
+            raise BadInput("--device cuda: no CUDA device is visible to this PyTorch "
+                           f"({torch.__version__})")
         resolve_batch(config, args.ranks)
         optimizer_settings(config)
         make_schedule(config, 1.0)

@@ -40,6 +40,10 @@
 #include "runtime/engine/checkpoint_io.hpp"
 #include "runtime/engine/engine.hpp"
 
+#ifdef STRETCH_EXAMPLE_HAVE_CUDA  // LibTorch built with CUDA (examples/gpt/CMakeLists.txt)
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
 namespace {
 
 using stretch::examples::Gpt;
@@ -225,6 +229,26 @@ std::optional<int> parseGptArgs(int argc, char** argv, GptArgs& args) {
   return std::nullopt;
 }
 
+// Peak bytes LibTorch's caching allocator reserved from the driver and handed out on `device`
+// (torch.cuda.max_memory_reserved / max_memory_allocated); zeros on the CPU.
+struct DeviceMemory {
+  double reserved = 0;
+  double allocated = 0;
+};
+
+DeviceMemory peakDeviceMemory(const torch::Device& device) {
+#ifdef STRETCH_EXAMPLE_HAVE_CUDA
+  if (device.is_cuda()) {
+    const auto stats =
+        c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+    return {static_cast<double>(stats.reserved_bytes[0].peak),
+            static_cast<double>(stats.allocated_bytes[0].peak)};
+  }
+#endif
+  (void)device;
+  return {};
+}
+
 // What a run leaves for its summary line (or JSON object).
 struct GptSummary {
   const std::vector<double>& losses;
@@ -235,6 +259,7 @@ struct GptSummary {
   std::int64_t parameters;
   std::int64_t generation;
   double peakRss;
+  DeviceMemory peakDevice;  // the largest rank's
   double unigramEntropy;
   std::string sample;
 };
@@ -245,39 +270,42 @@ void printGptSummary(const stretch::engine::Engine& engine, torch::nn::Module& m
   const auto& job = args.job;
   const auto& shape = args.shape;
   const auto& [losses, validations, lastValidation, medianSeconds, tokensPerStep, parameters,
-               generation, peakRss, unigramEntropy, sample] = s;
+               generation, peakRss, peakDevice, unigramEntropy, sample] = s;
   const double tokensPerSecond =
       medianSeconds > 0 ? static_cast<double>(tokensPerStep) / medianSeconds : 0.0;
   if (job.json) {
-    nlohmann::json out = {{"steps", engine.globalSteps()},
-                          {"skipped_steps", engine.skippedSteps()},
-                          {"samples", engine.globalSamples()},
-                          {"tokens", engine.globalSamples() * shape.context},
-                          {"world_size", engine.dpWorldSize()},
-                          {"generation", generation},
-                          {"micro_batch", engine.microBatchSize()},
-                          {"gradient_accumulation_steps", engine.gradientAccumulationSteps()},
-                          {"train_batch_size", engine.trainBatchSize()},
-                          {"zero_stage", engine.zeroStage()},
-                          {"parameters", parameters},
-                          {"layers", shape.layers},
-                          {"heads", shape.heads},
-                          {"width", shape.width},
-                          {"context", shape.context},
-                          {"vocabulary", shape.vocab},
-                          {"activation_checkpointing", shape.activationCheckpointing},
-                          {"final_loss", losses.empty() ? std::nan("") : losses.back()},
-                          {"losses", losses},
-                          {"learning_rate", engine.learningRates().front()},
-                          {"validation_loss", lastValidation},
-                          {"validation", validations},
-                          {"unigram_entropy", unigramEntropy},
-                          {"step_seconds_median", medianSeconds},
-                          {"tokens_per_second", tokensPerSecond},
-                          {"peak_rss_bytes", static_cast<std::int64_t>(peakRss)},
-                          {"weights_sha256", stretch::examples::weightsDigest(model)},
-                          {"optimizer_state_bytes", engine.optimizerStateBytes()},
-                          {"sample", sample}};
+    nlohmann::json out = {
+        {"steps", engine.globalSteps()},
+        {"skipped_steps", engine.skippedSteps()},
+        {"samples", engine.globalSamples()},
+        {"tokens", engine.globalSamples() * shape.context},
+        {"world_size", engine.dpWorldSize()},
+        {"generation", generation},
+        {"micro_batch", engine.microBatchSize()},
+        {"gradient_accumulation_steps", engine.gradientAccumulationSteps()},
+        {"train_batch_size", engine.trainBatchSize()},
+        {"zero_stage", engine.zeroStage()},
+        {"parameters", parameters},
+        {"layers", shape.layers},
+        {"heads", shape.heads},
+        {"width", shape.width},
+        {"context", shape.context},
+        {"vocabulary", shape.vocab},
+        {"activation_checkpointing", shape.activationCheckpointing},
+        {"final_loss", losses.empty() ? std::nan("") : losses.back()},
+        {"losses", losses},
+        {"learning_rate", engine.learningRates().front()},
+        {"validation_loss", lastValidation},
+        {"validation", validations},
+        {"unigram_entropy", unigramEntropy},
+        {"step_seconds_median", medianSeconds},
+        {"tokens_per_second", tokensPerSecond},
+        {"peak_rss_bytes", static_cast<std::int64_t>(peakRss)},
+        {"peak_device_reserved_bytes", static_cast<std::int64_t>(peakDevice.reserved)},
+        {"peak_device_allocated_bytes", static_cast<std::int64_t>(peakDevice.allocated)},
+        {"weights_sha256", stretch::examples::weightsDigest(model)},
+        {"optimizer_state_bytes", engine.optimizerStateBytes()},
+        {"sample", sample}};
     if (const auto copies = stretch::examples::partitionCopyFigures(engine)) {
       out["partition_copy_bytes"] = copies->bytes;  // live recovery, ZeRO 1/2 (docs/launch.md)
       out["partition_copy_ms_per_step"] = copies->msPerStep;
@@ -394,16 +422,22 @@ int runGpt(int argc, char** argv) {
   const double peakRss = allReduce(engine->processGroup().get(),
                                    static_cast<double>(stretch::examples::peakRssBytes()),
                                    stretch::comm::ReduceOp::Max);
+  DeviceMemory peakDevice = peakDeviceMemory(device);
+  peakDevice.reserved =
+      allReduce(engine->processGroup().get(), peakDevice.reserved, stretch::comm::ReduceOp::Max);
+  peakDevice.allocated =
+      allReduce(engine->processGroup().get(), peakDevice.allocated, stretch::comm::ReduceOp::Max);
   if (engine->dpRank() == 0) {
     lastValidation =
         validationLoss(model, corpus.validation, evalWindows, engine->microBatchSize(), device);
     validations.push_back({{"step", engine->globalSteps()}, {"loss", lastValidation}});
     const auto sample = corpus.decode(
         stretch::examples::generate(model, corpus.encode("The "), sampleChars, 0.8, job.seed));
-    printGptSummary(*engine, *model, args,
-                    GptSummary{losses, validations, lastValidation,
-                               stretch::examples::median(ledger.stepSeconds()), tokensPerStep,
-                               parameters, generation, peakRss, corpus.unigramEntropy, sample});
+    printGptSummary(
+        *engine, *model, args,
+        GptSummary{losses, validations, lastValidation,
+                   stretch::examples::median(ledger.stepSeconds()), tokensPerStep, parameters,
+                   generation, peakRss, peakDevice, corpus.unigramEntropy, sample});
   }
   stretch::comm::destroyProcessGroup();
   return 0;
