@@ -95,11 +95,11 @@ TEST(ImmutableElasticConfig, MismatchesAreErrorsNamingTheKey) {
        "micro_batch_sizes"},
       {R"({"enabled": true, "max_train_batch_size": 10000, "micro_batch_sizes": [8, 12, 16, 17], "version": 0.2})",
        "version"},
-      // DeepSpeed's TestElasticConfigChanged puts the whole ds_config in the variable: the section
-      // is then not at the top, so its defaults (max_train_batch_size 2000) are compared.
-      {R"({"elasticity": {"enabled": true, "max_train_batch_size": 10000,
+      // DeepSpeed's TestElasticConfigChanged puts the whole ds_config in the variable: its
+      // elasticity section is what is compared (DeepSpeed compared the defaults instead).
+      {R"({"train_batch_size": 2, "elasticity": {"enabled": true, "max_train_batch_size": 27,
            "micro_batch_sizes": [8, 12, 16, 17], "version": 0.1}})",
-       "max_train_batch_size"},
+       "max_train_batch_size = 27"},
   };
   for (const auto& [env, key] : cases) {
     try {
@@ -118,6 +118,12 @@ TEST(ImmutableElasticConfig, SameValuesMatchWhateverTheSpelling) {
   EXPECT_FALSE(ensureImmutableElasticConfig(
                    runtime, schedulerSaw(R"({"enabled": true, "max_train_batch_size": 10000,
                        "micro_batch_sizes": [8, 12, 16, 17], "version": "0.1", "min_gpus": 1})"))
+                   .has_value());
+  // A whole config in the variable matches by its elasticity section.
+  EXPECT_FALSE(ensureImmutableElasticConfig(
+                   runtime, schedulerSaw(R"({"train_batch_size": 2, "elasticity": {"enabled": true,
+                       "max_train_batch_size": 10000, "micro_batch_sizes": [8, 12, 16, 17],
+                       "version": 0.1}})"))
                    .has_value());
   EXPECT_THROW(ensureImmutableElasticConfig(runtime, schedulerSaw("{not json")), ConfigError);
 }
