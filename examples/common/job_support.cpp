@@ -46,6 +46,9 @@ CLI::Option* addJobOptions(CLI::App& app, JobOptions& options) {
   app.add_flag("--resume", options.resume,
                "load the latest checkpoint of --checkpoint-dir first, if there is one");
   app.add_flag("--json", options.json, "print the summary as one JSON object");
+  app.add_flag("--deterministic", options.deterministic,
+               "deterministic kernels only, so that a run repeats bitwise on a GPU too "
+               "(LibTorch's deterministic algorithms; cuBLAS's fixed workspace)");
   return config;
 }
 
@@ -61,6 +64,13 @@ void routeLogs(const JobOptions& options) {
   if (options.json) {
     spdlog::set_default_logger(spdlog::stderr_color_mt("stretch-job"));
   }
+}
+
+void setDeterminism(const JobOptions& options) {
+  if (!options.deterministic)
+    return;
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
 }
 
 config::DsConfig readJobConfig(const std::string& path) {

@@ -32,9 +32,11 @@ struct JobOptions {
   std::int64_t saveEvery = 0;
   bool resume = false;
   bool json = false;
+  bool deterministic = false;
 };
 
-// --config, --steps, --seed, --checkpoint-dir, --save-at, --save-every, --resume, --json.
+// --config, --steps, --seed, --checkpoint-dir, --save-at, --save-every, --resume, --json,
+// --deterministic.
 // `configOption` is returned so a job can add its own text (or a preset's default).
 CLI::Option* addJobOptions(CLI::App& app, JobOptions& options);
 
@@ -45,6 +47,11 @@ std::string checkJobOptions(const JobOptions& options);
 // With --json, log lines go to stderr so that stdout is the one JSON object (`| jq` works);
 // without it they stay on stdout with the progress. Call once, before the first log line.
 void routeLogs(const JobOptions& options);
+
+// --deterministic: LibTorch's deterministic algorithms only (an operation without one is an
+// error), and on CUDA cuBLAS's fixed workspace (CUBLAS_WORKSPACE_CONFIG=:4096:8 unless set), so
+// that a run repeats bitwise on a GPU as it does on the CPU. Call before the model is built.
+void setDeterminism(const JobOptions& options);
 
 // parseConfig(readFile(path)), its warnings logged. (Not loadConfig, whose std::filesystem::path
 // parameter would run out-of-line std::filesystem code: docs/gpu.md.)

@@ -69,6 +69,7 @@ int runDigits(int argc, char** argv) {
     return 2;
   }
   stretch::examples::routeLogs(job);
+  stretch::examples::setDeterminism(job);
 
   const auto config = stretch::examples::readJobConfig(job.configPath);
   const auto live = stretch::engine::LiveRecovery::fromEnvironment();

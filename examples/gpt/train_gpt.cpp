@@ -329,6 +329,7 @@ int runGpt(int argc, char** argv) {
   auto& [job, preset, dataPath, shape, evalEvery, evalWindows, logEvery, sampleChars, initFrom,
          exportInit] = args;
   stretch::examples::routeLogs(job);
+  stretch::examples::setDeterminism(job);
 
   const auto config = stretch::examples::readJobConfig(job.configPath);
   shape.activationCheckpointing = config.activationCheckpointing.has_value();

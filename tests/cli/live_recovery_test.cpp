@@ -480,6 +480,7 @@ TEST(LiveLaunch, CudaTwoWorkersSharingOneGpuRecoverLive) {
     GTEST_SKIP() << "no CUDA device visible (nvidia-smi -L lists none)";
   ::setenv("STRETCH_ACCELERATOR", "cuda", 1);
   Job job = gptLiveJob();
+  job.program.push_back("--deterministic");  // bitwise repeatable on the GPU as on the CPU
   job.workers = 2;
   randomKillTrials(job, liveTrials(1), "gpt on cuda");
   ::unsetenv("STRETCH_ACCELERATOR");

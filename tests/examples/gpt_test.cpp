@@ -22,12 +22,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Runs stretch-train-gpt on `ranks` processes with `args` (plus --json) and returns rank 0's
-// summary. With --json, stdout carries that summary alone (logs go to stderr): `| jq` works.
+// Runs stretch-train-gpt on `ranks` processes with `args` (plus --json, and --deterministic so
+// that the bitwise comparisons hold on a GPU too) and returns rank 0's summary. With --json,
+// stdout carries that summary alone (logs go to stderr): `| jq` works.
 nlohmann::json train(int ranks, std::vector<std::string> args) {
   stretch::tools::RankLaunch launch;
   launch.executable = STRETCH_TRAIN_GPT;
   args.push_back("--json");
+  args.push_back("--deterministic");
   launch.args = args;
   launch.worldSize = ranks;
   launch.env["OMP_NUM_THREADS"] = "1";  // ctest runs two tests at once on two cores
