@@ -53,6 +53,8 @@ from bounded_run import Failed, Stalled, run_bounded
 from torch_peer import python_with_torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "gpt_peer"))
+from gpt_peer import read_config  # noqa: E402 (bench/gpt_peer/gpt_peer.py; no torch at import)
 REPO = os.path.dirname(HERE)
 PEER = os.path.join(HERE, "gpt_peer", "gpt_peer.py")
 DATA = os.path.join(REPO, "fixtures", "data", "text", "licenses.txt.gz")
@@ -116,9 +118,7 @@ def with_precision(path, dtype, tmp):
     GradScaler); `path` itself for fp32."""
     if dtype == "fp32":
         return path
-    with open(path, encoding="utf-8") as f:
-        text = "\n".join(line.split("//", 1)[0] for line in f)
-    config = json.loads(text)
+    config = read_config(path)  # the peer's reader: DeepSpeed's // and /* */ comments
     config.pop("fp16", None)
     config.pop("bf16", None)
     config[dtype] = {"enabled": True}

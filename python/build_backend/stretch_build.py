@@ -43,8 +43,12 @@ def _project():
     return project, version.group(1)
 
 
+def _python_tag():
+    return f"cp{sys.version_info.major}{sys.version_info.minor}"
+
+
 def _tag():
-    python = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    python = _python_tag()
     platform = re.sub(r"[^A-Za-z0-9]", "_", sysconfig.get_platform())
     return f"{python}-{python}{sys.abiflags}-{platform}"
 
@@ -71,8 +75,7 @@ def _build_dir(config_settings):
                              "(it has no CMakeCache.txt); configure it with cmake, or leave "
                              "STRETCH_BUILD_DIR and build-dir unset")
         return path, False
-    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    return SOURCE / "build" / f"pip-{tag}", True
+    return SOURCE / "build" / f"pip-{_python_tag()}", True
 
 
 def _build_module(config_settings):

@@ -65,8 +65,8 @@ class Backend {
   // Leaves the group at once, without waiting for any peer: every pending operation of this rank
   // fails with CommError quoting `reason`, later ones fail too, and the connections close, so
   // peers waiting on this rank fail fast even while the backend object lives on (live recovery
-  // leaves a generation this way). Backends without connections (in-process, simulated) keep
-  // this no-op.
+  // leaves a generation this way). A second call does nothing. Backends without connections
+  // (in-process, simulated) keep this no-op.
   virtual void abort(std::string_view reason);
 
   // A backend over the members `ranks` (ranks of this backend, ascending, containing rank()),

@@ -134,16 +134,10 @@ std::shared_ptr<Work> ProcessGroup::barrier(const CollectiveOptions& options) {
 }
 
 void ProcessGroup::abort(std::string_view reason) {
-  for (auto& [type, backend] : backends_) {
-    // A staged backend's abort is its host's, which may be this group's CPU backend as well.
-    const auto* staged = dynamic_cast<const StagedBackend*>(backend.get());
-    const bool hostIsOurs = staged != nullptr &&
-                            std::any_of(backends_.begin(), backends_.end(), [&](const auto& other) {
-                              return other.second == staged->host();
-                            });
-    if (!hostIsOurs)
-      backend->abort(reason);
-  }
+  // A staged backend aborts its host, which may be this group's CPU backend too: aborting a
+  // backend twice does nothing the second time (Backend::abort's contract).
+  for (auto& [type, backend] : backends_)
+    backend->abort(reason);
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(std::vector<int> ranks) {

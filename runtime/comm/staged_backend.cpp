@@ -214,43 +214,27 @@ void StagedBackend::checkDevice(OpType op, const BufferView& buffer, std::string
     checkDevice(op, *output, "output");  // the shapes are the host backend's to check
 }
 
-std::shared_ptr<Work> StagedBackend::allReduce(BufferView buffer, ReduceOp op,
-                                               const CollectiveOptions& options) {
-  checkDevice(OpType::AllReduce, buffer, "the");
-  Buffer host = pool_->take(buffer.bytes());
-  if (buffer.count > 0)
-    staging_->toHost(host.data(), buffer);
-  auto work = host_->allReduce(onHost(buffer, host), op, options);
-  const void* data = host.data();
-  std::vector<Buffer> held;
-  held.push_back(std::move(host));
-  return std::make_shared<StagedWork>(std::move(work), std::move(held),
-                                      [staging = staging_, buffer, data] {
-                                        if (buffer.count > 0)
-                                          staging->toDevice(buffer, data);
-                                      });
-}
-
-std::shared_ptr<Work> StagedBackend::broadcast(BufferView buffer, int root,
-                                               const CollectiveOptions& options) {
-  checkDevice(OpType::Broadcast, buffer, "the");
-  checkRoot(OpType::Broadcast, root);
-  Buffer host = pool_->take(buffer.bytes());
-  const bool sends = rank() == root;
-  if (sends && buffer.count > 0)
-    staging_->toHost(host.data(), buffer);
-  auto work = host_->broadcast(onHost(buffer, host), root, options);
-  const void* data = host.data();
-  std::vector<Buffer> held;
-  held.push_back(std::move(host));
-  return std::make_shared<StagedWork>(std::move(work), std::move(held),
-                                      [staging = staging_, buffer, data, sends] {
-                                        if (!sends && buffer.count > 0)
-                                          staging->toDevice(buffer, data);
-                                      });
-}
-
 namespace {
+// The shape of the operations on one buffer: staged in when `copyIn`, the result copied back
+// when `copyOut`.
+template <typename Issue>
+std::shared_ptr<Work> stagedOne(StagedBackend::Pool& pool,
+                                const std::shared_ptr<DeviceStaging>& staging,
+                                const BufferView& buffer, bool copyIn, bool copyOut,
+                                Issue&& issue) {
+  Buffer host = pool.take(buffer.bytes());
+  if (copyIn && buffer.count > 0)
+    staging->toHost(host.data(), buffer);
+  auto work = issue(onHost(buffer, host));
+  std::function<void()> copyBack;
+  if (copyOut && buffer.count > 0) {
+    copyBack = [staging, buffer, data = host.data()] { staging->toDevice(buffer, data); };
+  }
+  std::vector<Buffer> held;
+  held.push_back(std::move(host));
+  return std::make_shared<StagedWork>(std::move(work), std::move(held), std::move(copyBack));
+}
+
 // The shape of the collectives with an input and an output buffer.
 template <typename Issue>
 std::shared_ptr<Work> stagedInOut(StagedBackend::Pool& pool,
@@ -262,16 +246,32 @@ std::shared_ptr<Work> stagedInOut(StagedBackend::Pool& pool,
   if (input.count > 0)
     staging->toHost(in.data(), input);
   auto work = issue(onHost(input, in), onHost(output, out));
-  const void* data = out.data();
+  std::function<void()> copyBack;
+  if (output.count > 0)
+    copyBack = [staging, output, data = out.data()] { staging->toDevice(output, data); };
   std::vector<Buffer> held;
   held.push_back(std::move(in));
   held.push_back(std::move(out));
-  return std::make_shared<StagedWork>(std::move(work), std::move(held), [staging, output, data] {
-    if (output.count > 0)
-      staging->toDevice(output, data);
-  });
+  return std::make_shared<StagedWork>(std::move(work), std::move(held), std::move(copyBack));
 }
 }  // namespace
+
+std::shared_ptr<Work> StagedBackend::allReduce(BufferView buffer, ReduceOp op,
+                                               const CollectiveOptions& options) {
+  checkDevice(OpType::AllReduce, buffer, "the");
+  return stagedOne(*pool_, staging_, buffer, true, true,
+                   [&](BufferView host) { return host_->allReduce(host, op, options); });
+}
+
+std::shared_ptr<Work> StagedBackend::broadcast(BufferView buffer, int root,
+                                               const CollectiveOptions& options) {
+  checkDevice(OpType::Broadcast, buffer, "the");
+  checkRoot(OpType::Broadcast, root);
+  // The root sends and keeps its buffer; the others only receive.
+  const bool sends = rank() == root;
+  return stagedOne(*pool_, staging_, buffer, sends, !sends,
+                   [&](BufferView host) { return host_->broadcast(host, root, options); });
+}
 
 std::shared_ptr<Work> StagedBackend::allGather(BufferView input, BufferView output,
                                                const CollectiveOptions& options) {
@@ -300,28 +300,15 @@ std::shared_ptr<Work> StagedBackend::allToAll(BufferView input, BufferView outpu
 std::shared_ptr<Work> StagedBackend::send(BufferView buffer, int peer, int tag,
                                           const CollectiveOptions& options) {
   checkDevice(OpType::Send, buffer, "the");
-  Buffer host = pool_->take(buffer.bytes());
-  if (buffer.count > 0)
-    staging_->toHost(host.data(), buffer);
-  auto work = host_->send(onHost(buffer, host), peer, tag, options);
-  std::vector<Buffer> held;
-  held.push_back(std::move(host));
-  return std::make_shared<StagedWork>(std::move(work), std::move(held), nullptr);
+  return stagedOne(*pool_, staging_, buffer, true, false,
+                   [&](BufferView host) { return host_->send(host, peer, tag, options); });
 }
 
 std::shared_ptr<Work> StagedBackend::recv(BufferView buffer, int peer, int tag,
                                           const CollectiveOptions& options) {
   checkDevice(OpType::Recv, buffer, "the");
-  Buffer host = pool_->take(buffer.bytes());
-  auto work = host_->recv(onHost(buffer, host), peer, tag, options);
-  const void* data = host.data();
-  std::vector<Buffer> held;
-  held.push_back(std::move(host));
-  return std::make_shared<StagedWork>(std::move(work), std::move(held),
-                                      [staging = staging_, buffer, data] {
-                                        if (buffer.count > 0)
-                                          staging->toDevice(buffer, data);
-                                      });
+  return stagedOne(*pool_, staging_, buffer, false, true,
+                   [&](BufferView host) { return host_->recv(host, peer, tag, options); });
 }
 
 std::shared_ptr<Work> StagedBackend::barrier(const CollectiveOptions& options) {

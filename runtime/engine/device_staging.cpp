@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "runtime/comm/backend_registry.hpp"
+#include "runtime/common/environment.hpp"
 #include "runtime/common/error.hpp"
 
 namespace stretch::engine {
@@ -27,11 +28,12 @@ void TorchDeviceStaging::freeHost(void* host, std::size_t) noexcept {
 }
 
 torch::Tensor TorchDeviceStaging::deviceBytes(const comm::BufferView& view) const {
-  const auto index = memory_ == torch::kCPU || view.device.index < 0
-                         ? torch::Device(memory_)
-                         : torch::Device(memory_, static_cast<c10::DeviceIndex>(view.device.index));
+  const auto device =
+      memory_ == torch::kCPU || view.device.index < 0
+          ? torch::Device(memory_)
+          : torch::Device(memory_, static_cast<c10::DeviceIndex>(view.device.index));
   return torch::from_blob(view.data, {static_cast<std::int64_t>(view.bytes())},
-                          torch::TensorOptions().dtype(torch::kUInt8).device(index));
+                          torch::TensorOptions().dtype(torch::kUInt8).device(device));
 }
 
 void TorchDeviceStaging::toHost(void* host, const comm::BufferView& from) {
@@ -45,19 +47,6 @@ void TorchDeviceStaging::toDevice(const comm::BufferView& to, const void* host) 
   deviceBytes(to).copy_(source);
 }
 
-namespace {
-int variable(const char* name, int fallback) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0')
-    return fallback;
-  try {
-    return std::stoi(text);
-  } catch (const std::exception&) {
-    throw ConfigError(ErrorDetail{name, text, "an integer"});
-  }
-}
-}  // namespace
-
 JobComm jobCommunication() {
   const auto accelerator = accel::getAccelerator();
   comm::CommChoiceInput input;
@@ -68,8 +57,8 @@ JobComm jobCommunication() {
   const comm::DistributedEnv ranks =
       comm::discoverEnvironment(comm::InitOptions{}, comm::processEnvironment());
   input.worldSize = ranks.worldSize;
-  input.localRanks =
-      variable("LOCAL_WORLD_SIZE", variable("OMPI_COMM_WORLD_LOCAL_SIZE", ranks.worldSize));
+  input.localRanks = static_cast<int>(integerVariable(
+      "LOCAL_WORLD_SIZE", integerVariable("OMPI_COMM_WORLD_LOCAL_SIZE", ranks.worldSize, 1), 1));
   for (const comm::BackendInfo& info : comm::registeredBackends())
     input.built.push_back(info.name);
   if (const char* chosen = std::getenv(std::string(comm::kCommBackendEnv).c_str()))

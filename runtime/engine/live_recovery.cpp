@@ -18,6 +18,7 @@
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/init_distributed.hpp"
 #include "runtime/comm/tcp_store.hpp"
+#include "runtime/common/environment.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/common/worker_variables.hpp"
 
@@ -29,20 +30,6 @@ volatile std::sig_atomic_t gAnnounced = 0;
 
 void onAnnouncement(int) {
   gAnnounced = 1;
-}
-
-std::int64_t integerVariable(const char* name, std::int64_t fallback, std::int64_t minimum) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0')
-    return fallback;
-  try {
-    std::size_t used = 0;
-    const auto value = std::stoll(text, &used);
-    if (used == std::string(text).size() && value >= minimum)
-      return value;
-  } catch (const std::exception&) {
-  }
-  throw ConfigError(ErrorDetail{name, text, fmt::format("an integer >= {}", minimum)});
 }
 
 // Throws once the job finished (JobFinishedElsewhere) or the agent published a generation newer
