@@ -19,32 +19,30 @@
 // one per penalty. Guessing from one address thus gets about one try a second instead of
 // thousands, while a client with the right token waits at most a second. (Tokens a user chooses
 // must be 16 characters or more: runtime/launcher/token.hpp.)
+//
+// This file holds the event loop, accepting and dropping connections, reading and writing
+// frames, and the handshake with its throttle; the request handlers and the Wait bookkeeping
+// are in tcp_store_server_requests.cpp, the state both share in detail/tcp_store_server_impl.hpp.
 
 #include <algorithm>
 #include <arpa/inet.h>
-#include <atomic>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
-#include <deque>
 #include <fcntl.h>
-#include <map>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "runtime/comm/detail/printable.hpp"
 #include "runtime/comm/detail/socket.hpp"
 #include "runtime/comm/detail/tcp_store_limits.hpp"
 #include "runtime/comm/detail/tcp_store_protocol.hpp"
+#include "runtime/comm/detail/tcp_store_server_impl.hpp"
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/tcp_store.hpp"
 
@@ -56,7 +54,6 @@ using namespace detail::tcpstore;
 
 namespace {
 
-using detail::printable;
 using detail::SteadyClock;
 using detail::UniqueFd;
 
@@ -106,122 +103,7 @@ bool constantTimeEquals(std::string_view offered, std::string_view secret) noexc
   return diff == 0;
 }
 
-std::string errorFrame(std::string_view message) {
-  return FrameWriter(Reply::Error).str(message).take();
-}
-
-// Reads a key list; false when the frame is malformed.
-bool readKeys(FrameReader& reader, std::vector<std::string>& keys) {
-  const std::uint32_t n = reader.u32();
-  if (reader.failed() || n > reader.remaining() / 4)
-    return false;
-  keys.reserve(n);
-  for (std::uint32_t i = 0; i < n && !reader.failed(); ++i)
-    keys.emplace_back(reader.str());
-  return reader.complete();
-}
-
 }  // namespace
-
-struct TcpStoreServer::Impl {
-  struct Conn {
-    std::uint64_t id = 0;
-    UniqueFd fd;
-    bool authed = false;
-    bool dead = false;
-    std::uint32_t events = 0;
-    // Bytes received but not yet parsed are in[inPos, in.size()).
-    std::string in;
-    std::size_t inPos = 0;
-    // Remaining bytes of an oversized frame being skipped, and its announced size.
-    std::uint64_t discardLeft = 0;
-    std::uint64_t discardTotal = 0;
-    // Replies not yet sent; the front one from outPos on.
-    std::deque<std::string> out;
-    std::size_t outPos = 0;
-    std::size_t outPending = 0;
-    // A pending Wait: its keys as sent, and how many distinct ones are still missing.
-    bool waiting = false;
-    std::size_t missing = 0;
-    std::vector<std::string> waitKeys;
-    // The peer's address, and a handshake waiting for its address's penalty to pass.
-    std::string peer;
-    bool parked = false;
-    std::uint16_t parkedVersion = 0;
-    std::string parkedToken;
-  };
-  // Consecutive wrong tokens from one address, and when its next handshake may be answered.
-  struct Throttle {
-    int failures = 0;
-    SteadyClock::time_point until{};
-  };
-
-  explicit Impl(const TcpStoreOptions& opts);
-  ~Impl();
-
-  void run() noexcept;
-  void acceptAll();
-  void onEvent(Conn& conn, std::uint32_t events);
-  void readFrom(Conn& conn);
-  void consume(Conn& conn, const char* data, std::size_t size);
-  void processFrames(Conn& conn);
-  bool handleFrame(Conn& conn, std::string_view payload);
-  bool handleRequest(Conn& conn, Request type, FrameReader& reader);
-  // One per request type, after the handshake: false when the frame is malformed (the caller
-  // closes the connection), else true (answered, or a Wait parked).
-  bool handleSet(Conn& conn, FrameReader& reader);
-  bool handleGet(Conn& conn, FrameReader& reader);
-  bool handleAdd(Conn& conn, FrameReader& reader);
-  bool handleCompareSet(Conn& conn, FrameReader& reader);
-  bool handleCheck(Conn& conn, FrameReader& reader);
-  bool handleWait(Conn& conn, FrameReader& reader);
-  bool handleCancelWait(Conn& conn, FrameReader& reader);
-  bool handleDeleteKey(Conn& conn, FrameReader& reader);
-  bool handleNumKeys(Conn& conn, FrameReader& reader);
-  // True when the key (or value) breaks our limits; it has then been answered with Error and
-  // the connection stays usable.
-  bool refuseBadKey(Conn& conn, std::string_view key);
-  bool refuseBadValue(Conn& conn, std::string_view key, std::string_view value);
-  void reject(Conn& conn, RejectReason reason, std::string_view message);
-  void queue(Conn& conn, std::string frame);
-  void flush(Conn& conn);
-  void updateEvents(Conn& conn);
-  void notify(const std::string& key);
-  void unregisterWait(Conn& conn);
-  void drop(Conn& conn, bool rejected);
-  void reap();
-  void expireHandshakes();
-  // The verdict on a handshake: version, then token (counted towards the peer's throttle).
-  void answerHello(Conn& conn, std::uint16_t version, std::string_view token);
-  void releaseParked();
-  SteadyClock::time_point nextDeadline() const;
-  Conn* find(std::uint64_t id);
-
-  TcpStoreOptions options;
-  std::string name;
-  std::size_t maxFrame = 0;
-  UniqueFd listenFd;
-  UniqueFd epollFd;
-  UniqueFd wakeFd;
-  UniqueFd spareFd;  // released to accept-and-close when the process runs out of descriptors
-  int port = 0;
-  std::atomic<bool> stopping{false};
-  std::atomic<int> open{0};
-  std::atomic<std::int64_t> rejected{0};
-
-  // Owned by the server thread only.
-  std::uint64_t nextId = 2;
-  std::unordered_map<std::uint64_t, std::unique_ptr<Conn>> conns;
-  std::vector<std::uint64_t> deadConns;
-  std::deque<std::pair<SteadyClock::time_point, std::uint64_t>> handshakes;
-  std::unordered_map<std::string, Throttle> throttles;
-  std::multimap<SteadyClock::time_point, std::uint64_t> parkedHellos;
-  std::unordered_map<std::string, std::string> data;
-  std::unordered_map<std::string, std::vector<std::uint64_t>> waiters;
-  std::vector<char> scratch;
-
-  std::thread thread;
-};
 
 TcpStoreServer::Impl::Impl(const TcpStoreOptions& opts)
     : options(opts),
@@ -490,206 +372,6 @@ bool TcpStoreServer::Impl::handleFrame(Conn& conn, std::string_view payload) {
   return handleRequest(conn, request, reader);
 }
 
-bool TcpStoreServer::Impl::handleRequest(Conn& conn, Request type, FrameReader& reader) {
-  switch (type) {
-    case Request::Set:
-      return handleSet(conn, reader);
-    case Request::Get:
-      return handleGet(conn, reader);
-    case Request::Add:
-      return handleAdd(conn, reader);
-    case Request::CompareSet:
-      return handleCompareSet(conn, reader);
-    case Request::Check:
-      return handleCheck(conn, reader);
-    case Request::Wait:
-      return handleWait(conn, reader);
-    case Request::CancelWait:
-      return handleCancelWait(conn, reader);
-    case Request::DeleteKey:
-      return handleDeleteKey(conn, reader);
-    case Request::NumKeys:
-      return handleNumKeys(conn, reader);
-    case Request::Hello:
-      return false;  // only valid as the first frame
-  }
-  return false;
-}
-
-bool TcpStoreServer::Impl::refuseBadKey(Conn& conn, std::string_view key) {
-  if (auto problem = keyProblem(key, options.maxKeyBytes)) {
-    queue(conn, errorFrame(*problem));
-    return true;
-  }
-  return false;
-}
-
-bool TcpStoreServer::Impl::refuseBadValue(Conn& conn, std::string_view key,
-                                          std::string_view value) {
-  if (auto problem = valueProblem(key, value, options.maxValueBytes)) {
-    queue(conn, errorFrame(*problem));
-    return true;
-  }
-  return false;
-}
-
-bool TcpStoreServer::Impl::handleSet(Conn& conn, FrameReader& reader) {
-  const std::string_view key = reader.str();
-  const std::string_view value = reader.str();
-  if (!reader.complete())
-    return false;
-  if (refuseBadKey(conn, key) || refuseBadValue(conn, key, value))
-    return true;
-  std::string k(key);
-  data[k].assign(value);
-  notify(k);
-  queue(conn, FrameWriter(Reply::Ok).take());
-  return true;
-}
-
-bool TcpStoreServer::Impl::handleGet(Conn& conn, FrameReader& reader) {
-  const std::string_view key = reader.str();
-  if (!reader.complete())
-    return false;
-  if (refuseBadKey(conn, key))
-    return true;
-  const auto it = data.find(std::string(key));
-  queue(conn, it == data.end() ? FrameWriter(Reply::NotFound).take()
-                               : FrameWriter(Reply::Value).str(it->second).take());
-  return true;
-}
-
-bool TcpStoreServer::Impl::handleAdd(Conn& conn, FrameReader& reader) {
-  const std::string_view key = reader.str();
-  const std::int64_t delta = reader.i64();
-  if (!reader.complete())
-    return false;
-  if (refuseBadKey(conn, key))
-    return true;
-  std::string k(key);
-  std::int64_t current = 0;
-  if (const auto it = data.find(k); it != data.end()) {
-    const std::string& text = it->second;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), current);
-    if (ec != std::errc() || end != text.data() + text.size()) {
-      queue(conn, errorFrame(fmt::format("add on key \"{}\" whose value \"{}\" is not an "
-                                         "integer",
-                                         printable(k), printable(text))));
-      return true;
-    }
-  }
-  std::int64_t result = 0;
-  if (__builtin_add_overflow(current, delta, &result)) {
-    queue(conn, errorFrame(fmt::format("add {} to key \"{}\" = {} overflows int64", delta,
-                                       printable(k), current)));
-    return true;
-  }
-  data[k] = std::to_string(result);
-  notify(k);
-  queue(conn, FrameWriter(Reply::Int).i64(result).take());
-  return true;
-}
-
-bool TcpStoreServer::Impl::handleCompareSet(Conn& conn, FrameReader& reader) {
-  const std::string_view key = reader.str();
-  const std::string_view expected = reader.str();
-  const std::string_view desired = reader.str();
-  if (!reader.complete())
-    return false;
-  if (refuseBadKey(conn, key) || refuseBadValue(conn, key, expected) ||
-      refuseBadValue(conn, key, desired))
-    return true;
-  std::string k(key);
-  const auto it = data.find(k);
-  if (it == data.end() && !expected.empty()) {
-    queue(conn, FrameWriter(Reply::Value).str(expected).take());
-    return true;
-  }
-  if (it != data.end() && it->second != expected) {
-    queue(conn, FrameWriter(Reply::Value).str(it->second).take());
-    return true;
-  }
-  data[k].assign(desired);
-  notify(k);
-  queue(conn, FrameWriter(Reply::Value).str(desired).take());
-  return true;
-}
-
-bool TcpStoreServer::Impl::handleCheck(Conn& conn, FrameReader& reader) {
-  std::vector<std::string> keys;
-  if (!readKeys(reader, keys))
-    return false;
-  bool all = true;
-  for (const auto& key : keys) {
-    if (refuseBadKey(conn, key))
-      return true;
-    all = all && data.contains(key);
-  }
-  queue(conn, FrameWriter(Reply::Bool).u8(all ? 1 : 0).take());
-  return true;
-}
-
-bool TcpStoreServer::Impl::handleWait(Conn& conn, FrameReader& reader) {
-  std::vector<std::string> keys;
-  if (!readKeys(reader, keys))
-    return false;
-  for (const auto& key : keys) {
-    if (refuseBadKey(conn, key))
-      return true;
-  }
-  std::unordered_set<std::string_view> seen;
-  std::size_t missing = 0;
-  for (const auto& key : keys) {
-    if (!data.contains(key) && seen.insert(key).second) {
-      waiters[key].push_back(conn.id);
-      ++missing;
-    }
-  }
-  if (missing == 0) {
-    queue(conn, FrameWriter(Reply::Ready).take());
-  } else {
-    conn.waiting = true;
-    conn.missing = missing;
-    conn.waitKeys = std::move(keys);
-  }
-  return true;
-}
-
-bool TcpStoreServer::Impl::handleCancelWait(Conn& conn, FrameReader& reader) {
-  if (!reader.complete())
-    return false;
-  FrameWriter reply(Reply::WaitCanceled);
-  std::vector<std::uint32_t> still;
-  for (std::size_t i = 0; i < conn.waitKeys.size(); ++i) {
-    if (!data.contains(conn.waitKeys[i]))
-      still.push_back(static_cast<std::uint32_t>(i));
-  }
-  unregisterWait(conn);
-  reply.u32(static_cast<std::uint32_t>(still.size()));
-  for (const std::uint32_t index : still)
-    reply.u32(index);
-  queue(conn, reply.take());
-  return true;
-}
-
-bool TcpStoreServer::Impl::handleDeleteKey(Conn& conn, FrameReader& reader) {
-  const std::string_view key = reader.str();
-  if (!reader.complete())
-    return false;
-  if (refuseBadKey(conn, key))
-    return true;
-  const bool erased = data.erase(std::string(key)) > 0;
-  queue(conn, FrameWriter(Reply::Bool).u8(erased ? 1 : 0).take());
-  return true;
-}
-
-bool TcpStoreServer::Impl::handleNumKeys(Conn& conn, FrameReader& reader) {
-  if (!reader.complete())
-    return false;
-  queue(conn, FrameWriter(Reply::Int).i64(static_cast<std::int64_t>(data.size())).take());
-  return true;
-}
-
 void TcpStoreServer::Impl::reject(Conn& conn, RejectReason reason, std::string_view message) {
   // Counted before the peer can read the verdict, so what a client sees the counter shows.
   rejected.fetch_add(1);
@@ -744,38 +426,6 @@ void TcpStoreServer::Impl::updateEvents(Conn& conn) {
     conn.events = wanted;
   else
     drop(conn, /*rejected=*/false);
-}
-
-void TcpStoreServer::Impl::notify(const std::string& key) {
-  const auto it = waiters.find(key);
-  if (it == waiters.end())
-    return;
-  const std::vector<std::uint64_t> ids = std::move(it->second);
-  waiters.erase(it);
-  for (const std::uint64_t id : ids) {
-    Conn* conn = find(id);
-    if (conn == nullptr || conn->dead || !conn->waiting)
-      continue;
-    if (--conn->missing == 0) {
-      conn->waiting = false;
-      conn->waitKeys.clear();
-      queue(*conn, FrameWriter(Reply::Ready).take());
-    }
-  }
-}
-
-void TcpStoreServer::Impl::unregisterWait(Conn& conn) {
-  for (const auto& key : conn.waitKeys) {
-    const auto it = waiters.find(key);
-    if (it == waiters.end())
-      continue;
-    std::erase(it->second, conn.id);
-    if (it->second.empty())
-      waiters.erase(it);
-  }
-  conn.waiting = false;
-  conn.missing = 0;
-  conn.waitKeys.clear();
 }
 
 void TcpStoreServer::Impl::drop(Conn& conn, bool rejectedByUs) {
