@@ -146,62 +146,70 @@ std::int64_t HashStore::numKeys() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// PrefixStore
+// ForwardingStore
 
-PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> store)
-    : Store(store ? store->timeout() : kDefaultTimeout),
-      prefix_(std::move(prefix)),
-      store_(std::move(store)) {
-  if (!store_)
-    throw StoreError(fmt::format("PrefixStore \"{}\": underlying store is null", prefix_));
+ForwardingStore::ForwardingStore(std::shared_ptr<Store> inner, std::string_view name)
+    : Store(inner ? inner->timeout() : kDefaultTimeout), inner_(std::move(inner)) {
+  if (!inner_)
+    throw StoreError(fmt::format("{}: underlying store is null", name));
 }
 
-std::string PrefixStore::join(const std::string& key) const {
-  checkKey(fmt::format("PrefixStore \"{}\"", prefix_), key);
-  return prefix_ + "/" + key;
+std::string ForwardingStore::innerKey(const std::string& key) const {
+  return key;
 }
 
-std::vector<std::string> PrefixStore::join(const std::vector<std::string>& keys) const {
+std::vector<std::string> ForwardingStore::innerKeys(const std::vector<std::string>& keys) const {
   std::vector<std::string> out;
   out.reserve(keys.size());
   for (const auto& key : keys)
-    out.push_back(join(key));
+    out.push_back(innerKey(key));
   return out;
 }
 
-void PrefixStore::set(const std::string& key, const std::string& value) {
-  store_->set(join(key), value);
+void ForwardingStore::set(const std::string& key, const std::string& value) {
+  inner_->set(innerKey(key), value);
 }
 
-std::string PrefixStore::get(const std::string& key) {
-  const std::string full = join(key);
-  store_->wait({full}, timeout());
-  return store_->get(full);
+std::string ForwardingStore::get(const std::string& key) {
+  wait({key});
+  return inner_->get(innerKey(key));
 }
 
-std::int64_t PrefixStore::add(const std::string& key, std::int64_t delta) {
-  return store_->add(join(key), delta);
+std::int64_t ForwardingStore::add(const std::string& key, std::int64_t delta) {
+  return inner_->add(innerKey(key), delta);
 }
 
-std::string PrefixStore::compareSet(const std::string& key, const std::string& expected,
-                                    const std::string& desired) {
-  return store_->compareSet(join(key), expected, desired);
+std::string ForwardingStore::compareSet(const std::string& key, const std::string& expected,
+                                        const std::string& desired) {
+  return inner_->compareSet(innerKey(key), expected, desired);
 }
 
-bool PrefixStore::check(const std::vector<std::string>& keys) {
-  return store_->check(join(keys));
+bool ForwardingStore::check(const std::vector<std::string>& keys) {
+  return inner_->check(innerKeys(keys));
 }
 
-void PrefixStore::wait(const std::vector<std::string>& keys, std::optional<Duration> timeout) {
-  store_->wait(join(keys), timeout.value_or(this->timeout()));
+void ForwardingStore::wait(const std::vector<std::string>& keys, std::optional<Duration> timeout) {
+  inner_->wait(innerKeys(keys), timeout.value_or(this->timeout()));
 }
 
-bool PrefixStore::deleteKey(const std::string& key) {
-  return store_->deleteKey(join(key));
+bool ForwardingStore::deleteKey(const std::string& key) {
+  return inner_->deleteKey(innerKey(key));
 }
 
-std::int64_t PrefixStore::numKeys() {
-  return store_->numKeys();
+std::int64_t ForwardingStore::numKeys() {
+  return inner_->numKeys();
+}
+
+// ---------------------------------------------------------------------------------------------
+// PrefixStore
+
+PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> store)
+    : ForwardingStore(std::move(store), fmt::format("PrefixStore \"{}\"", prefix)),
+      prefix_(std::move(prefix)) {}
+
+std::string PrefixStore::innerKey(const std::string& key) const {
+  checkKey(fmt::format("PrefixStore \"{}\"", prefix_), key);
+  return prefix_ + "/" + key;
 }
 
 }  // namespace stretch::comm

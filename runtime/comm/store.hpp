@@ -82,11 +82,17 @@ class HashStore final : public Store {
   std::unique_ptr<State> state_;
 };
 
-// Prepends "<prefix>/" to every key of an underlying store, so several groups or generations
-// share one server without seeing each other's keys. Timeouts default to the underlying one.
-class PrefixStore final : public Store {
+// Forwards every method to an inner store: the base of a store that changes only part of what
+// the inner one does (PrefixStore renames keys; live recovery's generation store gives up its
+// waits once superseded; tests' stores that stall or fail). It keeps a timeout of its own,
+// initially the inner store's: get() and wait() without a timeout wait for timeout(). get()
+// waits through wait(), so an override of wait() governs both.
+//
+// A derived class overrides what it changes, and innerKey() when it renames keys: every forwarded
+// key passes through it. Throws StoreError naming `name` when `inner` is null.
+class ForwardingStore : public Store {
  public:
-  PrefixStore(std::string prefix, std::shared_ptr<Store> store);
+  explicit ForwardingStore(std::shared_ptr<Store> inner, std::string_view name = "ForwardingStore");
 
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key) override;
@@ -99,15 +105,31 @@ class PrefixStore final : public Store {
   bool deleteKey(const std::string& key) override;
   std::int64_t numKeys() override;
 
-  const std::string& prefix() const noexcept { return prefix_; }
-  const std::shared_ptr<Store>& underlying() const noexcept { return store_; }
+  const std::shared_ptr<Store>& underlying() const noexcept { return inner_; }
+
+ protected:
+  // The inner store's name for `key`: `key` itself unless a derived class renames keys.
+  virtual std::string innerKey(const std::string& key) const;
+  std::vector<std::string> innerKeys(const std::vector<std::string>& keys) const;
+  Store& inner() const noexcept { return *inner_; }
 
  private:
-  std::string join(const std::string& key) const;
-  std::vector<std::string> join(const std::vector<std::string>& keys) const;
+  std::shared_ptr<Store> inner_;
+};
 
+// Prepends "<prefix>/" to every key of an underlying store, so several groups or generations
+// share one server without seeing each other's keys. Timeouts default to the underlying one.
+class PrefixStore final : public ForwardingStore {
+ public:
+  PrefixStore(std::string prefix, std::shared_ptr<Store> store);
+
+  const std::string& prefix() const noexcept { return prefix_; }
+
+ protected:
+  std::string innerKey(const std::string& key) const override;
+
+ private:
   std::string prefix_;
-  std::shared_ptr<Store> store_;
 };
 
 }  // namespace stretch::comm

@@ -48,34 +48,20 @@ constexpr auto kSupersessionPoll = std::chrono::milliseconds(20);
 
 // Generation N's rendezvous store: waits give up as soon as the agent publishes a newer
 // generation (a member died before joining; the rendezvous would otherwise wait out its timeout).
-class SupersedableStore final : public comm::Store {
+class SupersedableStore final : public comm::ForwardingStore {
  public:
   SupersedableStore(std::shared_ptr<comm::Store> inner, std::shared_ptr<comm::Store> root,
                     std::uint64_t generation)
-      : comm::Store(inner->timeout()),
-        inner_(std::move(inner)),
+      : comm::ForwardingStore(std::move(inner), "live generation store"),
         root_(std::move(root)),
         generation_(generation) {}
 
-  void set(const std::string& key, const std::string& value) override { inner_->set(key, value); }
-  std::string get(const std::string& key) override {
-    wait({key}, std::nullopt);
-    return inner_->get(key);
-  }
-  std::int64_t add(const std::string& key, std::int64_t delta) override {
-    return inner_->add(key, delta);
-  }
-  std::string compareSet(const std::string& key, const std::string& expected,
-                         const std::string& desired) override {
-    return inner_->compareSet(key, expected, desired);
-  }
-  bool check(const std::vector<std::string>& keys) override { return inner_->check(keys); }
   void wait(const std::vector<std::string>& keys, std::optional<comm::Duration> timeout) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout.value_or(this->timeout());
     while (true) {
       const auto left = deadline - std::chrono::steady_clock::now();
       try {
-        inner_->wait(keys,
+        inner().wait(keys,
                      std::min<comm::Duration>(std::chrono::duration_cast<comm::Duration>(left),
                                               kSupersessionPoll));
         return;
@@ -84,7 +70,7 @@ class SupersedableStore final : public comm::Store {
         if (std::chrono::steady_clock::now() >= deadline) {
           std::vector<std::string> missing;
           for (const auto& key : keys) {
-            if (!inner_->check({key}))
+            if (!inner().check({key}))
               missing.push_back(key);
           }
           throwTimeout("live generation store", missing, timeout.value_or(this->timeout()));
@@ -92,11 +78,8 @@ class SupersedableStore final : public comm::Store {
       }
     }
   }
-  bool deleteKey(const std::string& key) override { return inner_->deleteKey(key); }
-  std::int64_t numKeys() override { return inner_->numKeys(); }
 
  private:
-  std::shared_ptr<comm::Store> inner_;
   std::shared_ptr<comm::Store> root_;
   std::uint64_t generation_;
 };

@@ -177,6 +177,23 @@ class PrefixHarness final : public Harness {
   Base base_;
 };
 
+// The forwarding base alone: every method reaches the inner store unchanged.
+template <typename Base>
+class ForwardingHarness final : public Harness {
+ public:
+  std::shared_ptr<Store> open(Duration timeout) override {
+    auto store = std::make_shared<ForwardingStore>(base_.open(timeout));
+    store->setTimeout(timeout);
+    return store;
+  }
+  std::shared_ptr<Store> openUnderlying(Duration timeout) override { return base_.open(timeout); }
+  bool multiProcess() const override { return base_.multiProcess(); }
+  std::string skipReason() const override { return base_.skipReason(); }
+
+ private:
+  Base base_;
+};
+
 // Type parameters: a harness and its name in test names.
 template <typename H>
 struct Kind {
@@ -200,6 +217,8 @@ struct KindNames {
       return "PrefixOverFileStore";
     else if constexpr (std::is_same_v<H, PrefixHarness<TcpHarness>>)
       return "PrefixOverTCPStore";
+    else if constexpr (std::is_same_v<H, ForwardingHarness<HashHarness>>)
+      return "ForwardingOverHashStore";
     else
       return "PrefixOverRedisStore";
   }
@@ -237,7 +256,7 @@ using ContractKinds = ::testing::Types<Kind<RedisHarness>, Kind<PrefixHarness<Re
 using ContractKinds =
     ::testing::Types<Kind<HashHarness>, Kind<FileHarness>, Kind<TcpHarness>,
                      Kind<PrefixHarness<HashHarness>>, Kind<PrefixHarness<FileHarness>>,
-                     Kind<PrefixHarness<TcpHarness>>>;
+                     Kind<PrefixHarness<TcpHarness>>, Kind<ForwardingHarness<HashHarness>>>;
 #endif
 TYPED_TEST_SUITE(StoreContractTest, ContractKinds, KindNames);
 
@@ -528,6 +547,16 @@ TYPED_TEST(StoreContractTest, PrefixStoresOnOneStoreDoNotSeeEachOthersKeys) {
   } catch (const StoreTimeoutError& e) {
     EXPECT_THAT(e.what(), HasSubstr("group-b/only-a"));
   }
+}
+
+TEST(ForwardingStore, RefusesANullInnerStoreNamingTheStore) {
+  try {
+    PrefixStore store("job", nullptr);
+    ADD_FAILURE() << "a PrefixStore over no store was built";
+  } catch (const StoreError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("PrefixStore \"job\": underlying store is null"));
+  }
+  EXPECT_THROW(ForwardingStore(nullptr), StoreError);
 }
 
 // ---------------------------------------------------------------------------------------------

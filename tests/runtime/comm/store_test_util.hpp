@@ -106,33 +106,18 @@ inline std::chrono::milliseconds timed(const std::function<void()>& body) {
 // A store over another whose reads of Gloo's pair addresses stall, then fail: a rank that builds
 // a Gloo group over it publishes its own address, then never reads the others' and so never
 // connects (a worker frozen or dying during a live generation's rendezvous).
-class StallingStore final : public Store {
+class StallingStore final : public ForwardingStore {
  public:
   StallingStore(std::shared_ptr<Store> store, std::chrono::milliseconds stall)
-      : store_(std::move(store)), stall_(stall) {}
-  void set(const std::string& key, const std::string& value) override { store_->set(key, value); }
-  std::string get(const std::string& key) override {
-    if (!isAddressKey(key))
-      return store_->get(key);
-    stallThenFail(key);
-  }
-  std::int64_t add(const std::string& key, std::int64_t delta) override {
-    return store_->add(key, delta);
-  }
-  std::string compareSet(const std::string& key, const std::string& expected,
-                         const std::string& desired) override {
-    return store_->compareSet(key, expected, desired);
-  }
-  bool check(const std::vector<std::string>& keys) override { return store_->check(keys); }
+      : ForwardingStore(std::move(store), "stalling store"), stall_(stall) {}
+  // get() waits through wait(), so it stalls on the same keys.
   void wait(const std::vector<std::string>& keys, std::optional<Duration> timeout) override {
     for (const auto& key : keys) {
       if (isAddressKey(key))
         stallThenFail(key);
     }
-    store_->wait(keys, timeout);
+    ForwardingStore::wait(keys, timeout);
   }
-  bool deleteKey(const std::string& key) override { return store_->deleteKey(key); }
-  std::int64_t numKeys() override { return store_->numKeys(); }
 
  private:
   // Gloo first exchanges host names ("gloo/rank_<r>"), then the pairs' addresses ("gloo/<r>").
@@ -144,7 +129,6 @@ class StallingStore final : public Store {
     std::this_thread::sleep_for(stall_);
     throwTimeout("stalling store", {key}, stall_);
   }
-  std::shared_ptr<Store> store_;
   std::chrono::milliseconds stall_;
 };
 
