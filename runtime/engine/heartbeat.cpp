@@ -21,28 +21,19 @@ std::unique_ptr<Heartbeat> Heartbeat::fromEnvironment() {
 }
 
 Heartbeat::Heartbeat(std::string path, std::chrono::milliseconds period)
-    : path_(std::move(path)), period_(period), thread_([this] {
-        std::unique_lock lock(mutex_);
-        while (!stop_) {
-          const std::int64_t step = step_;
-          const std::int64_t completed = completed_;
-          lock.unlock();
-          const bool written = write(step, completed);
-          lock.lock();
-          if (!written)
-            return;
-          wake_.wait_for(lock, period_, [this] { return stop_ || writeNow_; });
-          writeNow_ = false;
+    : path_(std::move(path)), beat_("heartbeat " + path_, period, [this] {
+        std::int64_t step = 0;
+        std::int64_t completed = 0;
+        {
+          std::lock_guard lock(mutex_);
+          step = step_;
+          completed = completed_;
         }
+        return write(step, completed) ? PeriodicTask::Next::Continue : PeriodicTask::Next::Stop;
       }) {}
 
 Heartbeat::~Heartbeat() {
-  {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  thread_.join();
+  beat_.stop();
   // No more beats on purpose: the launcher stops watching (what the program does after
   // training, an evaluation, writing results, is not a hang).
   ::unlink(path_.c_str());
@@ -58,9 +49,8 @@ void Heartbeat::progress(std::int64_t step) {
     // The first completed step goes out at once: the launcher tells a worker that failed before
     // its first step (a crash loop) from one that trained, even within the first period.
     reported_ = true;
-    writeNow_ = true;
   }
-  wake_.notify_all();
+  beat_.runNow();
 }
 
 bool Heartbeat::write(std::int64_t step, std::int64_t completed) {

@@ -16,12 +16,12 @@
 // (exit-based), never as hung.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
+
+#include "runtime/common/periodic_task.hpp"
 
 namespace stretch::engine {
 
@@ -46,15 +46,11 @@ class Heartbeat {
   bool write(std::int64_t step, std::int64_t completed);
 
   std::string path_;
-  std::chrono::milliseconds period_;
   std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
-  bool writeNow_ = false;
   bool reported_ = false;
   std::int64_t step_ = 0;
   std::int64_t completed_ = 0;  // steps completed by this process
-  std::thread thread_;          // last: starts once the members above exist
+  PeriodicTask beat_;           // last: starts once the members above exist
 };
 
 }  // namespace stretch::engine

@@ -1,11 +1,9 @@
 #include "runtime/engine/live_recovery.hpp"
 
-#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
 #include <functional>
 #include <future>
-#include <mutex>
 #include <string_view>
 #include <thread>
 #include <unistd.h>
@@ -20,6 +18,7 @@
 #include "runtime/comm/tcp_store.hpp"
 #include "runtime/common/environment.hpp"
 #include "runtime/common/error.hpp"
+#include "runtime/common/periodic_task.hpp"
 #include "runtime/common/worker_variables.hpp"
 
 namespace stretch::engine {
@@ -96,56 +95,33 @@ config::BatchTriple batchOf(const live::LiveGeneration& record) {
 // generation newer than `generation` was published, calls `onSuperseded` (once, on its own
 // thread) to abort what the worker waits on for the old generation: a collective that waits for
 // a member that died or that is itself still leaving an older generation.
-class SupersessionWatch {
- public:
-  SupersessionWatch(std::shared_ptr<comm::Store> root, std::uint64_t generation,
-                    std::function<void()> onSuperseded)
-      : thread_([this, root = std::move(root), generation, onSuperseded = std::move(onSuperseded)] {
-          std::unique_lock lock(mutex_);
-          while (!stop_) {
-            lock.unlock();
-            bool superseded = false;
-            try {
-              throwIfSuperseded(*root, generation, "");
-            } catch (const JobFinishedElsewhere&) {
-              superseded = true;
-            } catch (const comm::CommTimeoutError&) {
-              superseded = true;
-            } catch (const comm::CommError&) {
-              // The store is unreachable: the operation's own timeout ends it.
-            }
-            if (superseded) {
-              onSuperseded();
-              return;
-            }
-            lock.lock();
-            wake_.wait_for(lock, kSupersessionPoll, [this] { return stop_; });
-          }
-        }) {}
-  ~SupersessionWatch() {
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-  SupersessionWatch(const SupersessionWatch&) = delete;
-  SupersessionWatch& operator=(const SupersessionWatch&) = delete;
-
- private:
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
-  std::thread thread_;  // last: starts once the members above exist
-};
+std::unique_ptr<PeriodicTask> watchSupersession(std::shared_ptr<comm::Store> root,
+                                                std::uint64_t generation,
+                                                std::function<void()> onSuperseded) {
+  return std::make_unique<PeriodicTask>(
+      fmt::format("live generation {}'s supersession watch", generation), kSupersessionPoll,
+      [root = std::move(root), generation, onSuperseded = std::move(onSuperseded)] {
+        try {
+          throwIfSuperseded(*root, generation, "");
+          return PeriodicTask::Next::Continue;
+        } catch (const JobFinishedElsewhere&) {
+        } catch (const comm::CommTimeoutError&) {
+        } catch (const comm::CommError&) {
+          // The store is unreachable: the operation's own timeout ends it.
+          return PeriodicTask::Next::Continue;
+        }
+        onSuperseded();
+        return PeriodicTask::Next::Stop;
+      });
+}
 
 // Aborts `record`'s groups when a newer generation supersedes it.
-SupersessionWatch watchGroups(std::shared_ptr<comm::Store> root, const live::LiveGeneration& record,
-                              std::shared_ptr<comm::ProcessGroup> group,
-                              std::shared_ptr<comm::ProcessGroup> transfer) {
+std::unique_ptr<PeriodicTask> watchGroups(std::shared_ptr<comm::Store> root,
+                                          const live::LiveGeneration& record,
+                                          std::shared_ptr<comm::ProcessGroup> group,
+                                          std::shared_ptr<comm::ProcessGroup> transfer) {
   const auto generation = record.generation;
-  return SupersessionWatch(std::move(root), generation, [=] {
+  return watchSupersession(std::move(root), generation, [=] {
     const auto reason = fmt::format("live generation {} was superseded", generation);
     if (group)
       group->abort(reason);

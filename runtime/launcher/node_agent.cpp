@@ -9,6 +9,7 @@
 
 #include "runtime/comm/tcp_store.hpp"
 #include "runtime/common/file_io.hpp"
+#include "runtime/common/periodic_task.hpp"
 #include "runtime/common/worker_variables.hpp"
 #include "runtime/launcher/host_address.hpp"
 #include "runtime/launcher/node_workers.hpp"
@@ -45,34 +46,27 @@ std::uint64_t registerNode(comm::Store& store, const NodeAgentOptions& options) 
 class KeepAlive {
  public:
   explicit KeepAlive(const NodeAgentOptions& options)
-      : options_(options), thread_([this] { run(); }) {}
-  KeepAlive(const KeepAlive&) = delete;
-  KeepAlive& operator=(const KeepAlive&) = delete;
-  ~KeepAlive() {
-    quit_.store(true);
-    thread_.join();
-  }
+      : options_(options),
+        task_("keep-alive of " + options.node.nodeId, options.heartbeatInterval, [this] {
+          beat();
+          return PeriodicTask::Next::Continue;
+        }) {}
 
  private:
-  void run() {
-    std::shared_ptr<comm::Store> hb;
-    while (!quit_.load()) {
-      try {
-        if (!hb)
-          hb = options_.connect();
-        hb->add("hb/" + options_.node.nodeId, 1);
-      } catch (const std::exception& e) {
-        hb.reset();
-      }
-      const auto until = std::chrono::steady_clock::now() + options_.heartbeatInterval;
-      while (!quit_.load() && std::chrono::steady_clock::now() < until)
-        std::this_thread::sleep_for(milliseconds(10));
+  // A failure drops the connection; the next beat connects again.
+  void beat() {
+    try {
+      if (!hb_)
+        hb_ = options_.connect();
+      hb_->add("hb/" + options_.node.nodeId, 1);
+    } catch (const std::exception&) {
+      hb_.reset();
     }
   }
 
   const NodeAgentOptions& options_;
-  std::atomic<bool> quit_{false};
-  std::thread thread_;  // last: it starts once the others are set
+  std::shared_ptr<comm::Store> hb_;  // the task's thread's only
+  PeriodicTask task_;                // last: it starts once the others are set
 };
 
 // What the agent's loop carries from one turn to the next.
