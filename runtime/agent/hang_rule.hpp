@@ -26,8 +26,12 @@
 
 namespace stretch::agent {
 
+// The floor's default: `stretch launch --hang_timeout` and the job's job/hang_timeout start from
+// it (runtime/launcher/launch_defaults.hpp).
+inline constexpr Duration kDefaultHangTimeout = std::chrono::seconds(30);
+
 struct HangPolicy {
-  Duration floor = std::chrono::seconds(30);  // --hang_timeout; zero turns detection off
+  Duration floor = kDefaultHangTimeout;  // --hang_timeout; zero turns detection off
   double factor = 10.0;
   bool enabled() const noexcept { return floor > Duration::zero(); }
 };

@@ -19,4 +19,10 @@ std::string formatDuration(Duration d);
 // A count of seconds (a command-line value such as --heartbeat_timeout 2.5) as a Duration.
 Duration fromSeconds(double seconds);
 
+// A Duration as a count of seconds: the command-line structs' defaults, taken from a Duration
+// constant so that each default is written once.
+constexpr double toSeconds(Duration d) noexcept {
+  return std::chrono::duration<double>(d).count();
+}
+
 }  // namespace stretch

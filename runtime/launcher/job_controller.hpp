@@ -25,6 +25,7 @@
 #include "runtime/comm/store.hpp"
 #include "runtime/config/batch.hpp"
 #include "runtime/launcher/agent_loop.hpp"
+#include "runtime/launcher/launch_defaults.hpp"
 
 namespace stretch::launcher {
 
@@ -33,7 +34,7 @@ struct JobControllerOptions {
   std::shared_ptr<comm::Store> store;  // the job's keys (prefix applied by the caller)
   std::optional<std::filesystem::path> eventLog;
   std::optional<std::filesystem::path> checkpointDir;
-  Duration monitorInterval = std::chrono::seconds(1);
+  Duration monitorInterval = kDefaultMonitorInterval;
   Duration heartbeatTimeout = std::chrono::seconds(10);
   Duration commandTimeout = std::chrono::seconds(30);
   // MASTER_ADDR for the workers; empty: the address node rank 0 registered with.

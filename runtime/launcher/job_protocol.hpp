@@ -53,6 +53,7 @@
 #include "runtime/agent/state_machine.hpp"
 #include "runtime/comm/store.hpp"
 #include "runtime/common/error.hpp"
+#include "runtime/launcher/launch_defaults.hpp"
 #include "runtime/launcher/worker_command.hpp"
 
 namespace stretch::launcher {
@@ -148,9 +149,10 @@ struct JobSettings {
   std::optional<std::string> elasticJson;  // DEEPSPEED_ELASTICITY_CONFIG
   bool batchFromConfig = false;            // the job has a config: workers get the batch triple
   bool liveRecovery = false;               // job/live: failures keep the surviving workers
-  double hangTimeout = 30.0;               // job/hang_timeout: --hang_timeout (seconds, 0: off)
-  std::optional<std::string> configJson;   // the job's DeepSpeed config (STRETCH_DS_CONFIG)
-  WorkerCommand command;                   // the worker program, its arguments and rules
+  // job/hang_timeout: --hang_timeout (seconds, 0: off)
+  double hangTimeout = toSeconds(kDefaultHangTimeout);
+  std::optional<std::string> configJson;  // the job's DeepSpeed config (STRETCH_DS_CONFIG)
+  WorkerCommand command;                  // the worker program, its arguments and rules
 };
 
 // The launch's hosts in node-rank order: id and slot indices.

@@ -241,7 +241,7 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
   storeOptions.port = rdzvPort;
   storeOptions.isServer = true;
   storeOptions.token = job.token;
-  storeOptions.timeout = std::chrono::seconds(30);
+  storeOptions.timeout = kLauncherStoreTimeout;
   const auto rawStore = std::make_shared<comm::TcpStore>(storeOptions);
   auto store = std::make_shared<comm::PrefixStore>(kJobPrefix, rawStore);
   // Live recovery: the workers meet in this store, which outlives every one of them.
@@ -677,7 +677,7 @@ AgentResult runLaunch(const LaunchRequest& request) {
     storeOptions.port = 0;
     storeOptions.isServer = true;
     storeOptions.token = job.token;
-    storeOptions.timeout = std::chrono::seconds(30);
+    storeOptions.timeout = kLauncherStoreTimeout;
     auto store = std::make_shared<comm::TcpStore>(storeOptions);
     liveAddress = fmt::format("{}:{}", masterAddr, store->port());
     options.liveStore = std::move(store);

@@ -19,6 +19,7 @@
 
 #include "runtime/common/ports.hpp"
 #include "runtime/launcher/agent_loop.hpp"
+#include "runtime/launcher/launch_defaults.hpp"
 #include "runtime/launcher/worker_command.hpp"
 
 namespace stretch::launcher {
@@ -37,8 +38,8 @@ struct LaunchRequest {
   std::string launcher;          // "": local for one host, pdsh (DeepSpeed's default) for several
   std::string rdzvAddr;
   std::optional<int> rdzvPort;
-  double heartbeatTimeout = 5.0;
-  double lastCall = 2.0;
+  double heartbeatTimeout = toSeconds(kDefaultNodeHeartbeatTimeout);
+  double lastCall = toSeconds(kDefaultLastCall);
   std::string launcherArgs;
   std::optional<int> sshPort;
   std::string elastic;                          // --elastic MIN:MAX
@@ -57,10 +58,10 @@ struct LaunchRequest {
   // or "restart" (every failure restarts every worker). Live recovery runs on one host for now:
   // the agent serves its workers a store on a free port of the master address.
   std::string recovery = "auto";
-  double monitorInterval = 1.0;
+  double monitorInterval = toSeconds(kDefaultMonitorInterval);
   // --hang_timeout: seconds without a heartbeat before a worker that beats counts as hung and is
   // killed (agent/hang_rule.hpp: the floor of its limit); 0 turns hang detection off.
-  double hangTimeout = 30.0;
+  double hangTimeout = toSeconds(kDefaultHangTimeout);
   // --crash_loop_limit: generations in a row that fail the same way before their first step
   // before the job fails (restarts back off 1, 2, 4, ... s up to 60 s meanwhile); 0: no limit.
   std::int64_t crashLoopLimit = 3;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/launcher/agent_loop.hpp"
+#include "runtime/launcher/launch_defaults.hpp"
 #include "runtime/launcher/node_workers.hpp"
 
 namespace stretch::launcher {
@@ -23,8 +24,8 @@ struct LocalAgentOptions {
   std::filesystem::path logDir;  // empty: workers write to the agent's stdout/stderr
   std::optional<std::filesystem::path> eventLog;
   std::optional<std::filesystem::path> checkpointDir;  // for the resume step in the event log
-  Duration monitorInterval = std::chrono::seconds(1);
-  Duration stopGrace = std::chrono::seconds(5);
+  Duration monitorInterval = kDefaultMonitorInterval;
+  Duration stopGrace = kDefaultStopGrace;
   agent::HangPolicy hang;  // workers whose heartbeat stops are killed (floor zero: off)
   const std::atomic<int>* stopSignal = nullptr;  // non-zero: stop (the signal number)
   Clock clock = agent::systemClock();

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "runtime/agent/hang_rule.hpp"
+#include "runtime/launcher/launch_defaults.hpp"
 #include "runtime/launcher/log_pump.hpp"
 #include "runtime/launcher/process.hpp"
 
@@ -72,14 +73,14 @@ class LocalWorkerGroup {
   // Reaps exited workers (each exit once); first kills those that hang (detectHangs).
   std::vector<WorkerExit> poll();
   void detectHangs(std::filesystem::path dir, agent::HangPolicy policy);
-  void stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
+  void stop(std::chrono::milliseconds grace = kDefaultStopGraceMs);
 
   // Live recovery (NodeWorkers::continueLive): the running workers as {local rank, pid}; stops
   // the workers of the given local ranks (as stop() does) and forgets them; sends `signal` to
   // the running workers of the given local ranks.
   std::vector<std::pair<int, pid_t>> runningWorkers() const;
   void stopLocalRanks(const std::vector<int>& localRanks,
-                      std::chrono::milliseconds grace = std::chrono::seconds(5));
+                      std::chrono::milliseconds grace = kDefaultStopGraceMs);
   void signalLocalRanks(const std::vector<int>& localRanks, int signal);
 
   // One line per rank log that lost output (LogPump::lost), since the group was made.

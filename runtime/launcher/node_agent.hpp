@@ -24,6 +24,7 @@
 #include "runtime/agent/hang_rule.hpp"
 #include "runtime/comm/store.hpp"
 #include "runtime/launcher/job_protocol.hpp"
+#include "runtime/launcher/launch_defaults.hpp"
 
 namespace stretch::launcher {
 
@@ -42,9 +43,9 @@ struct NodeAgentOptions {
       const std::string& masterAddr)>
       environment;
   std::filesystem::path logDir;
-  agent::Duration heartbeatInterval = std::chrono::milliseconds(500);
-  agent::Duration controllerTimeout = std::chrono::seconds(30);
-  agent::Duration stopGrace = std::chrono::seconds(5);
+  agent::Duration heartbeatInterval = kDefaultKeepAliveInterval;
+  agent::Duration controllerTimeout = kDefaultControllerTimeout;
+  agent::Duration stopGrace = kDefaultStopGrace;
   agent::HangPolicy hang;  // the job's (JobSettings::hangTimeout)
   const std::atomic<int>* stopSignal = nullptr;
   // Live recovery (job/live): the agent publishes its running workers (workers/<node>) and
@@ -74,8 +75,8 @@ struct JoinRequest {
   // STRETCH_STORE_TOKEN).
   std::string token;
   std::filesystem::path tokenFile;
-  double heartbeatInterval = 0.5;  // seconds
-  double controllerTimeout = 30.0;
+  double heartbeatInterval = toSeconds(kDefaultKeepAliveInterval);  // seconds
+  double controllerTimeout = toSeconds(kDefaultControllerTimeout);
   const std::atomic<int>* stopSignal = nullptr;
 };
 

@@ -17,6 +17,7 @@
 #include "runtime/common/posix_files.hpp"
 #include "runtime/common/worker_variables.hpp"
 #include "runtime/launcher/job_protocol.hpp"
+#include "runtime/launcher/launch_defaults.hpp"
 
 namespace stretch::launcher {
 
@@ -278,7 +279,7 @@ void NodeWorkers::releaseDonors() {
     return;
   const bool given = live_->store->add(live::live_keys::donated(donorRelease_->generation), 0) >=
                      donorRelease_->donors;
-  if (!given && std::chrono::steady_clock::now() - donorRelease_->since < std::chrono::minutes(1))
+  if (!given && std::chrono::steady_clock::now() - donorRelease_->since < kDonorReleaseWait)
     return;
   const std::vector<int> locals = donorRelease_->locals;
   donorRelease_.reset();

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "runtime/launcher/launch_defaults.hpp"
 #include "runtime/live/generation.hpp"
 
 namespace stretch::launcher {
@@ -136,7 +137,7 @@ void RemoteWorkers::continueLive(const StartWorkers& action, const agent::LivePl
 void RemoteWorkers::pollLive() {
   if (donorRelease_ && (options_.liveStore->add(live::live_keys::donated(donorRelease_->generation),
                                                 0) >= donorRelease_->donors ||
-                        options_.clock() - donorRelease_->since > std::chrono::seconds(60))) {
+                        options_.clock() - donorRelease_->since > kDonorReleaseWait)) {
     const Command release = donorRelease_->command;
     donorRelease_.reset();
     send(release);

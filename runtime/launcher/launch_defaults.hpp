@@ -1,0 +1,37 @@
+#pragma once
+// The launcher's timing defaults, each written once. The option structs start from them
+// (LaunchRequest and JoinRequest in seconds, for their command-line flags; NodeAgentOptions,
+// LocalAgentOptions, JobControllerOptions, JobSettings as Durations), and `stretch launch
+// --help` / `stretch agent --help` print them through those structs.
+
+#include <chrono>
+
+#include "runtime/agent/clock.hpp"
+#include "runtime/agent/hang_rule.hpp"
+
+namespace stretch::launcher {
+
+// --hang_timeout: the floor of a worker's hang limit (agent::HangPolicy).
+inline constexpr agent::Duration kDefaultHangTimeout = agent::kDefaultHangTimeout;
+// --monitor_interval: between an agent's looks at its workers.
+inline constexpr agent::Duration kDefaultMonitorInterval = std::chrono::seconds(1);
+// --heartbeat_timeout: a node whose keep-alives stop this long counts as lost.
+inline constexpr agent::Duration kDefaultNodeHeartbeatTimeout = std::chrono::seconds(5);
+// --last_call: how long a multi-node elastic job waits for more nodes before (re)starting.
+inline constexpr agent::Duration kDefaultLastCall = std::chrono::seconds(2);
+// stretch agent --heartbeat_interval: between a node agent's keep-alives.
+inline constexpr agent::Duration kDefaultKeepAliveInterval = std::chrono::milliseconds(500);
+// stretch agent --controller_timeout: without the job's store this long, a node agent stops its
+// workers and exits.
+inline constexpr agent::Duration kDefaultControllerTimeout = std::chrono::seconds(30);
+// Between SIGTERM and SIGKILL when an agent stops its workers.
+inline constexpr agent::Duration kDefaultStopGrace = std::chrono::seconds(5);
+inline constexpr auto kDefaultStopGraceMs =
+    std::chrono::duration_cast<std::chrono::milliseconds>(kDefaultStopGrace);
+// The launcher's clients of the job's store (and its server's) wait this long for a key.
+inline constexpr agent::Duration kLauncherStoreTimeout = std::chrono::seconds(30);
+// Live recovery: how long the agent waits for a generation's donors to report their copies
+// given before it releases them anyway (the donors' records in the store decide otherwise).
+inline constexpr agent::Duration kDonorReleaseWait = std::chrono::minutes(1);
+
+}  // namespace stretch::launcher
