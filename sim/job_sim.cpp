@@ -20,6 +20,10 @@ std::string_view toString(Outcome outcome) noexcept {
   return "?";
 }
 
+agent::AgentConfig agentConfigFor(const Scenario& scenario) {
+  return detail::Simulation::makeAgentConfig(scenario);
+}
+
 RunResult simulate(const Scenario& scenario, const RunOptions& options) {
   detail::Simulation simulation(scenario, options);
   return simulation.run();

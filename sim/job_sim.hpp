@@ -117,4 +117,9 @@ struct RunResult {
 // rank or node that cannot exist), and the elasticity solver's errors.
 RunResult simulate(const Scenario& scenario, const RunOptions& options = {});
 
+// The agent configuration the scenario's job runs with, in the simulator as under `stretch
+// launch`: its nodes (min_nodes, max_nodes: default every node that can ever join), restarts,
+// training config, node selection and the last-call and wait timeouts.
+agent::AgentConfig agentConfigFor(const Scenario& scenario);
+
 }  // namespace stretch::sim

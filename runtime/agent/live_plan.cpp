@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <set>
+#include <string_view>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -29,16 +31,19 @@ std::string placesText(const std::vector<WorkerPlace>& places) {
 // hold, in the order met.
 struct Ids {
   std::vector<WorkerPlace> known;
+  std::map<WorkerPlace, int> index;  // O(log n) a look-up: groups run to 10^5 workers
   std::vector<int> group;
   explicit Ids(const std::vector<WorkerPlace>& g) : known(g) {
-    for (std::size_t i = 0; i < g.size(); ++i)
+    for (std::size_t i = 0; i < g.size(); ++i) {
       group.push_back(static_cast<int>(i));
+      index.emplace(g[i], static_cast<int>(i));
+    }
   }
   int of(const WorkerPlace& p) {
-    auto at = std::find(known.begin(), known.end(), p);
-    if (at == known.end())
-      at = known.insert(known.end(), p);
-    return static_cast<int>(at - known.begin());
+    const auto [at, added] = index.emplace(p, static_cast<int>(known.size()));
+    if (added)
+      known.push_back(p);
+    return at->second;
   }
   std::vector<int> of(const std::vector<WorkerPlace>& list) {
     std::vector<int> out;
@@ -56,19 +61,33 @@ struct Ids {
 
 // `list` in the order of `next`'s nodes (local ranks ascending), then any on other nodes.
 std::vector<WorkerPlace> inRankOrder(std::vector<WorkerPlace> list, const StartWorkers& next) {
+  std::map<std::string_view, std::size_t> nodeRank;
+  std::size_t i = 0;
+  for (auto it = next.nodes.begin(); it != next.nodes.end(); ++it, ++i)
+    nodeRank.emplace(it.entry().nodeId, i);
   const auto key = [&](const WorkerPlace& p) {
-    std::size_t node = next.nodes.size();
-    for (std::size_t i = 0; i < next.nodes.size(); ++i) {
-      if (next.nodes[i].nodeId == p.nodeId) {
-        node = i;
-        break;
-      }
-    }
-    return std::tuple(node, p.nodeId, p.localRank);
+    const auto at = nodeRank.find(p.nodeId);
+    return std::tuple(at == nodeRank.end() ? nodeRank.size() : at->second,
+                      std::string_view(p.nodeId), p.localRank);
   };
   std::sort(list.begin(), list.end(),
             [&](const WorkerPlace& a, const WorkerPlace& b) { return key(a) < key(b); });
   return list;
+}
+
+// Positions in `members` by id (ids are small non-negative integers): members.size() for an id
+// that is not a member. O(members + largest id).
+std::vector<std::size_t> positionsOf(const std::vector<int>& members,
+                                     const std::vector<int>& others) {
+  int largest = -1;
+  for (const int id : members)
+    largest = std::max(largest, id);
+  for (const int id : others)
+    largest = std::max(largest, id);
+  std::vector<std::size_t> at(static_cast<std::size_t>(largest + 1), members.size());
+  for (std::size_t r = members.size(); r-- > 0;)
+    at[static_cast<std::size_t>(members[r])] = r;
+  return at;
 }
 
 }  // namespace
@@ -225,9 +244,8 @@ LivePlan planLiveRecovery(const LiveSituation& s, const StartWorkers& next,
 std::vector<int> interimMembers(const std::vector<int>& members, std::vector<int> survivors,
                                 int distance, std::size_t count) {
   // Survivors in rank order (their position in `members`).
-  const auto rankOf = [&](int id) {
-    return std::find(members.begin(), members.end(), id) - members.begin();
-  };
+  const std::vector<std::size_t> position = positionsOf(members, survivors);
+  const auto rankOf = [&](int id) { return position[static_cast<std::size_t>(id)]; };
   std::sort(survivors.begin(), survivors.end(),
             [&](int a, int b) { return rankOf(a) < rankOf(b); });
   count = std::min(count, survivors.size());
@@ -246,16 +264,19 @@ std::vector<int> interimMembers(const std::vector<int>& members, std::vector<int
     return true;
   };
   // Choices in lexicographic order of survivor positions; a node has few workers, and the
-  // search stops after a bounded number of choices (then the first `count` stay).
+  // search stops after a bounded number of choices (then the first `count` stay): 100,000, or
+  // fewer in large groups, so that a choice costs at most about 4 million rank checks
+  // (milliseconds, at the simulator's 10^5 workers as on a real agent).
+  const long maxTries = std::clamp<long>(4'000'000L / world, 1, 100'000);
   std::vector<std::size_t> pick(count);
   for (std::size_t i = 0; i < count; ++i)
     pick[i] = i;
-  for (int tries = 0; tries < 100000; ++tries) {
+  for (long tries = 0; tries < maxTries; ++tries) {
     std::vector<bool> chosen(static_cast<std::size_t>(world), false);
     for (const auto i : pick) {
       const auto r = rankOf(survivors[i]);
-      if (r < world)
-        chosen[static_cast<std::size_t>(r)] = true;
+      if (r < static_cast<std::size_t>(world))
+        chosen[r] = true;
     }
     if (covers(chosen)) {
       std::vector<int> out;
@@ -279,17 +300,22 @@ std::vector<int> interimMembers(const std::vector<int>& members, std::vector<int
 std::vector<int> interimDonors(const std::vector<int>& members, const std::vector<int>& survivors,
                                const std::vector<int>& chosen, int distance) {
   const int world = static_cast<int>(members.size());
+  std::vector<int> everyone = survivors;
+  everyone.insert(everyone.end(), chosen.begin(), chosen.end());
+  const std::vector<std::size_t> position = positionsOf(members, everyone);
   const auto rankOf = [&](int id) {
-    return static_cast<int>(std::find(members.begin(), members.end(), id) - members.begin());
+    return static_cast<int>(position[static_cast<std::size_t>(id)]);
   };
+  std::vector<int> sortedChosen = chosen;
+  std::sort(sortedChosen.begin(), sortedChosen.end());
   const auto has = [](const std::vector<int>& ids, int id) {
-    return std::find(ids.begin(), ids.end(), id) != ids.end();
+    return std::binary_search(ids.begin(), ids.end(), id);
   };
   // Per rank: 0 dead (or not a member), 1 a survivor left out, 2 a member or donor.
   std::vector<int> held(static_cast<std::size_t>(world), 0);
   for (const int id : survivors) {
     if (const int r = rankOf(id); r < world)
-      held[static_cast<std::size_t>(r)] = has(chosen, id) ? 2 : 1;
+      held[static_cast<std::size_t>(r)] = has(sortedChosen, id) ? 2 : 1;
   }
   const int d = live::liveBuddyDistance(distance, world);
   std::vector<int> donorRanks;

@@ -5,8 +5,10 @@
 // in which interim world and with which batch, and which survivors left out give their ZeRO 1/2
 // partition copies (donors), is decided here, by pure functions. The launcher's worker groups
 // (NodeWorkers on one host, RemoteWorkers across hosts) only carry a LivePlan out through the
-// store protocol (runtime/live/generation.hpp); the simulator calls whyStateIsLost for its live
-// starts, so a failure set decides the same way in both (tests/runtime/agent/live_plan_test.cpp).
+// store protocol (runtime/live/generation.hpp). The launcher's agent loop and the simulator reach
+// this decision only through AgentDriver (runtime/agent/driver.hpp), each with its worker group's
+// LiveSituation, so a failure set decides the same way in both
+// (tests/sim/driver_agreement_property_test.cpp).
 //
 // The partition layout both sides assume (the engine places its copies so,
 // Engine::enablePartitionCopies): in a group of W ranks, rank r holds ZeRO partition r and a copy

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "runtime/agent/driver.hpp"
 #include "runtime/agent/event_log.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/common/file_io.hpp"
@@ -49,7 +50,8 @@ std::unique_ptr<EventLog> openEventLog(const std::optional<std::filesystem::path
   return log;
 }
 
-// One run of the loop: the machine, the group, the event log and what the result collects.
+// One run of the loop: the driver (the machine and the live decisions), the group, the event log
+// and what the result collects.
 class AgentLoop {
  public:
   AgentLoop(const AgentLoopOptions& options, WorkerGroup& workers)
@@ -57,7 +59,7 @@ class AgentLoop {
         workers_(workers),
         log_(openEventLog(options.eventLog)),
         clock_(options.clock),
-        machine_(options.config, clock_()) {}
+        driver_(options.config, clock_(), options.liveRecovery) {}
 
   AgentResult run() {
     for (const Event& event : options_.initialEvents) {
@@ -89,11 +91,11 @@ class AgentLoop {
       }
       if (!done_ && clock_() >= nextTick) {
         nextTick = clock_() + options_.monitorInterval;
-        execute(machine_.tick(clock_()));
+        execute(driver_.tick(clock_(), workers_));
       }
     }
     workers_.stop();
-    result_.restarts = machine_.restartCount();
+    result_.restarts = driver_.machine().restartCount();
     if (log_ && log_->lost() > 0) {
       result_.lostOutput.push_back(fmt::format("event log {}: cannot write: {}; {} record(s) lost",
                                                log_->path(), log_->error(), log_->lost()));
@@ -106,28 +108,28 @@ class AgentLoop {
  private:
   void apply(const Event& event) {
     if (const auto* exit = std::get_if<WorkerExited>(&event)) {
-      if (exit->exitCode != 0 && exit->generation == machine_.generation() && !failureSeen_)
+      if (exit->exitCode != 0 && exit->generation == driver_.machine().generation() &&
+          !failureSeen_)
         failureSeen_ = clock_();
     } else if (std::holds_alternative<NodeLeft>(event) ||
                std::holds_alternative<HeartbeatLost>(event)) {
       if (!failureSeen_)
         failureSeen_ = clock_();
     }
-    execute(machine_.handle(clock_(), event));
+    execute(driver_.handle(clock_(), event, workers_));
   }
 
-  void execute(const std::vector<Action>& actions) {
-    for (std::size_t index = 0; index < actions.size(); ++index) {
-      const Action& action = actions[index];
-      const Time now = clock_();
-      if (const auto* start = std::get_if<StartWorkers>(&action)) {
-        startWorkers(*start, now);
-      } else if (const auto* stop = std::get_if<StopWorkers>(&action)) {
-        const auto* next =
-            index + 1 < actions.size() ? std::get_if<StartWorkers>(&actions[index + 1]) : nullptr;
-        stopWorkers(*stop, next, now);
+  void execute(std::vector<DriverStep> steps) {
+    for (DriverStep& step : steps) {
+      if (done_)
+        return;
+      if (const auto* start = std::get_if<StartWorkers>(&step.action)) {
+        startWorkers(*start, step);
+      } else if (const auto* stop = std::get_if<StopWorkers>(&step.action)) {
+        stopWorkers(*stop, step);
       } else {
-        writeEvent(recordOf(action, now));
+        writeEvents(step.records);
+        const Action& action = step.action;
         if (const auto* wait = std::get_if<Wait>(&action)) {
           spdlog::info("agent: waiting: {}", wait->reason);
         } else if (std::get_if<Finish>(&action) != nullptr) {
@@ -146,21 +148,17 @@ class AgentLoop {
     }
   }
 
-  // A start carries out the live plan made at the stop before it, or starts every worker.
-  void startWorkers(const StartWorkers& start, Time now) {
-    const bool continued = livePlan_.has_value();
+  // A start carries out the live plan the driver made at the stop before it, or starts every
+  // worker.
+  void startWorkers(const StartWorkers& start, DriverStep& step) {
+    const bool continued = step.live.has_value();
     if (continued)
-      workers_.continueLive(start, *livePlan_);
-    livePlan_.reset();
-    std::optional<std::int64_t> step;
+      workers_.continueLive(start, *step.live);
+    std::optional<std::int64_t> resume;
     if (!continued && start.resumeFromLatest && options_.checkpointDir)
-      step = latestCheckpointStep(*options_.checkpointDir);
-    if (log_) {
-      auto record = recordOf(start, now, step);
-      if (options_.liveRecovery && start.generation > 1)
-        record.recovery = continued ? "live" : "checkpoint";
-      writeEvent(record);
-    }
+      resume = latestCheckpointStep(*options_.checkpointDir);
+    step.records.front().resumeStep = resume;
+    writeEvents(step.records);
     if (!continued)
       workers_.start(start);
     else
@@ -170,7 +168,7 @@ class AgentLoop {
         "accumulation {} x {}{} ({}{})",
         start.generation, start.worldSize, start.nodes.size(), start.batch.trainBatchSize,
         start.batch.microBatchPerGpu, start.batch.gradientAccumulation, start.dataParallelSize,
-        step ? fmt::format(", resuming from step {}", *step) : std::string(), start.reason,
+        resume ? fmt::format(", resuming from step {}", *resume) : std::string(), start.reason,
         continued ? "; live: the running workers continue" : "");
     if (failureSeen_) {
       result_.recoveryTimes.push_back(clock_() - *failureSeen_);
@@ -179,33 +177,27 @@ class AgentLoop {
     result_.generations = start.generation;
   }
 
-  // A stop followed by a start (`next`) keeps the running workers when live recovery is on and
-  // agent::planLiveRecovery says they hold the state.
-  void stopWorkers(const StopWorkers& stop, const StartWorkers* next, Time now) {
-    livePlan_.reset();
-    std::optional<LivePlan> plan;
-    if (options_.liveRecovery && next != nullptr) {
-      if (const auto situation = workers_.liveSituation(*next)) {
-        plan = planLiveRecovery(*situation, *next, machine_.rules());
-        spdlog::info("agent: live recovery: {}", plan->reason);
-        if (plan->live)
-          livePlan_ = plan;
-      }
-    }
-    const bool liveNext = livePlan_.has_value();
-    if (log_) {
-      auto record = recordOf(stop, now);
-      if (options_.liveRecovery)
-        record.recovery = liveNext ? "live" : "checkpoint";
-      writeEvent(record);
-      if (plan)
-        writeEvent(recordOf(*plan, *next, now));  // the decision itself
-    }
+  // A stop the driver decided to carry live leaves the running workers alone.
+  void stopWorkers(const StopWorkers& stop, DriverStep& step) {
+    if (step.decision)
+      spdlog::info("agent: live recovery: {}", step.decision->reason);
+    writeEvents(step.records);
+    const bool liveNext = step.live.has_value();
     spdlog::info("agent: {} generation {}: {}",
                  liveNext ? "leaving the running workers of" : "stopping", stop.generation,
                  stop.reason);
     if (!liveNext)
       workers_.stop();
+  }
+
+  // The records of one step, stamped with the time they are carried out at (a stop takes
+  // the workers' grace period before the start that follows it).
+  void writeEvents(std::vector<EventRecord>& records) {
+    const Time now = clock_();
+    for (EventRecord& record : records) {
+      record.time = now;
+      writeEvent(record);
+    }
   }
 
   // An event-log record; a failed write is reported once, and the job goes on.
@@ -227,7 +219,7 @@ class AgentLoop {
       EventRecord record;
       record.time = clock_();
       record.event = "interrupted";
-      record.generation = machine_.generation();
+      record.generation = driver_.machine().generation();
       record.exitCode = result_.exitCode;
       record.reason = result_.message;
       writeEvent(record);
@@ -238,13 +230,10 @@ class AgentLoop {
   WorkerGroup& workers_;
   std::unique_ptr<EventLog> log_;
   const Clock& clock_;
-  AgentStateMachine machine_;
+  AgentDriver driver_;
   AgentResult result_;
   std::optional<Time> failureSeen_;  // when the exit that caused the pending restart was reaped
   bool done_ = false;
-  // The live plan for the StartWorkers that follows a StopWorkers, when the running workers carry
-  // the state on.
-  std::optional<LivePlan> livePlan_;
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #pragma once
-// The agent loop: feeds an AgentStateMachine with what happens to its workers (a WorkerGroup)
+// The agent loop: feeds an agent::AgentDriver (the state machine and the live-recovery decision,
+// shared with the simulator) with what happens to its workers (a WorkerGroup)
 // and to the job's nodes, and with the passing of time, and carries out its actions. Three
 // drivers use it:
 //  - runLocalAgent (local_agent.hpp): a single-node job; the workers are this machine's processes;
@@ -58,12 +59,10 @@ struct AgentLoopOptions {
   Duration monitorInterval = std::chrono::seconds(1);
   const std::atomic<int>* stopSignal = nullptr;  // non-zero: stop (the signal number)
   Clock clock = agent::systemClock();
-  // Live recovery: at a stop followed at once by a start, the loop asks the group what its
-  // workers hold (WorkerGroup::liveSituation) and decides with agent::planLiveRecovery (the
-  // state machine's world-size rules give the interim batch); a live plan keeps the running
-  // workers (WorkerGroup::continueLive carries it out) and the event log marks both records
-  // "recovery": "live", a restart of every worker "recovery": "checkpoint"; the plan's reason
-  // goes to the agent's log. Off: every restart stops every worker (no "recovery" key).
+  // Live recovery, decided by agent::AgentDriver (runtime/agent/driver.hpp) as the simulator
+  // decides it: a live plan keeps the running workers (WorkerGroup::continueLive carries it
+  // out); the plan's reason goes to the agent's log. Off: every restart stops every worker (no
+  // "recovery" key in the event log).
   bool liveRecovery = false;
 };
 

@@ -13,13 +13,15 @@ namespace stretch::sim::detail {
 Simulation::Simulation(const Scenario& scenario, const RunOptions& options)
     : s_(scenario),
       opt_(options),
-      machine_(makeAgentConfig(scenario)),
+      driver_(makeAgentConfig(scenario), agent::Time(0), scenario.job.recovery.live),
       metrics_(options.timeline),
       nodes_(scenario),
       group_(SimWorkerGroup::Directory{
-          [this](const std::string& id) { return nodes_.indexOf(id); },
-          [this](std::int64_t node) -> const std::string& { return nodes_[node].id; },
-          [this](std::int64_t node) { return machine_.nodeKey(nodes_[node].id); }}),
+                 [this](const std::string& id) { return nodes_.indexOf(id); },
+                 [this](std::int64_t node) -> const std::string& { return nodes_[node].id; },
+                 [this](std::int64_t node) { return driver_.machine().nodeKey(nodes_[node].id); }},
+             scenario.job.recovery.live,
+             scenario.job.config.zero.stage == 1 || scenario.job.config.zero.stage == 2),
       strikes_(scenario, options.replica, nodes_, metrics_),
       checkpoints_(scenario.job.checkpoint) {
   monitorNs_ = std::max<SimTime>(1, secondsToNanos(s_.agent.monitorIntervalSeconds));
@@ -53,7 +55,8 @@ RunResult Simulation::run() {
   std::uint64_t sinceProgress = 0;
   while (!done_) {
     if (sched_.empty()) {
-      finishRun(Outcome::Stalled, fmt::format("nothing left to happen: {}", machine_.describe()));
+      finishRun(Outcome::Stalled,
+                fmt::format("nothing left to happen: {}", driver_.machine().describe()));
       break;
     }
     if (sched_.nextTime() > limitNs_) {
@@ -75,8 +78,8 @@ RunResult Simulation::run() {
   }
   RunResult& r = metrics_.result();
   r.events = sched_.popped();
-  r.restarts = machine_.restartCount();
-  r.generations = machine_.generation();
+  r.restarts = driver_.machine().restartCount();
+  r.generations = driver_.machine().generation();
   r.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count();
   r.agentWallSeconds = std::chrono::duration<double>(agentWall_).count();
@@ -191,12 +194,14 @@ void Simulation::feed(const agent::Event& event, bool tick) {
   if (done_) {
     return;
   }
+  // The driver asks the group who holds the state: a step completed by now counts.
+  settleRing();
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<agent::Action> actions = machine_.handle(agent::Time(now_), event);
+  std::vector<agent::DriverStep> steps = driver_.handle(agent::Time(now_), event, group_);
   agentWall_ += std::chrono::steady_clock::now() - t0;
   ++metrics_.result().agentEvents;
-  for (std::size_t i = 0; i < actions.size(); ++i) {
-    execute(actions[i], i + 1 < actions.size() ? &actions[i + 1] : nullptr);
+  for (agent::DriverStep& step : steps) {
+    execute(step);
     if (done_) {
       return;
     }
@@ -205,7 +210,7 @@ void Simulation::feed(const agent::Event& event, bool tick) {
     // The machine acts on deadlines only when an event comes; the real agent ticks every
     // monitor interval. Ticks are scheduled at the first monitor tick at or after each
     // deadline this event may have started (last call, wait timeout).
-    if (machine_.phase() == agent::Phase::Rendezvous) {
+    if (driver_.machine().phase() == agent::Phase::Rendezvous) {
       addTick(now_ + lastCallNs_);
       addTick(now_ + waitTimeoutNs_);
     } else if (std::holds_alternative<agent::NodeJoined>(event)) {
@@ -231,36 +236,30 @@ void Simulation::deliverExits() {
   }
 }
 
-void Simulation::execute(const agent::Action& action, const agent::Action* next) {
-  std::optional<std::int64_t> resume;
-  const auto* start = std::get_if<agent::StartWorkers>(&action);
-  const bool live = start != nullptr && liveStart();
-  const bool stop = std::holds_alternative<agent::StopWorkers>(action);
-  if (live) {
-    resume = survivors_->step;
-  } else if (start != nullptr && checkpoints_.any()) {
-    resume = checkpoints_.latest().step;
-  }
+void Simulation::execute(agent::DriverStep& step) {
+  const agent::Action& action = step.action;
   if (opt_.eventLog != nullptr || metrics_.tracing()) {
-    agent::EventRecord r = agent::recordOf(action, agent::Time(now_), resume);
-    if (start != nullptr && survivors_) {
-      r.recovery = live ? "live" : "checkpoint";
-    } else if (stop && s_.job.recovery.live) {
-      // As `stretch launch` says it: "live" when the start that follows keeps the survivors.
-      const bool restartNext =
-          next != nullptr && std::holds_alternative<agent::StartWorkers>(*next);
-      r.recovery = restartNext && survivorsHoldTheState() ? "live" : "checkpoint";
+    if (std::holds_alternative<agent::StartWorkers>(action)) {
+      // The survivors' last completed step (survivors_ was taken at the stop), or the latest
+      // checkpoint's.
+      if (step.live && survivors_) {
+        step.records.front().resumeStep = survivors_->step;
+      } else if (checkpoints_.any()) {
+        step.records.front().resumeStep = checkpoints_.latest().step;
+      }
     }
-    if (opt_.eventLog != nullptr) {
-      opt_.eventLog->write(r);
-    }
-    if (metrics_.tracing()) {
-      emit(TimelineKind::Agent, now_, 0, r.event, r.reason);
+    for (const agent::EventRecord& r : step.records) {
+      if (opt_.eventLog != nullptr) {
+        opt_.eventLog->write(r);
+      }
+      if (metrics_.tracing()) {
+        emit(TimelineKind::Agent, now_, 0, r.event, r.reason);
+      }
     }
   }
   std::visit(Overloaded{
-                 [&](const agent::StartWorkers& a) { startGeneration(a, live); },
-                 [&](const agent::StopWorkers&) { stopGeneration(); },
+                 [&](const agent::StartWorkers& a) { startGeneration(a, step.live); },
+                 [&](const agent::StopWorkers&) { stopGeneration(step.live.has_value()); },
                  [&](const agent::Wait&) {},
                  [&](const agent::Finish&) { finishRun(Outcome::Finished, ""); },
                  [&](const agent::Fail& f) { finishRun(Outcome::Failed, f.message); },
@@ -278,7 +277,7 @@ void Simulation::emit(TimelineKind kind, SimTime time, SimTime duration, std::st
   r.time = time;
   r.duration = duration;
   r.kind = kind;
-  r.generation = group_.running() ? group_.generation() : machine_.generation();
+  r.generation = group_.running() ? group_.generation() : driver_.machine().generation();
   r.worldSize = group_.running() ? group_.worldSize() : 0;
   r.step = progress_.step;
   r.name = std::move(name);

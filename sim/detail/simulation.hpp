@@ -3,8 +3,9 @@
 // agent::AgentStateMachine fed events on simulated time, and what carries out its actions.
 //
 // The run is one event loop over a queue of (time, sequence)-ordered events. Its parts:
-//  - simulation.cpp: the loop, the dispatch of every event, and the agent (events in, actions
-//    out, monitor ticks at its deadlines);
+//  - simulation.cpp: the loop, the dispatch of every event, and the agent: the launcher's own
+//    driver (agent::AgentDriver: the state machine and the live-recovery decision), events in,
+//    steps out, monitor ticks at its deadlines;
 //  - simulation_nodes.cpp: what happens to nodes: failures, preemptions, returns from repair,
 //    scale events and the fault script (NodePool holds the nodes, FailureSources what strikes
 //    them);
@@ -28,6 +29,7 @@
 #include <string>
 #include <utility>
 
+#include "runtime/agent/driver.hpp"
 #include "runtime/agent/live_plan.hpp"
 #include "runtime/agent/state_machine.hpp"
 #include "sim/detail/checkpoints.hpp"
@@ -48,9 +50,11 @@ class Simulation {
 
   RunResult run();
 
+  // sim::agentConfigFor.
+  static agent::AgentConfig makeAgentConfig(const Scenario& s);
+
  private:
   // ---- simulation.cpp: the event loop and the agent ---------------------------------------
-  static agent::AgentConfig makeAgentConfig(const Scenario& s);
   void dispatch(const Payload& p);
   // The events of the current generation (token: its work epoch).
   void dispatchWork(const Payload& p);
@@ -58,8 +62,8 @@ class Simulation {
   void feed(const agent::Event& event, bool tick = false);
   void addTick(SimTime t);
   void deliverExits();
-  // `next`: the action the agent returned after this one, if any.
-  void execute(const agent::Action& action, const agent::Action* next);
+  // Carries out one of the driver's steps (records, then what the workers do).
+  void execute(agent::DriverStep& step);
   void emit(TimelineKind kind, SimTime time, SimTime duration, std::string name,
             std::string detail);
 
@@ -78,23 +82,17 @@ class Simulation {
   void setPhase(Phase phase);
   void closeWorldSpan();
   const StepPlan& planFor(const agent::StartWorkers& a);
-  // `live`: the start resumes from the survivors (recovery.mode live), as liveStart decided.
-  void startGeneration(const agent::StartWorkers& a, bool live);
-  // What the failures since ring_ took: its ranks that are gone (sorted, unique), with the copy
-  // distance the engine places ZeRO 1/2 copies at (the first node's workers).
-  agent::GroupLoss ringLoss() const;
-  // Whether the workers alive hold the state of the last completed step: the launcher's rule,
-  // agent::whyStateIsLost (runtime/agent/live_plan.hpp).
-  bool survivorsHoldTheState() const;
-  // Whether this start can resume from the survivors of the stopped generation.
-  bool liveStart() const;
+  // `live`: the driver's plan when the start resumes from the survivors (recovery.mode live).
+  void startGeneration(const agent::StartWorkers& a, const std::optional<agent::LivePlan>& live);
   // Worker `localRank` of the node dies (its process and host memory: the node's other workers
   // survive), or with kWholeNode the node goes or every worker of it dies.
-  static constexpr std::int64_t kWholeNode = -1;
+  static constexpr std::int64_t kWholeNode = SimWorkerGroup::kWholeNode;
   void markAffected(std::int64_t node, std::int64_t localRank = kWholeNode);
-  // Once the current generation has completed a step, its nodes become ring_.
+  // Once the current generation has completed a step, its workers hold the state
+  // (SimWorkerGroup::stepCompleted).
   void settleRing();
-  void stopGeneration();
+  // `keepRunning`: the driver keeps the running workers for a live start.
+  void stopGeneration(bool keepRunning);
   std::int64_t finalStep() const;
   std::int64_t nextCheckpointStep(std::int64_t after) const;
   void onProductive();
@@ -118,7 +116,7 @@ class Simulation {
 
   const Scenario& s_;
   const RunOptions& opt_;
-  agent::AgentStateMachine machine_;
+  agent::AgentDriver driver_;
   RunMetrics metrics_;
   NodePool nodes_;
   SimWorkerGroup group_;
@@ -159,14 +157,8 @@ class Simulation {
   // Live recovery (recovery.mode live).
   SimTime reconfigureNs_ = 0;
   SimTime transferNs_ = 0;
-  // The workers that held the state (and the ZeRO partitions' copies) at the last completed step:
-  // a generation's nodes once it has completed a step (copies are updated every step).
-  agent::NodeSequence ring_;
-  agent::NodeSequence starting_;     // the current generation's nodes
-  bool ringPending_ = false;         // the current generation has not completed a step yet
-  std::int64_t generationStep_ = 0;  // the step the current generation started from
-  // What the failures since ring_ took: (node key, local rank or kWholeNode).
-  std::vector<std::pair<std::uint64_t, std::int64_t>> affected_;
+  // Who holds the state lives in group_ (SimWorkerGroup::liveSituation).
+  std::int64_t generationStep_ = 0;    // the step the current generation started from
   std::optional<Progress> survivors_;  // the last completed step at the stop, live mode
 };
 

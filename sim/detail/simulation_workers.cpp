@@ -33,42 +33,8 @@ const StepPlan& Simulation::planFor(const agent::StartWorkers& a) {
   return it->second;
 }
 
-agent::GroupLoss Simulation::ringLoss() const {
-  agent::GroupLoss loss;
-  loss.world = ring_.usedSum();
-  loss.copyDistance = ring_.size() > 0 ? ring_.entry(0).used : 1;
-  loss.partitionCopies = s_.job.config.zero.stage == 1 || s_.job.config.zero.stage == 2;
-  std::vector<std::int64_t>& lost = loss.lost;  // global ranks of ring_ whose state is gone
-  for (const auto& [key, localRank] : affected_) {
-    const auto at = ring_.indexOfKey(key);
-    if (!at) {
-      continue;  // not in ring_: a node that joined since, whose state came from the survivors
-    }
-    const std::int64_t first = ring_.firstRank(*at);
-    const std::int64_t used = ring_.entry(*at).used;
-    if (localRank == kWholeNode) {
-      for (std::int64_t r = first; r < first + used; ++r) {
-        lost.push_back(r);
-      }
-    } else if (localRank < used) {
-      lost.push_back(first + localRank);
-    }
-  }
-  std::sort(lost.begin(), lost.end());
-  lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
-  return loss;
-}
-
-bool Simulation::liveStart() const {
-  return survivors_ && survivorsHoldTheState();
-}
-
-bool Simulation::survivorsHoldTheState() const {
-  return !agent::whyStateIsLost(ringLoss()).has_value();
-}
-
 void Simulation::settleRing() {
-  if (!ringPending_) {
+  if (!group_.stepPending()) {
     return;
   }
   // In aggregate mode the steps of a segment are counted at its end: a step is complete when
@@ -77,9 +43,7 @@ void Simulation::settleRing() {
                         (opt_.mode == SimMode::Aggregate && metrics_.phase() == Phase::Computing &&
                          now_ - segStart_ >= plan_->stepNs);
   if (stepDone) {
-    ring_ = starting_;
-    affected_.clear();
-    ringPending_ = false;
+    group_.stepCompleted();
   }
 }
 
@@ -88,16 +52,11 @@ void Simulation::markAffected(std::int64_t node, std::int64_t localRank) {
     return;
   }
   settleRing();
-  // A worker struck again before the next completed step has nothing more to lose.
-  if (const auto key = machine_.nodeKey(nodes_[node].id)) {
-    const std::pair<std::uint64_t, std::int64_t> struck{*key, localRank};
-    if (std::find(affected_.begin(), affected_.end(), struck) == affected_.end()) {
-      affected_.push_back(struck);
-    }
-  }
+  group_.strike(node, localRank);
 }
 
-void Simulation::startGeneration(const agent::StartWorkers& a, bool live) {
+void Simulation::startGeneration(const agent::StartWorkers& a,
+                                 const std::optional<agent::LivePlan>& live) {
   if (metrics_.tracing() && metrics_.phase() == Phase::Idle && now_ > idleSince_) {
     emit(TimelineKind::Idle, idleSince_, now_ - idleSince_, "no workers", "");
   }
@@ -110,18 +69,20 @@ void Simulation::startGeneration(const agent::StartWorkers& a, bool live) {
       // them (joiners, restarted workers) receive the state from a healthy peer.
       progress_ = *survivors_;
       ++r.liveRecoveries;
-      const agent::GroupLoss loss = ringLoss();
-      const bool receivers = a.worldSize > loss.world - static_cast<std::int64_t>(loss.lost.size());
-      startup = reconfigureNs_ + (receivers ? transferNs_ : 0);
+      // The joiners (the interim world of survivors, if any, is not modelled: the time counts
+      // as start-up).
+      startup = reconfigureNs_ + (live->join.empty() ? 0 : transferNs_);
     } else {
       ++r.checkpointFallbacks;
     }
   }
   survivors_.reset();
-  starting_ = a.nodes;
-  ringPending_ = s_.job.recovery.live;
   generationStep_ = progress_.step;
-  group_.start(a);
+  if (live) {
+    group_.continueLive(a, *live);
+  } else {
+    group_.start(a);
+  }
   plan_ = &planFor(a);
   ++workEpoch_;
   setPhase(Phase::Starting);
@@ -130,7 +91,7 @@ void Simulation::startGeneration(const agent::StartWorkers& a, bool live) {
   sched_.schedule(now_ + startup, Payload{Ev::Productive, workEpoch_, 0});
 }
 
-void Simulation::stopGeneration() {
+void Simulation::stopGeneration(bool keepRunning) {
   if (!group_.running()) {
     return;
   }
@@ -162,7 +123,9 @@ void Simulation::stopGeneration() {
     survivors_ = progress_;
   }
   progress_ = checkpoints_.rollback();
-  group_.stop();
+  if (!keepRunning) {
+    group_.stop();
+  }
   emit(TimelineKind::WorldSize, now_, 0, "world_size", "");
 }
 
