@@ -74,6 +74,10 @@ stretch_resolve_optional(STRETCH_WITH_TORCH _torch_found "LibTorch" "${Torch_DIR
 if(STRETCH_WITH_TORCH_ENABLED)
   # Checkpoint checksums (SHA-256). libssl-dev comes with libtorch-dev's dependencies.
   find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+else()
+  # Without the engine, runtime/checkpoint verifies checkpoints' digests only when it is found
+  # (the launcher's resume step); their sizes always.
+  find_package(OpenSSL QUIET COMPONENTS Crypto)
 endif()
 
 # Gloo (CPU collectives).

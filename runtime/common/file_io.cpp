@@ -61,13 +61,19 @@ std::uint64_t maxInputBytes() {
   return value;
 }
 
-std::string readFile(const std::string& path, std::string_view what,
-                     std::optional<std::uint64_t> maxBytes) {
+namespace {
+
+std::optional<std::string> readFileOrMissing(const std::string& path, std::string_view what,
+                                             std::optional<std::uint64_t> maxBytes,
+                                             bool missingIsNullopt) {
   const std::uint64_t limit = maxBytes.value_or(maxInputBytes());
   // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
   const Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (fd.get() < 0)
+  if (fd.get() < 0) {
+    if (errno == ENOENT && missingIsNullopt)
+      return std::nullopt;
     cannotRead(path, what, errno);
+  }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0)
     cannotRead(path, what, errno);
@@ -93,6 +99,18 @@ std::string readFile(const std::string& path, std::string_view what,
       tooLong(path, what, text.size() + static_cast<std::size_t>(got), limit, true);
     text.append(buffer.data(), static_cast<std::size_t>(got));
   }
+}
+
+}  // namespace
+
+std::string readFile(const std::string& path, std::string_view what,
+                     std::optional<std::uint64_t> maxBytes) {
+  return *readFileOrMissing(path, what, maxBytes, false);
+}
+
+std::optional<std::string> readFileIfExists(const std::string& path, std::string_view what,
+                                            std::optional<std::uint64_t> maxBytes) {
+  return readFileOrMissing(path, what, maxBytes, true);
 }
 
 }  // namespace stretch

@@ -31,4 +31,10 @@ std::uint64_t maxInputBytes();
 std::string readFile(const std::string& path, std::string_view what = {},
                      std::optional<std::uint64_t> maxBytes = std::nullopt);
 
+// readFile, except that a path that does not exist (ENOENT: the file or a directory above it is
+// missing) is nullopt instead of an error: for a file whose absence is a state, not a fault (a
+// checkpoint directory's `latest`). Everything else readFile refuses is still an IoError.
+std::optional<std::string> readFileIfExists(const std::string& path, std::string_view what = {},
+                                            std::optional<std::uint64_t> maxBytes = std::nullopt);
+
 }  // namespace stretch

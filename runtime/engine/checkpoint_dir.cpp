@@ -22,8 +22,6 @@ namespace stretch::engine {
 
 namespace {
 
-constexpr std::string_view kDefaultTagPrefix = "global_step";
-
 // "<name>.tmp.<pid>.<k>": what stretch::writeFileAtomically leaves when it dies mid-write.
 bool isTemporaryOf(std::string_view entry, std::string_view name) {
   const std::string prefix = std::string(name) + ".tmp.";
@@ -63,51 +61,6 @@ std::string readHolder(int fd) {
 }
 
 }  // namespace
-
-std::optional<std::int64_t> defaultTagStep(std::string_view tag) {
-  if (!tag.starts_with(kDefaultTagPrefix))
-    return std::nullopt;
-  const std::string_view digits = tag.substr(kDefaultTagPrefix.size());
-  if (digits.empty() || digits.size() > 18 ||
-      digits.find_first_not_of("0123456789") != std::string_view::npos)
-    return std::nullopt;
-  return std::stoll(std::string(digits));
-}
-
-LoadCandidates loadCandidates(const std::string& dir) {
-  LoadCandidates out;
-  if (!isDirectory(dir))
-    return out;
-  std::optional<std::int64_t> below;
-  try {
-    if (const auto latest = readLatest(dir)) {
-      out.tags.push_back(*latest);
-      below = defaultTagStep(*latest);
-    } else {
-      out.latestProblem = "missing";
-    }
-  } catch (const CheckpointError& e) {
-    out.latestProblem = e.what();
-  }
-  std::vector<std::pair<std::int64_t, std::string>> older;
-  std::vector<std::string> entries;
-  try {
-    entries = listDirectory(dir);
-  } catch (const IoError&) {
-    return out;  // the load of latest's tag reports the unreadable directory
-  }
-  for (const std::string& name : entries) {
-    // A directory without a manifest is a save that never completed, not a checkpoint.
-    const auto step = defaultTagStep(name);
-    if (step && (!below || *step < *below) && (out.tags.empty() || name != out.tags.front()) &&
-        isRegularFile(joinPath(joinPath(dir, name), CheckpointManifest::kFileName)))
-      older.emplace_back(*step, name);
-  }
-  std::sort(older.begin(), older.end(), std::greater<>());
-  for (auto& [step, name] : older)
-    out.tags.push_back(std::move(name));
-  return out;
-}
 
 std::vector<std::string> removePartialCheckpoints(const std::string& dir, const std::string& keep) {
   std::vector<std::string> removed;

@@ -1,12 +1,11 @@
 #pragma once
 // A checkpoint directory as a whole (runtime/engine/checkpoint_io.hpp is one checkpoint):
 //
-//  - Which checkpoints a load tries, newest first. dir/latest names the one to load; when it is
-//    missing, unreadable, or names a checkpoint that turns out missing or corrupt, the engine
-//    falls back to the DeepSpeed-named directories global_step<N> older than it (every one when
-//    latest names none; only those with a manifest, i.e. saves that completed), newest first,
-//    and says so. A deleted `latest` therefore resumes from the newest complete checkpoint
-//    instead of training from step 0 over the existing ones.
+//  - Which checkpoints a load tries, newest first: runtime/checkpoint/layout.hpp
+//    (checkpoint::loadCandidates), shared with the launcher, whose event log names the step a
+//    start resumes from (checkpoint::resumePoint). When dir/latest is missing, unreadable, or
+//    names a checkpoint that turns out missing or corrupt, the engine falls back to older
+//    global_step<N> directories with a manifest, newest first, and says so.
 //  - Tidying after a save: a step directory a failed save left without its manifest (every
 //    entry a checkpoint file or a temporary file of one) is removed once a later save has
 //    completed; other directories are never touched.
@@ -24,23 +23,6 @@
 #include <vector>
 
 namespace stretch::engine {
-
-// N for DeepSpeed's default tag "global_step<N>" (N a non-negative decimal number), nullopt for
-// any other name.
-std::optional<std::int64_t> defaultTagStep(std::string_view tag);
-
-// The tags a load without an explicit tag tries, in order.
-struct LoadCandidates {
-  std::vector<std::string> tags;
-  // Why dir/latest cannot be used ("" when it names tags.front()): "missing", or the
-  // CheckpointError of an unreadable file.
-  std::string latestProblem;
-};
-// dir/latest's tag first (when readable), then every global_step<N> directory with a manifest
-// and N below latest's step (all of them when latest is missing, unreadable or not a global_step
-// tag), newest first. A directory without a manifest is a save that never completed: not tried.
-// Empty when there is nothing to try (no checkpoint was ever completed: the job starts afresh).
-LoadCandidates loadCandidates(const std::string& dir);
 
 // Removes, under dir, every directory other than `keep` that has no manifest.json and holds
 // only checkpoint files (*.pt) and temporary files of atomic writes ("<name>.tmp.<pid>.<k>"),

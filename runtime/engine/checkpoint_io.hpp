@@ -20,16 +20,12 @@
 // those functions and calls from here would bind to them (docs/gpu.md). The fs_trap_test
 // (tests/runtime/engine) fails when a std::filesystem function is called on the checkpoint path.
 //
-// Integrity. dir/tag/manifest.json lists every file of the checkpoint with its size and SHA-256
-// plus metadata (Stretch version, world size, ZeRO stage, tag). verifyFile checks a file against
-// its record before it is unpickled; a missing, truncated, extended or altered file, an
-// unreadable archive or a malformed manifest is a CheckpointError that names the file and says
-// what is wrong. Nothing here aborts on garbage bytes: only CheckpointError escapes loading.
-//
-//   dir/latest                                        "global_step100"
-//   dir/global_step100/manifest.json
-//   dir/global_step100/mp_rank_00_model_states.pt     modelStatesName()
-//   dir/global_step100/zero_pp_rank_3_mp_rank_00_optim_states.pt   zeroOptimStatesName(3)
+// Integrity, names and `latest`: runtime/checkpoint (manifest.hpp, layout.hpp), shared with the
+// launcher; the names below are those, used here unqualified. loadVerifiedStateFile checks a file
+// against its manifest record before it is unpickled; a missing, truncated, extended or altered
+// file, an unreadable archive or a malformed manifest is a CheckpointError that names the file
+// and says what is wrong. Nothing here aborts on garbage bytes: only CheckpointError escapes
+// loading.
 
 #include <ATen/core/ivalue.h>
 #include <cstdint>
@@ -39,12 +35,32 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/checkpoint/layout.hpp"
+#include "runtime/checkpoint/manifest.hpp"
 #include "runtime/common/error.hpp"
 
 namespace stretch::engine {
 
-// A checkpoint file or directory is missing, truncated, corrupt, unreadable or unwritable.
-STRETCH_DECLARE_ERROR(CheckpointError, IoError);
+// runtime/checkpoint's names, which the engine's code and tests use unqualified.
+using checkpoint::CheckpointError;
+using checkpoint::CheckpointManifest;
+using checkpoint::FileRecord;
+using checkpoint::modelStatesName;
+using checkpoint::readLatest;
+using checkpoint::readManifest;
+using checkpoint::recordsFromJson;
+using checkpoint::recordsToJson;
+using checkpoint::sha256Hex;
+using checkpoint::sha256OfFile;
+using checkpoint::stretchVersionString;
+using checkpoint::validateTag;
+using checkpoint::verifyAll;
+using checkpoint::verifyFile;
+using checkpoint::writeFileAtomically;
+using checkpoint::writeLatest;
+using checkpoint::writeManifest;
+using checkpoint::writeTextAtomically;
+using checkpoint::zeroOptimStatesName;
 
 // A state dict: string keys in sorted order; values are any IValue (tensors, numbers, strings,
 // lists, nested dicts: see toIValue). Python sees a dict.
@@ -56,27 +72,6 @@ c10::IValue toIValue(const StateDict& dict);
 c10::impl::GenericDict newStringDict();
 // The entries of a dict IValue with string keys; CheckpointError naming `what` otherwise.
 StateDict toStateDict(const c10::IValue& value, const std::string& what = "state");
-
-// ---- hashing and durable writes ----
-
-// Lower-case hex SHA-256 (OpenSSL EVP).
-std::string sha256Hex(std::string_view bytes);
-// SHA-256 of a file's contents, read in chunks. CheckpointError when unreadable.
-std::string sha256OfFile(const std::string& path);
-
-// What a manifest records about one file. name is relative to the tag directory.
-struct FileRecord {
-  std::string name;
-  std::uint64_t bytes = 0;
-  std::string sha256;
-  friend bool operator==(const FileRecord&, const FileRecord&) = default;
-};
-
-// stretch::writeFileAtomically (see the header comment; creates missing parent directories)
-// with the record of what was written (name = path's file name). CheckpointError on any
-// failure; the temporary file is removed.
-FileRecord writeFileAtomically(const std::string& path, std::string_view bytes);
-void writeTextAtomically(const std::string& path, std::string_view text);
 
 // ---- state files ----
 
@@ -97,65 +92,8 @@ c10::IValue loadStateFile(const std::string& path);
 // loadStateFile, then toStateDict.
 StateDict loadStateDict(const std::string& path);
 
-// ---- DeepSpeed's layout ----
+// ---- verified loads ----
 
-// "mp_rank_00_model_states.pt"
-std::string modelStatesName(int mpRank = 0);
-// "zero_pp_rank_3_mp_rank_00_optim_states.pt"; with bf16, "bf16_zero_pp_rank_..." as DeepSpeed
-// names the shards whenever bf16 is enabled.
-std::string zeroOptimStatesName(int dpRank, int mpRank = 0, bool bf16 = false);
-// The tag in dir/latest (surrounding whitespace removed, as DeepSpeed's .strip()), nullopt when
-// there is no such file. CheckpointError when it is unreadable or holds no valid tag.
-std::optional<std::string> readLatest(const std::string& dir);
-// Writes dir/latest atomically; call it after every file of the tag is durable.
-void writeLatest(const std::string& dir, const std::string& tag);
-// Throws CheckpointError unless `tag` can name a directory: non-empty, no '/', no NUL or line
-// break, not "." or "..".
-void validateTag(const std::string& tag);
-
-// ---- manifest ----
-
-// The version written into manifests: the project version when the build defines
-// STRETCH_VERSION for the engine, else "unknown".
-std::string stretchVersionString();
-
-struct CheckpointManifest {
-  static constexpr const char* kFileName = "manifest.json";
-  static constexpr int kFormatVersion = 1;
-
-  std::string version = stretchVersionString();  // of the Stretch that wrote the checkpoint
-  std::string tag;
-  std::int64_t dpWorldSize = 0;
-  int zeroStage = 0;
-  std::vector<FileRecord> files;  // in the order added
-
-  // Adds a record, replacing one of the same name.
-  void add(FileRecord record);
-  const FileRecord* find(std::string_view name) const;
-
-  std::string toJson() const;
-  // CheckpointError naming `source` and the offending key for malformed text, unknown format
-  // versions, file names that leave the tag directory, bad sizes or digests.
-  static CheckpointManifest fromJson(std::string_view text, const std::string& source);
-
-  friend bool operator==(const CheckpointManifest&, const CheckpointManifest&) = default;
-};
-
-// tagDir/manifest.json, written atomically (write it after the files it lists).
-void writeManifest(const std::string& tagDir, const CheckpointManifest& manifest);
-// CheckpointError when tagDir/manifest.json is missing or malformed.
-CheckpointManifest readManifest(const std::string& tagDir);
-
-// A JSON array of records, for sending one rank's records to the manifest writer (surrounding
-// whitespace, e.g. padding to a common length, is ignored when reading).
-std::string recordsToJson(const std::vector<FileRecord>& records);
-std::vector<FileRecord> recordsFromJson(std::string_view text,
-                                        const std::string& source = "file records");
-
-// Checks tagDir/record.name against the record: present, record.bytes long, same SHA-256.
-void verifyFile(const std::string& tagDir, const FileRecord& record);
-// verifyFile for every record of the manifest.
-void verifyAll(const std::string& tagDir, const CheckpointManifest& manifest);
 // verifyFile for `name` (CheckpointError when the manifest does not list it), then unpickles
 // the bytes that were verified (the file is read once).
 c10::IValue loadVerifiedStateFile(const std::string& tagDir, const CheckpointManifest& manifest,

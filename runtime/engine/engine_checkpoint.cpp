@@ -25,6 +25,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "runtime/checkpoint/layout.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/common/posix_files.hpp"
 #include "runtime/common/worker_variables.hpp"
@@ -238,7 +239,7 @@ std::string Engine::saveCheckpoint(const std::string& dir, std::optional<std::st
   if (dir.empty())
     throw ConfigError(ErrorDetail{"save_dir", "\"\"", "a directory"});
   const auto began = std::chrono::steady_clock::now();
-  const std::string name = tag.value_or(fmt::format("global_step{}", globalSteps_));
+  const std::string name = tag.value_or(checkpoint::defaultTag(globalSteps_));
   const std::string path = joinPath(dir, name);
   const int rank = dpRank();
   checkTagAgreement(name);
@@ -411,12 +412,12 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::string& dir,
   const auto began = std::chrono::steady_clock::now();
   const int rank = dpRank();
   // An explicit tag is loaded or fails; without one, latest's tag and then older global_step
-  // directories (runtime/engine/checkpoint_dir.hpp).
-  LoadCandidates candidates;
+  // directories (runtime/checkpoint/layout.hpp).
+  checkpoint::LoadCandidates candidates;
   if (tag)
     candidates.tags = {*tag};
   else
-    candidates = loadCandidates(dir);
+    candidates = checkpoint::loadCandidates(dir);
   if (candidates.tags.empty()) {
     if (rank == 0) {
       spdlog::warn(

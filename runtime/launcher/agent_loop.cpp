@@ -9,6 +9,7 @@
 
 #include "runtime/agent/driver.hpp"
 #include "runtime/agent/event_log.hpp"
+#include "runtime/checkpoint/layout.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/common/file_io.hpp"
 #include "runtime/launcher/process.hpp"
@@ -18,22 +19,10 @@ namespace stretch::launcher {
 using namespace agent;
 
 std::optional<std::int64_t> latestCheckpointStep(const std::filesystem::path& dir) {
-  std::string tag;
-  try {
-    tag = readFile((dir / "latest").string(), "checkpoint tag", 4096);
-  } catch (const IoError&) {
-    return std::nullopt;  // missing, or not a file the engine would load either
-  }
-  tag.erase(0, tag.find_first_not_of(" \t\r\n"));
-  tag.erase(tag.find_last_not_of(" \t\r\n") + 1);
-  const std::string prefix = "global_step";
-  if (tag.rfind(prefix, 0) != 0)
-    return std::nullopt;
-  try {
-    return std::stoll(tag.substr(prefix.size()));
-  } catch (...) {
-    return std::nullopt;
-  }
+  // The engine's own choice (runtime/checkpoint/layout.hpp): latest's checkpoint when it is
+  // complete and intact, else the newest older one that is.
+  const auto point = checkpoint::resumePoint(dir.string());
+  return point ? point->step : std::nullopt;
 }
 
 namespace {

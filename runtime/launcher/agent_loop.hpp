@@ -70,7 +70,10 @@ struct AgentLoopOptions {
 // (they are the machine's business); throws for its own errors (bad config, unwritable log).
 AgentResult runAgentLoop(const AgentLoopOptions& options, agent::WorkerGroup& workers);
 
-// The step <dir>/latest names ("global_step120" -> 120); nullopt without a readable one.
+// The step of the checkpoint under <dir> that the workers' engine will resume from
+// (checkpoint::resumePoint: <dir>/latest's when that checkpoint is complete and intact, else the
+// newest older global_step<N> that is; "global_step120" -> 120); nullopt when there is none or
+// its tag is not a global_step<N>. Reads the candidates' files to check their digests.
 std::optional<std::int64_t> latestCheckpointStep(const std::filesystem::path& dir);
 
 }  // namespace stretch::launcher

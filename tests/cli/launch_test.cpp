@@ -171,6 +171,39 @@ TEST(Launch, AWorkerKilledWhileSavingLeavesThePreviousCheckpointCurrent) {
   EXPECT_EQ(jobSummary(dir.path())["weights_sha256"], expected["weights_sha256"]);
 }
 
+// The newest checkpoint of a finished run is corrupted (one byte of its model states): the next
+// start resumes from the one before it, and the launcher's event log says so (its resume step is
+// the checkpoint the engine loads, not `latest`'s).
+TEST(Launch, ACorruptNewestCheckpointIsSkippedAndTheEventLogSaysSo) {
+  stretch::test::TempDir first("stretch-launch");
+  // Checkpoints at steps 40, 80 and 120; latest names global_step120.
+  Launch run(first.path(), digitsJob(first.path(), 1, 130));
+  ASSERT_EQ(run.wait(), 0) << run.err();
+  ASSERT_EQ(stretch::test::readFileIfAny(first.path() / "ckpt" / "latest"), "global_step120");
+
+  stretch::test::TempDir dir("stretch-launch");
+  fs::copy(first.path() / "ckpt", dir.path() / "ckpt", fs::copy_options::recursive);
+  const fs::path model = dir.path() / "ckpt" / "global_step120" / "mp_rank_00_model_states.pt";
+  {
+    std::fstream f(model, std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = static_cast<std::streamoff>(fs::file_size(model) / 2);
+    f.seekg(at);
+    const char c = static_cast<char>(f.get());
+    f.seekp(at);
+    f.put(static_cast<char>(c ^ 0x5a));
+  }
+  Launch resumed(dir.path(), digitsJob(dir.path(), 1, 130));
+  ASSERT_EQ(resumed.wait(), 0) << resumed.err();
+  const auto starts = startsOf(dir.path() / "events.jsonl");
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0]["resume_step"], 80) << starts[0].dump();
+  const std::string log =
+      stretch::test::readFileIfAny(dir.path() / "logs" / "attempt_1" / "rank_0.log");
+  EXPECT_NE(log.find("global_step80 at step 80"), std::string::npos) << log;
+  EXPECT_NE(log.find("cannot use"), std::string::npos) << log;
+  EXPECT_EQ(jobSummary(dir.path())["steps"], 130);
+}
+
 TEST(Launch, MaxRestartsExhaustedStopsWithTheWorkersStatus) {
   stretch::test::TempDir dir("stretch-launch");
   Launch launch(dir.path(), {"--num_gpus", "2", "--max_restarts", "2", "--monitor_interval", "0.2",

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <sys/stat.h>
 
@@ -50,6 +51,22 @@ TEST(ReadFile, MissingFilesAndDirectoriesAreIoErrorsNamingThePath) {
   std::ofstream(file) << "x";
   EXPECT_EQ(ioError([&] { readFile(file / "inside.json", "scenario"); }),
             "cannot read scenario " + (file / "inside.json").string() + ": Not a directory");
+}
+
+TEST(ReadFileIfExists, AMissingFileIsNulloptAndEverythingElseAsReadFile) {
+  test::TempDir dir("file-io");
+  ASSERT_FALSE(dir.path().empty());
+  EXPECT_EQ(readFileIfExists(dir.path() / "none"), std::nullopt);
+  EXPECT_EQ(readFileIfExists(dir.path() / "no-dir" / "none", "tag file"), std::nullopt);
+  const auto path = dir.path() / "latest";
+  std::ofstream(path) << "global_step7";
+  EXPECT_EQ(readFileIfExists(path, "tag file", 4096), std::optional<std::string>("global_step7"));
+  EXPECT_THAT(ioError([&] { readFileIfExists(path, "tag file", 5); }),
+              HasSubstr("more than the limit of 5 bytes"));
+  EXPECT_EQ(ioError([&] { readFileIfExists(dir.path(), "tag file"); }),
+            "cannot read tag file " + dir.path().string() + ": Is a directory");
+  EXPECT_EQ(ioError([&] { readFileIfExists(path / "inside"); }),
+            "cannot read " + (path / "inside").string() + ": Not a directory");
 }
 
 TEST(ReadFile, UnreadableFilesNameTheReason) {

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/checkpoint/layout.hpp"
 #include "runtime/comm/in_process_backend.hpp"
 #include "runtime/common/posix_files.hpp"
 #include "runtime/engine/checkpoint_dir.hpp"
@@ -328,6 +329,8 @@ TEST(CheckpointFallback, ACorruptNewestCheckpointFallsBackToTheOlderOneOnEveryRa
   TwoCheckpoints c;
   // Only rank 1 reads its own optimizer shard: rank 0 alone would have loaded step 6.
   flipByteOf(c.at("global_step6/" + zeroOptimStatesName(1)));
+  // What the launcher's event log reports for this start: the checkpoint the engine loads.
+  EXPECT_EQ(checkpoint::resumePoint(c.dir.path()), (checkpoint::ResumePoint{"global_step3", 3}));
   const TrainRun r = train(2, 2, TwoCheckpoints::kMore, c.dir.path(), {}, 1, 99);
   EXPECT_EQ(r.counters[0], 3 + TwoCheckpoints::kMore);
   EXPECT_TRUE(torch::allclose(r.weights, c.from3.weights, 1e-6, 1e-7));
@@ -338,6 +341,7 @@ TEST(CheckpointFallback, ACorruptNewestCheckpointFallsBackToTheOlderOneOnEveryRa
 TEST(CheckpointFallback, LatestNamingAMissingCheckpointFallsBackToTheNewestThatLoads) {
   TwoCheckpoints c;
   writeLatest(c.dir.path(), "global_step9");
+  EXPECT_EQ(checkpoint::resumePoint(c.dir.path()), (checkpoint::ResumePoint{"global_step6", 6}));
   const TrainRun r = train(2, 2, TwoCheckpoints::kMore, c.dir.path(), {}, 1, 99);
   EXPECT_EQ(r.counters[0], 6 + TwoCheckpoints::kMore);
   EXPECT_TRUE(torch::allclose(r.weights, c.from6.weights, 1e-6, 1e-7));
@@ -348,6 +352,7 @@ TEST(CheckpointFallback, LatestNamingAMissingCheckpointFallsBackToTheNewestThatL
 TEST(CheckpointFallback, AMissingLatestResumesFromTheNewestCheckpointInsteadOfStepZero) {
   TwoCheckpoints c;
   ASSERT_TRUE(removePath(c.at("latest")));
+  EXPECT_EQ(checkpoint::resumePoint(c.dir.path()), (checkpoint::ResumePoint{"global_step6", 6}));
   const TrainRun r = train(2, 2, TwoCheckpoints::kMore, c.dir.path(), {}, 1, 99);
   EXPECT_EQ(r.counters[0], 6 + TwoCheckpoints::kMore);
   EXPECT_TRUE(r.skipped.empty());
@@ -357,6 +362,7 @@ TEST(CheckpointFallback, NothingLoadableIsAnErrorThatListsEveryCheckpointTried) 
   TwoCheckpoints c;
   flipByteOf(c.at("global_step6/" + modelStatesName()));
   truncateTo(c.at("global_step3/" + modelStatesName()), 100);
+  EXPECT_EQ(checkpoint::resumePoint(c.dir.path()), std::nullopt);
   torch::manual_seed(0);
   Mlp model(6, 12, 3);
   InitOptions options;
@@ -377,37 +383,14 @@ TEST(CheckpointFallback, NothingLoadableIsAnErrorThatListsEveryCheckpointTried) 
   EXPECT_THROW(engine->loadCheckpoint(c.dir.path(), std::string("global_step6")), CheckpointError);
 }
 
-TEST(CheckpointDir, CandidatesAreLatestThenOlderDefaultTagsNewestFirst) {
-  stretch::test::TempDir dir("stretch-ckpt");
-  for (const char* d : {"global_step5", "global_step20", "global_step100", "global_step7x", "best",
-                        "global_step3"}) {
-    makeDirectories(under(dir, d));
-    std::ofstream(under(dir, std::string(d) + "/" + CheckpointManifest::kFileName)) << "{}";
-  }
-  makeDirectories(under(dir, "global_step200"));  // a save that never completed
-  EXPECT_EQ(loadCandidates(dir.path()).tags,
-            (std::vector<std::string>{"global_step100", "global_step20", "global_step5",
-                                      "global_step3"}));
-  EXPECT_EQ(loadCandidates(dir.path()).latestProblem, "missing");
-  writeLatest(dir.path(), "global_step20");
-  EXPECT_EQ(loadCandidates(dir.path()).tags,
-            (std::vector<std::string>{"global_step20", "global_step5", "global_step3"}));
-  writeLatest(dir.path(), "best");
-  EXPECT_EQ(loadCandidates(dir.path()).tags.size(), 5u);
-  EXPECT_EQ(loadCandidates(dir.path()).tags.front(), "best");
-  EXPECT_TRUE(loadCandidates(under(dir, "nowhere")).tags.empty());
-  EXPECT_EQ(defaultTagStep("global_step42"), std::optional<std::int64_t>(42));
-  EXPECT_EQ(defaultTagStep("global_step"), std::nullopt);
-  EXPECT_EQ(defaultTagStep("global_step-1"), std::nullopt);
-}
-
 // The first save was killed before its manifest and `latest`: nothing was ever completed, so
 // the job starts afresh (it used to be an error at every restart: a crash loop).
 TEST(CheckpointDir, OnlyAnIncompleteSaveIsNothingToLoad) {
   stretch::test::TempDir dir("stretch-ckpt");
   makeDirectories(under(dir, "global_step40"));
   std::ofstream(under(dir, "global_step40/" + modelStatesName())) << "partial";
-  EXPECT_TRUE(loadCandidates(dir.path()).tags.empty());
+  EXPECT_TRUE(checkpoint::loadCandidates(dir.path()).tags.empty());
+  EXPECT_EQ(checkpoint::resumePoint(dir.path()), std::nullopt);
   torch::manual_seed(0);
   Mlp model(6, 12, 3);
   InitOptions options;
