@@ -21,17 +21,18 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "runtime/common/error.hpp"
+#include "runtime/common/worker_variables.hpp"
 #include "runtime/launcher/node_agent.hpp"
 #include "runtime/launcher/stop_signal.hpp"
-#include "runtime/common/worker_variables.hpp"
 
 namespace stretch::cli {
 
 namespace {
 
 int runAgent(launcher::JoinRequest request, bool tokenStdin) {
-  try {
+  return runCommand("agent", ErrorStyle{.kind = false}, [&] {
     if (tokenStdin)
       std::getline(std::cin, request.token);
     else if (const char* env = std::getenv(worker_env::kStoreToken))
@@ -41,13 +42,7 @@ int runAgent(launcher::JoinRequest request, bool tokenStdin) {
     if (result.exitCode != 0 && !result.message.empty())
       std::cerr << "stretch agent " << result.nodeId << ": " << result.message << "\n";
     return result.exitCode;
-  } catch (const ConfigError& e) {
-    std::cerr << "stretch agent: error: " << e.what() << "\n";
-    return kExitUsage;
-  } catch (const std::exception& e) {
-    std::cerr << "stretch agent: error: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }
 
 }  // namespace

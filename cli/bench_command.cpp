@@ -17,34 +17,26 @@ namespace stretch::cli {
 namespace {
 
 constexpr const char* kCommand = "bench comm";
-constexpr int kExitFailed = 1;  // a rank failed, the run timed out or results were wrong
 
-int reportError(const Error& e, bool json) {
-  printError(kCommand, e, json);
-  return dynamic_cast<const ConfigError*>(&e) != nullptr ? kExitUsage : kExitFailed;
-}
-
+// Bad options are status 2 (as --json output when asked); a rank that failed, a run that timed
+// out or wrong results are kExitFailed, printed as text (the table already went to stdout).
 int runComm(const tools::CommBenchOptions& o) {
   stretch::comm::registerBuiltinBackends();  // Gloo (and NCCL) when this build has them
   tools::CommBenchPlan plan;
-  try {
-    plan = tools::planCommBench(o);
-  } catch (const Error& e) {
-    return reportError(e, o.json);
-  }
-  std::int64_t wrong = 0;
-  try {
-    wrong = tools::runCommBench(plan, o);
-  } catch (const Error& e) {
-    return reportError(e, false);
-  } catch (const std::exception& e) {
-    return reportError(Error(e.what()), false);
-  }
-  if (wrong != 0) {
-    printError(kCommand, fmt::format("{} result elements were wrong (column #wrong)", wrong));
-    return kExitFailed;
-  }
-  return kExitOk;
+  if (const int status = runCommand(kCommand, ErrorStyle{.json = o.json},
+                                    [&] {
+                                      plan = tools::planCommBench(o);
+                                      return kExitOk;
+                                    });
+      status != kExitOk)
+    return status;
+  return runCommand(kCommand, ErrorStyle{}, [&] {
+    if (const std::int64_t wrong = tools::runCommBench(plan, o); wrong != 0) {
+      printError(kCommand, fmt::format("{} result elements were wrong (column #wrong)", wrong));
+      return kExitFailed;
+    }
+    return kExitOk;
+  });
 }
 
 }  // namespace

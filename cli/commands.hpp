@@ -1,6 +1,7 @@
 #pragma once
 // Subcommands of the `stretch` executable. Each registers its options on the parent app and
-// returns a runner; a runner returns the process exit code (0 ok, 2 bad input or no plan).
+// returns a runner; a runner returns the process exit code (0 ok, 2 bad input or no plan, 1
+// another failure: cli/output.hpp's runCommand maps exceptions to them).
 
 #include <functional>
 
@@ -11,7 +12,8 @@ class App;
 namespace stretch::cli {
 
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitUsage = 2;  // bad input, invalid config, no elastic plan
+inline constexpr int kExitFailed = 1;  // the command failed for another reason than its input
+inline constexpr int kExitUsage = 2;   // bad input, invalid config, no elastic plan
 // stretch launch: the job succeeded, but some of its output (event log, rank logs) could not be
 // written (sysexits' EX_IOERR).
 inline constexpr int kExitOutputLost = 74;

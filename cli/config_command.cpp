@@ -24,7 +24,7 @@ struct ConfigOptions {
 };
 
 int runConfig(const ConfigOptions& opts) {
-  try {
+  return runCommand("config", ErrorStyle{}, [&] {
     const config::ParsedConfig parsed = config::loadConfig(opts.configPath);
     for (const std::string& w : parsed.warnings) {
       printWarning("config", w);
@@ -48,10 +48,7 @@ int runConfig(const ConfigOptions& opts) {
           batch.triple.microBatchPerGpu, batch.triple.gradientAccumulation);
     }
     return kExitOk;
-  } catch (const Error& e) {
-    printError("config", fmt::format("{}: {}", errorKind(e), e.what()));
-    return kExitUsage;
-  }
+  });
 }
 
 }  // namespace

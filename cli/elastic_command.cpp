@@ -59,7 +59,7 @@ void printHuman(const config::ElasticityConfig& c, const elasticity::ElasticPlan
 }
 
 int runElastic(const ElasticOptions& opts) {
-  try {
+  return runCommand("elastic", ErrorStyle{.json = opts.json}, [&] {
     const config::ParsedConfig parsed = config::loadConfig(opts.configPath);
     for (const std::string& w : parsed.warnings) {
       printWarning("elastic", w);
@@ -82,10 +82,7 @@ int runElastic(const ElasticOptions& opts) {
       printHuman(c, plan, opts);
     }
     return kExitOk;
-  } catch (const Error& e) {
-    printError("elastic", e, opts.json);
-    return kExitUsage;
-  }
+  });
 }
 
 }  // namespace

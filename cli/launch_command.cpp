@@ -24,6 +24,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
+#include "cli/output.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/launcher/launch.hpp"
 #include "runtime/launcher/stop_signal.hpp"
@@ -32,8 +33,11 @@ namespace stretch::cli {
 
 namespace {
 
+// Bad input (ConfigError, IoError, an elasticity section with no plan) is status 2
+// (docs/launch.md); anything else that stops the launch (the job store's port taken by another
+// process, a runner that cannot start) is 1.
 int run(launcher::LaunchRequest request) {
-  try {
+  return runCommand("launch", ErrorStyle{.kind = false}, [&] {
     // SIGHUP: the ssh session or terminal went away; SIGQUIT: Ctrl-\. Both stop the job as
     // SIGTERM does (every worker's process group, an `interrupted` event) instead of killing
     // the launcher alone.
@@ -60,21 +64,7 @@ int run(launcher::LaunchRequest request) {
       return kExitOutputLost;
     }
     return result.exitCode;
-  } catch (const ConfigError& e) {
-    std::cerr << "stretch launch: error: " << e.what() << "\n";
-    return kExitUsage;
-  } catch (const IoError& e) {
-    std::cerr << "stretch launch: error: " << e.what() << "\n";
-    return kExitUsage;
-  } catch (const ElasticityError& e) {
-    // --config's elasticity section has no plan (docs/launch.md: bad input is status 2).
-    std::cerr << "stretch launch: error: " << e.what() << "\n";
-    return kExitUsage;
-  } catch (const std::exception& e) {
-    // The job store's port taken by another process, a runner that cannot start, ...
-    std::cerr << "stretch launch: error: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }
 
 }  // namespace

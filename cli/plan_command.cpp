@@ -66,9 +66,11 @@ int runPlan(const PlanCliOptions& o) {
   // writes and prints.
   std::unique_ptr<sim::ReplicaGroup> group;
   bool root = true;
-  try {
+  ErrorStyle style{.json = json};
+  return runCommand("plan", style, [&] {
     group = joinMpiWorld("plan");
     root = group == nullptr || group->rank() == 0;
+    style.print = root;
     if (!format) {
       throw ConfigError(ErrorDetail{"--format", o.format, "table, json, csv, md or html"});
     }
@@ -126,12 +128,7 @@ int runPlan(const PlanCliOptions& o) {
       }
     }
     return kExitOk;
-  } catch (const Error& e) {
-    if (root) {
-      printError("plan", e, json);
-    }
-    return kExitUsage;
-  }
+  });
 }
 
 }  // namespace

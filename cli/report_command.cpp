@@ -258,17 +258,14 @@ void printHuman(const Json& r) {
 }
 
 int runReport(const ReportOptions& opts) {
-  try {
+  return runCommand("report", ErrorStyle{.json = opts.json}, [&] {
     const Json report = buildReport();
     if (opts.json)
       std::cout << report.dump() << "\n";
     else
       printHuman(report);
     return kExitOk;
-  } catch (const Error& e) {
-    printError("report", e, opts.json);
-    return kExitUsage;
-  }
+  });
 }
 
 }  // namespace

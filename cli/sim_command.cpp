@@ -160,7 +160,7 @@ void printHuman(const sim::Scenario& s, const sim::MonteCarloResult& r, const Si
 }
 
 int runCalibrate(const SimOptions& o) {
-  try {
+  return runCommand("sim", ErrorStyle{.kind = false}, [&] {
     tools::CalibrationOptions options;
     options.progress = !o.quiet;
     options.job = splitAtSpaces(o.job);
@@ -225,14 +225,8 @@ int runCalibrate(const SimOptions& o) {
                                  o.calibrationOut);
       }
     }
-    return 0;
-  } catch (const ConfigError& e) {
-    std::cerr << "stretch sim: error: " << e.what() << "\n";
-    return kExitUsage;
-  } catch (const std::exception& e) {
-    std::cerr << "stretch sim: error: " << e.what() << "\n";
-    return 1;
-  }
+    return kExitOk;
+  });
 }
 
 int runSim(const SimOptions& o) {
@@ -247,9 +241,11 @@ int runSim(const SimOptions& o) {
   // Under mpirun every rank runs its block of the replicas; rank 0 alone writes and prints.
   std::unique_ptr<sim::ReplicaGroup> group;
   bool root = true;
-  try {
+  ErrorStyle style{.json = o.json};
+  return runCommand("sim", style, [&] {
     group = joinMpiWorld("sim");
     root = group == nullptr || group->rank() == 0;
+    style.print = root;
     sim::ScenarioOptions so;
     so.presetDir = o.presets;
     sim::Scenario scenario = sim::loadScenario(o.scenario, so);
@@ -329,12 +325,7 @@ int runSim(const SimOptions& o) {
       printHuman(scenario, result, o);
     }
     return kExitOk;
-  } catch (const Error& e) {
-    if (root) {
-      printError("sim", e, o.json);
-    }
-    return kExitUsage;
-  }
+  });
 }
 
 }  // namespace
