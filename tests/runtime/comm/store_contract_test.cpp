@@ -161,11 +161,12 @@ class RedisHarness final : public Harness {
 
 #endif
 
-template <typename Base>
-class PrefixHarness final : public Harness {
+// A store over another harness's: `Wrap` builds it over the inner store.
+template <typename Base, typename Wrap>
+class WrappingHarness final : public Harness {
  public:
   std::shared_ptr<Store> open(Duration timeout) override {
-    auto store = std::make_shared<PrefixStore>("job", base_.open(timeout));
+    std::shared_ptr<Store> store = Wrap{}(base_.open(timeout));
     store->setTimeout(timeout);
     return store;
   }
@@ -177,22 +178,21 @@ class PrefixHarness final : public Harness {
   Base base_;
 };
 
+struct InPrefixStore {
+  std::shared_ptr<Store> operator()(std::shared_ptr<Store> inner) const {
+    return std::make_shared<PrefixStore>("job", std::move(inner));
+  }
+};
 // The forwarding base alone: every method reaches the inner store unchanged.
-template <typename Base>
-class ForwardingHarness final : public Harness {
- public:
-  std::shared_ptr<Store> open(Duration timeout) override {
-    auto store = std::make_shared<ForwardingStore>(base_.open(timeout));
-    store->setTimeout(timeout);
-    return store;
+struct InForwardingStore {
+  std::shared_ptr<Store> operator()(std::shared_ptr<Store> inner) const {
+    return std::make_shared<ForwardingStore>(std::move(inner));
   }
-  std::shared_ptr<Store> openUnderlying(Duration timeout) override { return base_.open(timeout); }
-  bool multiProcess() const override { return base_.multiProcess(); }
-  std::string skipReason() const override { return base_.skipReason(); }
-
- private:
-  Base base_;
 };
+template <typename Base>
+using PrefixHarness = WrappingHarness<Base, InPrefixStore>;
+template <typename Base>
+using ForwardingHarness = WrappingHarness<Base, InForwardingStore>;
 
 // Type parameters: a harness and its name in test names.
 template <typename H>
