@@ -2,7 +2,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -67,6 +69,158 @@ TEST(Layering, ModuleOfPrefersTheDeepestFolder) {
   EXPECT_EQ(moduleOf("runtime/comm/store.hpp"), "runtime/comm");
   EXPECT_EQ(moduleOf("runtime/elasticity/detail/valid_sizes.hpp"), "runtime/elasticity");
   EXPECT_EQ(moduleOf("docs/architecture.md"), "");
+}
+
+// ---- The folder READMEs' "May include" paragraphs ---------------------------------------
+//
+// Every module folder's README says, in a paragraph starting "**May include:**", which modules
+// its code may include. That paragraph must name every runtime module the folder's own files
+// include (a sub-module's files are its own), and every module it names must be one the layering
+// table above lets the folder include. "runtime/*" names every runtime module, "anything" every
+// module.
+
+// The "**May include:**" paragraph of a README: up to a blank line or a "**Must not" (cli's
+// README has both on one line); "" when there is none.
+std::string mayIncludeParagraph(const std::string& text) {
+  const auto start = text.find("**May include:**");
+  if (start == std::string::npos)
+    return "";
+  const auto end = std::min(text.find("\n\n", start), text.find("**Must not", start));
+  return end == std::string::npos ? text.substr(start) : text.substr(start, end - start);
+}
+
+// The modules a paragraph names, as moduleOf names their folders ("runtime/comm core",
+// "runtime/comm's TcpStore" and "sim/" name runtime/comm and sim), plus "runtime/*" and "*"
+// ("anything") as given.
+std::set<std::string> namedModules(const std::string& paragraph) {
+  static const std::regex kToken(
+      R"((^|[^A-Za-z0-9_/])((runtime|sim|planner|gui|cli|tools|python|bench|tests|examples)(/[A-Za-z0-9_*]+)*))");
+  std::set<std::string> out;
+  for (auto it = std::sregex_iterator(paragraph.begin(), paragraph.end(), kToken);
+       it != std::sregex_iterator(); ++it) {
+    const std::string token = (*it)[2];
+    if (token == "runtime/*") {
+      out.insert(token);
+    } else if (const std::string module = moduleOf(token + "/x.hpp"); !module.empty()) {
+      out.insert(module);
+    }
+  }
+  if (paragraph.find("anything") != std::string::npos)
+    out.insert("*");
+  return out;
+}
+
+bool namesModule(const std::set<std::string>& named, const std::string& module) {
+  return named.count("*") > 0 || named.count(module) > 0 ||
+         (module.rfind("runtime/", 0) == 0 && named.count("runtime/*") > 0);
+}
+
+// The module folders that have a README, with its text.
+std::map<std::string, std::string> moduleReadmes(const std::filesystem::path& root) {
+  namespace fs = std::filesystem;
+  std::map<std::string, std::string> out;
+  for (const std::string top : {"runtime", "sim", "planner", "gui", "cli", "tools", "python",
+                                "bench", "tests", "examples"}) {
+    if (!fs::is_directory(root / top))
+      continue;
+    for (const auto& entry : fs::recursive_directory_iterator(root / top)) {
+      if (!entry.is_regular_file() || entry.path().filename() != "README.md")
+        continue;
+      const std::string folder = fs::relative(entry.path().parent_path(), root).generic_string();
+      if (moduleOf(folder + "/README.md") == folder)
+        out.emplace(folder, test::readFile(entry.path()));
+    }
+  }
+  return out;
+}
+
+// The runtime modules other than itself that a module folder's own files include, each with the
+// first file:line that does.
+std::map<std::string, std::string> runtimeIncludes(const std::filesystem::path& root,
+                                                   const std::string& folder) {
+  namespace fs = std::filesystem;
+  static const std::regex kInclude(R"re(^\s*#\s*include\s*"([^"]+)")re");
+  std::map<std::string, std::string> out;
+  for (const auto& entry : fs::recursive_directory_iterator(root / folder)) {
+    const std::string ext = entry.path().extension().string();
+    if (!entry.is_regular_file() ||
+        (ext != ".hpp" && ext != ".h" && ext != ".cpp" && ext != ".cc" && ext != ".cu"))
+      continue;
+    const std::string rel = fs::relative(entry.path(), root).generic_string();
+    if (moduleOf(rel) != folder)
+      continue;
+    std::ifstream in(entry.path());
+    int lineNo = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++lineNo;
+      std::smatch match;
+      if (!std::regex_search(line, match, kInclude))
+        continue;
+      const std::string target = moduleOf(match[1]);
+      if (target.rfind("runtime/", 0) == 0 && target != folder)
+        out.emplace(target, rel + ":" + std::to_string(lineNo));
+    }
+  }
+  return out;
+}
+
+TEST(Layering, ReadmeMayIncludeParagraphsAreParsed) {
+  const std::string text =
+      "intro\n\n**May include:** runtime/config, runtime/comm core (`Store`), sim/,\n"
+      "runtime/comm's `TcpStore`, `<fmt/...>`. **Must not include:** planner/\n\nmore";
+  const std::string paragraph = mayIncludeParagraph(text);
+  EXPECT_EQ(paragraph.find("planner"), std::string::npos) << paragraph;
+  EXPECT_EQ(namedModules(paragraph),
+            (std::set<std::string>{"runtime/config", "runtime/comm", "sim"}));
+  EXPECT_TRUE(mayIncludeParagraph("no such line").empty());
+  const auto any = namedModules("**May include:** any product module (runtime/*, tools/)");
+  EXPECT_TRUE(namesModule(any, "runtime/live"));
+  EXPECT_TRUE(namesModule(any, "tools"));
+  EXPECT_FALSE(namesModule(any, "sim"));
+  EXPECT_TRUE(namesModule(namedModules("**May include:** anything"), "sim"));
+}
+
+TEST(Layering, ReadmesNameWhatTheirModulesIncludeAndTheTableAllows) {
+  namespace fs = std::filesystem;
+  const fs::path root = test::sourceDir();
+  const auto readmes = moduleReadmes(root);
+  EXPECT_GE(readmes.size(), 15u) << "fewer module READMEs than expected";
+  // Each module a README names goes into a scratch tree as an include from that folder; the
+  // layering checker then says which the table does not allow.
+  const fs::path probe =
+      fs::temp_directory_path() /
+      ("stretch-readme-probe-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+  fs::remove_all(probe);
+  int probes = 0;
+  for (const auto& [folder, text] : readmes) {
+    const std::string paragraph = mayIncludeParagraph(text);
+    if (paragraph.empty()) {
+      ADD_FAILURE() << folder << "/README.md has no \"**May include:**\" paragraph";
+      continue;
+    }
+    const std::set<std::string> named = namedModules(paragraph);
+    for (const auto& [module, where] : runtimeIncludes(root, folder)) {
+      EXPECT_TRUE(namesModule(named, module))
+          << where << " includes " << module << ", which " << folder
+          << "/README.md's \"May include\" paragraph does not name";
+    }
+    for (const std::string& module : named) {
+      if (module == "*" || module == "runtime/*" || module == folder ||
+          module.rfind(folder + "/", 0) == 0)
+        continue;  // wildcards, and the folder itself or its own sub-modules
+      const fs::path file = probe / folder / ("readme_probe_" + std::to_string(probes++) + ".cpp");
+      fs::create_directories(file.parent_path());
+      std::ofstream(file) << "#include \"" << module << "/readme_probe.hpp\"\n";
+    }
+  }
+  EXPECT_GT(probes, 10);
+  for (const Violation& v : checkLayering(probe)) {
+    ADD_FAILURE() << moduleOf(v.file) << "/README.md names " << moduleOf(v.include)
+                  << " under \"May include\", which the layering table (tests/arch/layering.cpp) "
+                     "does not allow: "
+                  << v.reason;
+  }
+  fs::remove_all(probe);
 }
 
 // The checker must catch each kind of violation in a tree built for the purpose.
