@@ -1,9 +1,9 @@
 #include "runtime/agent/live_plan.hpp"
 
 #include <algorithm>
-#include <set>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -13,67 +13,165 @@ namespace stretch::agent {
 
 namespace {
 
-std::string placeText(const WorkerPlace& p) {
-  return fmt::format("{}:{}", p.nodeId, p.localRank);
-}
-
 std::string placesText(const std::vector<WorkerPlace>& places) {
   std::string out;
   for (const auto& p : places) {
     if (!out.empty())
       out += ',';
-    out += placeText(p);
+    out += fmt::format("{}:{}", p.nodeId, p.localRank);
   }
   return out;
 }
 
+// Places as integers: a node's index (in the order nodes are first met) and the local rank, so
+// that the decision sorts and looks up integers, not strings: O(workers log workers) with small
+// constants, which the simulator needs at 10^5 workers.
+using Key = std::uint64_t;
+
+class Places {
+ public:
+  explicit Places(const StartWorkers& next) {
+    for (auto it = next.nodes.begin(); it != next.nodes.end(); ++it) {
+      const std::size_t node = nodeIndex(it.entry().nodeId);
+      rankOfNode_[node] = nextNodes_++;
+      slots_[node] = it.entry().used;
+    }
+  }
+  // `node` must outlive this object when it is new (the caller's strings do).
+  Key key(std::string_view node, std::int64_t localRank) {
+    return (static_cast<Key>(nodeIndex(node)) << 32) | static_cast<Key>(localRank);
+  }
+  Key key(const WorkerPlace& p) { return key(p.nodeId, p.localRank); }
+  std::vector<Key> keys(const std::vector<WorkerPlace>& list) {
+    std::vector<Key> out;
+    out.reserve(list.size());
+    for (const auto& p : list)
+      out.push_back(key(p));
+    return out;
+  }
+  WorkerPlace place(Key k) const {
+    return {std::string(ids_[static_cast<std::size_t>(k >> 32)]),
+            static_cast<std::int64_t>(k & 0xffffffffU)};
+  }
+  std::vector<WorkerPlace> places(const std::vector<Key>& keys) const {
+    std::vector<WorkerPlace> out;
+    out.reserve(keys.size());
+    for (const Key k : keys)
+      out.push_back(place(k));
+    return out;
+  }
+  // Whether the worker has a place in `next`.
+  bool hasPlace(Key k) const {
+    const auto node = static_cast<std::size_t>(k >> 32);
+    return static_cast<std::int64_t>(k & 0xffffffffU) < slots_[node];
+  }
+  // `list` in the order of `next`'s nodes (local ranks ascending), then any on other nodes (by
+  // node id). O(n) when it is in that order already (the usual case), else a sort of integers.
+  std::vector<Key> inRankOrder(std::vector<Key> list) const {
+    const auto order = [&](Key k) {
+      const auto node = static_cast<std::size_t>(k >> 32);
+      return std::tuple(rankOfNode_[node], rankOfNode_[node] == kNone ? ids_[node] : "",
+                        k & 0xffffffffU);
+    };
+    const auto less = [&](Key x, Key y) {
+      const auto nx = static_cast<std::size_t>(x >> 32);
+      const auto ny = static_cast<std::size_t>(y >> 32);
+      if (rankOfNode_[nx] != kNone && rankOfNode_[ny] != kNone) {
+        return rankOfNode_[nx] != rankOfNode_[ny] ? rankOfNode_[nx] < rankOfNode_[ny]
+                                                  : (x & 0xffffffffU) < (y & 0xffffffffU);
+      }
+      return order(x) < order(y);
+    };
+    if (!std::is_sorted(list.begin(), list.end(), less))
+      std::sort(list.begin(), list.end(), less);
+    return list;
+  }
+  std::size_t nodes() const noexcept { return ids_.size(); }
+
+ private:
+  static constexpr std::size_t kNone = ~std::size_t{0};
+  std::size_t nodeIndex(std::string_view id) {
+    // Places come node by node: the node met last is the likeliest.
+    if (!ids_.empty() && ids_[last_] == id)
+      return last_;
+    const auto [at, added] = index_.emplace(id, ids_.size());
+    last_ = at->second;
+    if (added) {
+      ids_.push_back(id);
+      rankOfNode_.push_back(kNone);
+      slots_.push_back(0);
+    }
+    return at->second;
+  }
+  std::unordered_map<std::string_view, std::size_t> index_;
+  std::vector<std::string_view> ids_;  // views of the caller's strings (they outlive this)
+  std::vector<std::size_t> rankOfNode_;
+  std::vector<std::int64_t> slots_;  // workers the node runs in `next`
+  std::size_t nextNodes_ = 0;
+  std::size_t last_ = 0;
+};
+
+// A value per place, O(1) to read and write: a row per node index, grown as local ranks come.
+template <typename T>
+class PlaceTable {
+ public:
+  explicit PlaceTable(T none) : none_(none) {}
+  T get(Key k) const {
+    const auto node = static_cast<std::size_t>(k >> 32);
+    const auto local = static_cast<std::size_t>(k & 0xffffffffU);
+    return node < rows_.size() && local < rows_[node].size() ? rows_[node][local] : none_;
+  }
+  void set(Key k, T value) {
+    const auto node = static_cast<std::size_t>(k >> 32);
+    const auto local = static_cast<std::size_t>(k & 0xffffffffU);
+    if (node >= rows_.size())
+      rows_.resize(node + 1);
+    if (local >= rows_[node].size())
+      rows_[node].resize(local + 1, none_);
+    rows_[node][local] = value;
+  }
+
+ private:
+  T none_;
+  std::vector<std::vector<T>> rows_;
+};
+
 // Ids for interimMembers / interimDonors: positions in the group, then the places it does not
 // hold, in the order met.
 struct Ids {
-  std::vector<WorkerPlace> known;
-  std::map<WorkerPlace, int> index;  // O(log n) a look-up: groups run to 10^5 workers
+  std::vector<Key> known;
+  PlaceTable<int> index{-1};
   std::vector<int> group;
-  explicit Ids(const std::vector<WorkerPlace>& g) : known(g) {
+  explicit Ids(const std::vector<Key>& g) : known(g) {
     for (std::size_t i = 0; i < g.size(); ++i) {
       group.push_back(static_cast<int>(i));
-      index.emplace(g[i], static_cast<int>(i));
+      index.set(g[i], static_cast<int>(i));
     }
   }
-  int of(const WorkerPlace& p) {
-    const auto [at, added] = index.emplace(p, static_cast<int>(known.size()));
-    if (added)
-      known.push_back(p);
-    return at->second;
+  int of(Key k) {
+    int id = index.get(k);
+    if (id < 0) {
+      id = static_cast<int>(known.size());
+      index.set(k, id);
+      known.push_back(k);
+    }
+    return id;
   }
-  std::vector<int> of(const std::vector<WorkerPlace>& list) {
+  std::vector<int> of(const std::vector<Key>& list) {
     std::vector<int> out;
-    for (const auto& p : list)
-      out.push_back(of(p));
+    out.reserve(list.size());
+    for (const Key k : list)
+      out.push_back(of(k));
     return out;
   }
-  std::vector<WorkerPlace> places(const std::vector<int>& ids) const {
-    std::vector<WorkerPlace> out;
+  std::vector<Key> keys(const std::vector<int>& ids) const {
+    std::vector<Key> out;
+    out.reserve(ids.size());
     for (const int id : ids)
       out.push_back(known[static_cast<std::size_t>(id)]);
     return out;
   }
 };
-
-// `list` in the order of `next`'s nodes (local ranks ascending), then any on other nodes.
-std::vector<WorkerPlace> inRankOrder(std::vector<WorkerPlace> list, const StartWorkers& next) {
-  std::map<std::string_view, std::size_t> nodeRank;
-  std::size_t i = 0;
-  for (auto it = next.nodes.begin(); it != next.nodes.end(); ++it, ++i)
-    nodeRank.emplace(it.entry().nodeId, i);
-  const auto key = [&](const WorkerPlace& p) {
-    const auto at = nodeRank.find(p.nodeId);
-    return std::tuple(at == nodeRank.end() ? nodeRank.size() : at->second,
-                      std::string_view(p.nodeId), p.localRank);
-  };
-  std::sort(list.begin(), list.end(),
-            [&](const WorkerPlace& a, const WorkerPlace& b) { return key(a) < key(b); });
-  return list;
-}
 
 // Positions in `members` by id (ids are small non-negative integers): members.size() for an id
 // that is not a member. O(members + largest id).
@@ -123,38 +221,38 @@ std::vector<WorkerPlace> placesOf(const StartWorkers& start) {
 LivePlan planLiveRecovery(const LiveSituation& s, const StartWorkers& next,
                           const elasticity::WorldSizeRules& rules) {
   LivePlan plan;
-  std::map<std::string, std::int64_t> places;  // node -> workers it runs in `next`
-  for (const NodeAssignment& n : next.nodes)
-    places[n.nodeId] = n.localWorldSize;
-  const auto hasPlace = [&](const WorkerPlace& p) {
-    const auto it = places.find(p.nodeId);
-    return it != places.end() && p.localRank < it->second;
-  };
-
-  std::vector<WorkerPlace> kept;     // capable, with a place in `next`
-  std::vector<WorkerPlace> leftOut;  // capable, without one
+  Places places(next);
+  std::vector<Key> kept;     // capable, with a place in `next`
+  std::vector<Key> leftOut;  // capable, without one
   for (const RunningWorker& w : s.running) {
     if (!w.capable && !w.joiner) {
       plan.reason = fmt::format("worker {} of node {} (pid {}) cannot continue live",
                                 w.place.localRank, w.place.nodeId, w.pid);
       return plan;
     }
-    if (w.capable)
-      (hasPlace(w.place) ? kept : leftOut).push_back(w.place);
+    if (w.capable) {
+      const Key k = places.key(w.place);
+      (places.hasPlace(k) ? kept : leftOut).push_back(k);
+    }
   }
   if (kept.empty()) {
     plan.reason = fmt::format(
         "no running worker that can continue live has a place in generation {}", next.generation);
     return plan;
   }
+  const std::vector<Key> group = places.keys(s.group);
+  // What each place is: 1 kept, 2 capable but left out, 4 staying (kept, or a donor).
+  enum : std::uint8_t { kKept = 1, kLeftOut = 2, kStaying = 4 };
+  PlaceTable<std::uint8_t> marks(0);
+  for (const Key k : kept)
+    marks.set(k, kKept | kStaying);
+  for (const Key k : leftOut)
+    marks.set(k, kLeftOut);
   // The state: the group's ranks without a capable running worker are gone.
-  if (!s.group.empty()) {
-    std::set<WorkerPlace> alive(kept.begin(), kept.end());
-    alive.insert(leftOut.begin(), leftOut.end());
-    GroupLoss loss{
-        static_cast<std::int64_t>(s.group.size()), {}, s.copyDistance, s.partitionCopies};
-    for (std::size_t r = 0; r < s.group.size(); ++r) {
-      if (!alive.contains(s.group[r]))
+  if (!group.empty()) {
+    GroupLoss loss{static_cast<std::int64_t>(group.size()), {}, s.copyDistance, s.partitionCopies};
+    for (std::size_t r = 0; r < group.size(); ++r) {
+      if ((marks.get(group[r]) & (kKept | kLeftOut)) == 0)
         loss.lost.push_back(static_cast<std::int64_t>(r));
     }
     if (auto why = whyStateIsLost(loss)) {
@@ -164,40 +262,43 @@ LivePlan planLiveRecovery(const LiveSituation& s, const StartWorkers& next,
   }
 
   plan.live = true;
-  std::sort(kept.begin(), kept.end());
-  std::vector<WorkerPlace> sortedGroup = s.group;
-  std::sort(sortedGroup.begin(), sortedGroup.end());
-  const bool groupIntact = kept == sortedGroup;  // every worker of the group goes on
+  // Every worker of the group goes on (places are unique in both lists).
+  const bool groupIntact =
+      kept.size() == group.size() &&
+      std::all_of(group.begin(), group.end(), [&](Key k) { return (marks.get(k) & kKept) != 0; });
   std::int64_t joining = 0;
-  for (const NodeAssignment& n : next.nodes) {
-    for (std::int64_t local = 0; local < n.localWorldSize; ++local) {
-      const WorkerPlace p{n.nodeId, local};
-      if (std::binary_search(kept.begin(), kept.end(), p)) {
-        plan.keep[n.nodeId].push_back(local);
-      } else {
-        plan.join[n.nodeId].push_back(local);
-        ++joining;
-      }
-    }
+  for (auto it = next.nodes.begin(); it != next.nodes.end(); ++it) {
+    const NodeEntry& n = it.entry();
+    std::vector<std::int64_t> keep;
+    std::vector<std::int64_t> join;
+    for (std::int64_t local = 0; local < n.used; ++local)
+      ((marks.get(places.key(n.nodeId, local)) & kKept) != 0 ? keep : join).push_back(local);
+    joining += static_cast<std::int64_t>(join.size());
+    if (!keep.empty())
+      plan.keep.emplace(n.nodeId, std::move(keep));
+    if (!join.empty())
+      plan.join.emplace(n.nodeId, std::move(join));
   }
-  kept = inRankOrder(kept, next);
+  kept = places.inRankOrder(kept);
   // Donors only where the workers keep ZeRO 1/2 copies: a ZeRO 0 rank holds the whole state.
-  std::vector<WorkerPlace> everyone;
+  std::vector<Key> everyone;
   if (s.partitionCopies) {
     everyone = kept;
     everyone.insert(everyone.end(), leftOut.begin(), leftOut.end());
   }
   const int distance = static_cast<int>(s.copyDistance);
-  const auto donorsOf = [&](const std::vector<WorkerPlace>& chosen) {
-    Ids ids(s.group);
+  Ids ids(group);
+  const auto donorsOf = [&](const std::vector<Key>& chosen) {
+    if (everyone.empty())
+      return std::vector<WorkerPlace>{};
     const auto survivorIds = ids.of(everyone);
     const auto chosenIds = ids.of(chosen);
-    return inRankOrder(ids.places(interimDonors(ids.group, survivorIds, chosenIds, distance)),
-                       next);
+    return places.places(
+        places.inRankOrder(ids.keys(interimDonors(ids.group, survivorIds, chosenIds, distance))));
   };
   if (joining == 0) {
     const auto members = placesOf(next);
-    plan.publish = LiveMembers{members, next.batch, donorsOf(members)};
+    plan.publish = LiveMembers{members, next.batch, donorsOf(places.keys(members))};
     plan.reason =
         fmt::format("{} running worker(s) go on in generation {}", members.size(), next.generation);
   } else {
@@ -206,12 +307,10 @@ LivePlan planLiveRecovery(const LiveSituation& s, const StartWorkers& next,
       // make a valid world size, chosen to keep every ZeRO partition.
       for (auto n = static_cast<std::int64_t>(kept.size()); n >= 1; --n) {
         if (const auto batch = rules.batchFor(n)) {
-          Ids ids(s.group);
           const auto keptIds = ids.of(kept);
-          const auto interim = inRankOrder(
-              ids.places(interimMembers(ids.group, keptIds, distance, static_cast<std::size_t>(n))),
-              next);
-          plan.publish = LiveMembers{interim, *batch, donorsOf(interim)};
+          const auto interim = places.inRankOrder(
+              ids.keys(interimMembers(ids.group, keptIds, distance, static_cast<std::size_t>(n))));
+          plan.publish = LiveMembers{places.places(interim), *batch, donorsOf(interim)};
           break;
         }
       }
@@ -223,18 +322,18 @@ LivePlan planLiveRecovery(const LiveSituation& s, const StartWorkers& next,
                                            : std::string(" once the joiners are ready"),
                               joining, next.generation);
   }
-  std::set<WorkerPlace> staying(kept.begin(), kept.end());
   if (plan.publish) {
     for (const WorkerPlace& d : plan.publish->donors) {
-      staying.insert(d);
-      if (!hasPlace(d))
+      const Key k = places.key(d);
+      marks.set(k, static_cast<std::uint8_t>(marks.get(k) | kStaying));
+      if (!places.hasPlace(k))
         plan.releaseAfterDonating.push_back(d);
     }
     if (!plan.publish->donors.empty())
       plan.reason += fmt::format("; donors {}", placesText(plan.publish->donors));
   }
   for (const RunningWorker& w : s.running) {
-    if (!staying.contains(w.place))
+    if ((marks.get(places.key(w.place)) & kStaying) == 0)
       plan.stop.push_back(w.place);
   }
   std::sort(plan.stop.begin(), plan.stop.end());
@@ -264,10 +363,11 @@ std::vector<int> interimMembers(const std::vector<int>& members, std::vector<int
     return true;
   };
   // Choices in lexicographic order of survivor positions; a node has few workers, and the
-  // search stops after a bounded number of choices (then the first `count` stay): 100,000, or
-  // fewer in large groups, so that a choice costs at most about 4 million rank checks
-  // (milliseconds, at the simulator's 10^5 workers as on a real agent).
-  const long maxTries = std::clamp<long>(4'000'000L / world, 1, 100'000);
+  // search stops after a bounded number of choices (then the first `count` stay): at most
+  // 100,000 and about 200,000 rank checks in all, so that a choice costs well under a
+  // millisecond even at the simulator's 10^5 workers (small groups, a node's or a few nodes',
+  // are searched through).
+  const long maxTries = std::clamp<long>(200'000L / world, 1, 100'000);
   std::vector<std::size_t> pick(count);
   for (std::size_t i = 0; i < count; ++i)
     pick[i] = i;
