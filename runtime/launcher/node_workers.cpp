@@ -41,6 +41,8 @@ NodeWorkers::NodeWorkers(std::string nodeId, WorkerCommand command, EnvironmentF
     throw InternalError("NodeWorkers: no environment function");
   if (live_ && !live_->store)
     throw InternalError("NodeWorkers: live recovery without a store");
+  if (live_)
+    executor_.emplace(*live_->store, static_cast<LiveTransport&>(*this), live_->clock, "agent");
 }
 
 namespace {
@@ -153,143 +155,57 @@ std::vector<WorkerProcessSpec> NodeWorkers::specsFor(
 
 void NodeWorkers::start(const StartWorkers& action) {
   generation_ = action.generation;
-  pendingTarget_.reset();
-  donorRelease_.reset();
   joiners_.clear();
-  members_.clear();
+  if (executor_)
+    executor_->started(action);
   for (const auto& node : action.nodes) {
     if (node.nodeId != nodeId_)
       continue;
     const std::vector<int> locals = localRanksBelow(node.localWorldSize);
-    members_ = locals;
-    copyDistance_ = node.localWorldSize;
     std::map<std::string, std::string> extra;
-    if (live_ || startLiveGeneration_)
-      extra[worker_env::kLiveGeneration] =
-          std::to_string(startLiveGeneration_.value_or(liveGeneration_));
+    if (executor_ || startLiveGeneration_)
+      extra[worker_env::kLiveGeneration] = std::to_string(
+          startLiveGeneration_.value_or(executor_ ? executor_->liveGeneration() : 0));
     workers_.start(command_.argv, specsFor(action, node, locals, extra), logDir_,
                    static_cast<int>(action.generation));
   }
 }
 
 std::optional<agent::LiveSituation> NodeWorkers::liveSituation(const StartWorkers& next) const {
-  if (!live_ || next.nodes.size() != 1 || next.nodes.front().nodeId != nodeId_)
+  if (!executor_ || next.nodes.size() != 1 || next.nodes.front().nodeId != nodeId_)
     return std::nullopt;
-  agent::LiveSituation s;
-  for (const int local : members_)
-    s.group.push_back({nodeId_, local});
-  for (const auto& [local, pid] : workers_.runningWorkers()) {
-    const auto capability = live::liveCapability(*live_->store, nodeId_, pid);
-    s.running.push_back(
-        {{nodeId_, local}, pid, capability != live::LiveCapability::None, isJoiner(pid)});
-    s.partitionCopies = s.partitionCopies || capability == live::LiveCapability::CapableWithCopies;
-  }
-  s.copyDistance = copyDistance_;
-  return s;
+  return executor_->situation();
 }
 
-void NodeWorkers::publishLive(std::uint64_t generation, const StartWorkers& target,
-                              const std::vector<int>& localRanks, const config::BatchTriple& batch,
-                              const std::vector<int>& donors) {
-  std::vector<std::pair<std::string, std::int64_t>> members;
-  for (const int local : localRanks)
-    members.emplace_back(nodeId_, local);
-  std::vector<std::pair<std::string, std::int64_t>> donorRanks;
-  for (const int local : donors)
-    donorRanks.emplace_back(nodeId_, local);
-  const live::LiveGeneration record =
-      live::makeLiveGeneration(generation, target.generation, members, batch.trainBatchSize,
-                               batch.microBatchPerGpu, batch.gradientAccumulation, donorRanks);
-  live::publishLiveGeneration(*live_->store, record);
-  spdlog::info(
-      "agent: live generation {}: {} worker(s) (local ranks {}), batch {} = micro {} x "
-      "accumulation {} x {}{}",
-      generation, localRanks.size(), fmt::join(localRanks, ","), batch.trainBatchSize,
-      batch.microBatchPerGpu, batch.gradientAccumulation, localRanks.size(),
-      donors.empty()
-          ? ""
-          : fmt::format("; local ranks {} give it their partition copies", fmt::join(donors, ",")));
+void NodeWorkers::continueLive(const StartWorkers& action, const agent::LivePlan& plan) {
+  if (!executor_)
+    throw InternalError("NodeWorkers: a live plan without live recovery");
+  executor_->carryOut(action, plan);
+}
+
+std::vector<RunningWorkerInfo> NodeWorkers::liveWorkers() const {
+  std::vector<RunningWorkerInfo> out;
+  for (const auto& [local, pid] : workers_.runningWorkers())
+    out.push_back({{nodeId_, local}, pid, isJoiner(pid)});
+  return out;
 }
 
 namespace {
-// The local ranks of `places` on `nodeId`.
-std::vector<int> localsOn(const std::vector<agent::WorkerPlace>& places,
-                          const std::string& nodeId) {
-  std::vector<int> out;
-  for (const auto& p : places) {
-    if (p.nodeId == nodeId)
-      out.push_back(static_cast<int>(p.localRank));
-  }
-  return out;
-}
-std::vector<int> localsOf(const std::map<std::string, std::vector<std::int64_t>>& byNode,
-                          const std::string& nodeId) {
-  std::vector<int> out;
-  if (const auto it = byNode.find(nodeId); it != byNode.end()) {
-    for (const auto local : it->second)
-      out.push_back(static_cast<int>(local));
-  }
-  return out;
+std::vector<int> localsAt(const LocalsByNode& places, const std::string& nodeId) {
+  const auto it = places.find(nodeId);
+  return it == places.end() ? std::vector<int>{} : it->second;
 }
 }  // namespace
 
-void NodeWorkers::continueLive(const StartWorkers& action, const agent::LivePlan& plan) {
-  generation_ = action.generation;
-  const NodeAssignment node = action.nodes.front();
-  const std::vector<int> stopping = localsOn(plan.stop, nodeId_);
-  if (!stopping.empty())
-    workers_.stopLocalRanks(stopping, grace());
-  pendingTarget_.reset();
-  donorRelease_.reset();
-  const std::vector<int> kept = localsOf(plan.keep, nodeId_);
-  if (plan.publish) {
-    const std::vector<int> members = localsOn(plan.publish->members, nodeId_);
-    const std::vector<int> donors = localsOn(plan.publish->donors, nodeId_);
-    const std::uint64_t generation = ++liveGeneration_;
-    publishLive(generation, action, members, plan.publish->batch, donors);
-    std::vector<int> signalled = kept;
-    signalled.insert(signalled.end(), donors.begin(), donors.end());
-    workers_.signalLocalRanks(signalled, SIGUSR1);
-    members_ = members;
-    const std::vector<int> release = localsOn(plan.releaseAfterDonating, nodeId_);
-    if (!release.empty()) {
-      donorRelease_ = DonorRelease{generation, static_cast<std::int64_t>(donors.size()), release,
-                                   std::chrono::steady_clock::now()};
-    }
-  }
-  if (!plan.awaitJoiners)
-    return;
-  const std::vector<int> missing = localsOf(plan.join, nodeId_);
-  pendingGeneration_ = ++liveGeneration_;
-  pendingTarget_ = action;
-  std::map<std::string, std::string> extra = {
-      {worker_env::kLiveJoin, "1"},
-      {worker_env::kLiveGeneration, std::to_string(pendingGeneration_)}};
-  workers_.start(command_.argv, specsFor(action, node, missing, extra), logDir_,
-                 static_cast<int>(action.generation));
-  joiners_.clear();
-  for (const auto& [local, pid] : workers_.runningWorkers()) {
-    if (std::binary_search(missing.begin(), missing.end(), local))
-      joiners_.push_back(pid);
-  }
+void NodeWorkers::adopt(const StartWorkers& target, const LocalsByNode& keep,
+                        const LocalsByNode& join, std::uint64_t liveGeneration, bool signal) {
+  adoptLive(target, localsAt(keep, nodeId_), localsAt(join, nodeId_), liveGeneration);
+  if (signal)
+    signalLive(localsAt(keep, nodeId_));
 }
 
-void NodeWorkers::releaseDonors() {
-  if (!donorRelease_)
-    return;
-  const bool given = live_->store->add(live::live_keys::donated(donorRelease_->generation), 0) >=
-                     donorRelease_->donors;
-  if (!given && std::chrono::steady_clock::now() - donorRelease_->since < kDonorReleaseWait)
-    return;
-  const std::vector<int> locals = donorRelease_->locals;
-  donorRelease_.reset();
-  std::vector<int> running;
-  for (const auto& [local, pid] : workers_.runningWorkers()) {
-    if (std::find(locals.begin(), locals.end(), local) != locals.end() && !isJoiner(pid))
-      running.push_back(local);
-  }
-  if (!running.empty())
-    workers_.stopLocalRanks(running, grace());
+void NodeWorkers::signal(const LocalsByNode& workers) {
+  signalLive(localsAt(workers, nodeId_));
 }
 
 void NodeWorkers::adoptLive(const StartWorkers& target, const std::vector<int>& keep,
@@ -326,28 +242,15 @@ void NodeWorkers::signalLive(const std::vector<int>& locals) {
 }
 
 void NodeWorkers::stop() {
+  if (executor_)
+    executor_->stopped();
   workers_.stop(grace());
 }
 
 std::vector<WorkerExited> NodeWorkers::poll() {
   std::vector<WorkerExited> out;
-  if (live_)
-    releaseDonors();
-  if (pendingTarget_ && live_->store->add(live::live_keys::ready(pendingGeneration_), 0) >=
-                            static_cast<std::int64_t>(joiners_.size())) {
-    // Every replacement is ready: the generation the state machine asked for, at the survivors'
-    // next step boundary.
-    const std::vector<int> all = localRanksBelow(pendingTarget_->nodes.front().localWorldSize);
-    std::vector<int> survivors;
-    for (const auto& [local, pid] : workers_.runningWorkers()) {
-      if (!isJoiner(pid))
-        survivors.push_back(local);
-    }
-    publishLive(pendingGeneration_, *pendingTarget_, all, pendingTarget_->batch);
-    workers_.signalLocalRanks(survivors, SIGUSR1);
-    members_ = all;
-    pendingTarget_.reset();
-  }
+  if (executor_)
+    executor_->poll();
   for (const auto& worker : workers_.poll()) {
     const int code = worker.exit.signaled ? -worker.exit.signal() : worker.exit.code;
     if (code != 0) {
@@ -363,7 +266,7 @@ std::vector<WorkerExited> NodeWorkers::poll() {
   }
   const bool finishing =
       std::any_of(out.begin(), out.end(), [](const WorkerExited& e) { return e.exitCode == 0; });
-  if (finishing && !joiners_.empty() && live_) {
+  if (finishing && !joiners_.empty() && executor_) {
     // The survivors finished the job before the replacements took part: they have nothing left
     // to do and end with it. (Across nodes the joiners see live/finished and end by themselves.)
     std::vector<int> waiting;
@@ -379,7 +282,7 @@ std::vector<WorkerExited> NodeWorkers::poll() {
           "agent: the job finished before {} replacement worker(s) joined; they end with it",
           waiting.size());
     }
-    pendingTarget_.reset();
+    executor_->abandonJoiners();
     joiners_.clear();
   }
   return out;

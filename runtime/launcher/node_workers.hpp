@@ -18,6 +18,7 @@
 #include "runtime/agent/worker_group.hpp"
 #include "runtime/comm/store.hpp"
 #include "runtime/config/batch.hpp"
+#include "runtime/launcher/live_executor.hpp"
 #include "runtime/launcher/local_workers.hpp"
 #include "runtime/launcher/worker_command.hpp"
 #include "runtime/live/generation.hpp"
@@ -33,6 +34,7 @@ using EnvironmentFor = std::function<std::map<std::string, std::string>(
 // store the agent serves its workers.
 struct LiveRecoveryOptions {
   std::shared_ptr<comm::Store> store;
+  agent::Clock clock = agent::systemClock();  // for the donors' release (LiveExecutor)
 };
 
 // The worker processes one node runs for a job: a WorkerGroup over LocalWorkerGroup that starts
@@ -44,7 +46,7 @@ struct LiveRecoveryOptions {
 // has one), the replacements started with STRETCH_LIVE_JOIN=1, donors left out stopped once they
 // gave their copies; once every replacement is ready poll() publishes the generation the state
 // machine asked for and signals the survivors (SIGUSR1) to join it at their next step boundary.
-class NodeWorkers final : public agent::WorkerGroup {
+class NodeWorkers final : public agent::WorkerGroup, private LiveTransport {
  public:
   NodeWorkers(std::string nodeId, WorkerCommand command, EnvironmentFor environment,
               std::filesystem::path logDir, agent::Duration stopGrace,
@@ -105,33 +107,19 @@ class NodeWorkers final : public agent::WorkerGroup {
   bool speaksLive(pid_t pid) const;
   // The worker was started into the running job for the pending generation.
   bool isJoiner(pid_t pid) const;
-  // `donors`: survivors outside the generation that give it their partition copies.
-  void publishLive(std::uint64_t generation, const agent::StartWorkers& target,
-                   const std::vector<int>& localRanks, const config::BatchTriple& batch,
-                   const std::vector<int>& donors = {});
-  // Stops the donors left out of the generation once they gave their copies (or after a minute).
-  void releaseDonors();
+  // LiveTransport: this node's processes, for the LiveExecutor (one host).
+  std::vector<RunningWorkerInfo> liveWorkers() const override;
+  void adopt(const agent::StartWorkers& target, const LocalsByNode& keep, const LocalsByNode& join,
+             std::uint64_t liveGeneration, bool signal) override;
+  void signal(const LocalsByNode& workers) override;
   std::vector<WorkerProcessSpec> specsFor(const agent::StartWorkers& action,
                                           const agent::NodeAssignment& node,
                                           const std::vector<int>& localRanks,
                                           const std::map<std::string, std::string>& extra) const;
   std::optional<LiveRecoveryOptions> live_;
-  std::uint64_t liveGeneration_ = 0;  // the last live generation published or reserved
+  std::optional<LiveExecutor> executor_;              // with live_: carries the plans out
   std::optional<std::uint64_t> startLiveGeneration_;  // setLiveGeneration
-  std::vector<int> members_;                          // local ranks of the current live group
   std::vector<pid_t> joiners_;                        // workers started into the running job
-  std::optional<agent::StartWorkers> pendingTarget_;  // published once all joiners are ready
-  std::uint64_t pendingGeneration_ = 0;
-  // The workers' LOCAL_WORLD_SIZE when this group started them: the distance of their copies.
-  std::int64_t copyDistance_ = 1;
-  // Donors without a place in the generation they give their copies to (agent::LivePlan).
-  struct DonorRelease {
-    std::uint64_t generation = 0;
-    std::int64_t donors = 0;
-    std::vector<int> locals;
-    std::chrono::steady_clock::time_point since;
-  };
-  std::optional<DonorRelease> donorRelease_;
 };
 
 }  // namespace stretch::launcher

@@ -18,7 +18,11 @@ using namespace agent;
 using std::chrono::milliseconds;
 
 RemoteWorkers::RemoteWorkers(const JobControllerOptions& options, NodeTracker& tracker)
-    : options_(options), store_(*options.store), tracker_(tracker) {}
+    : options_(options), store_(*options.store), tracker_(tracker) {
+  if (options_.liveStore)
+    executor_.emplace(*options_.liveStore, static_cast<LiveTransport&>(*this), options_.clock,
+                      "controller");
+}
 
 void RemoteWorkers::start(const StartWorkers& action) {
   Command c;
@@ -26,16 +30,16 @@ void RemoteWorkers::start(const StartWorkers& action) {
   c.start = action;
   c.reason = action.reason;
   c.masterAddr = masterAddrFor(action);
-  c.liveGeneration = liveGeneration_;
-  pendingTarget_.reset();
-  members_ = agent::placesOf(action);
-  copyDistance_ = action.nodes.empty() ? 1 : action.nodes.front().localWorldSize;
+  c.liveGeneration = executor_ ? executor_->liveGeneration() : 0;
+  if (executor_)
+    executor_->started(action);
   send(c);
   running_ = action.generation;
 }
 
 void RemoteWorkers::stop() {
-  pendingTarget_.reset();
+  if (executor_)
+    executor_->stopped();
   if (!running_)
     return;
   Command c;
@@ -61,97 +65,53 @@ std::vector<WorkerExited> RemoteWorkers::readExits() {
 
 std::optional<agent::LiveSituation> RemoteWorkers::liveSituation(
     const StartWorkers& /*next*/) const {
-  if (!options_.liveStore)
+  if (!executor_)
     return std::nullopt;
-  agent::LiveSituation s;
-  s.group = members_;
-  s.copyDistance = copyDistance_;
+  return executor_->situation();
+}
+
+void RemoteWorkers::continueLive(const StartWorkers& action, const agent::LivePlan& plan) {
+  if (!executor_)
+    throw InternalError("RemoteWorkers: a live plan without live recovery");
+  running_ = action.generation;
+  executor_->carryOut(action, plan);
+}
+
+void RemoteWorkers::pollLive() {
+  if (executor_)
+    executor_->poll();
+}
+
+std::vector<RunningWorkerInfo> RemoteWorkers::liveWorkers() const {
+  std::vector<RunningWorkerInfo> out;
   for (const auto& [node, record] : runningWorkers()) {
     for (const auto& [local, pid] : record.workers) {
       const bool joiner =
           std::find(record.joiners.begin(), record.joiners.end(), pid) != record.joiners.end();
-      const auto capability = live::liveCapability(*options_.liveStore, node, pid);
-      s.running.push_back({{node, local}, pid, capability != live::LiveCapability::None, joiner});
-      s.partitionCopies =
-          s.partitionCopies || capability == live::LiveCapability::CapableWithCopies;
+      out.push_back({{node, local}, pid, joiner});
     }
   }
-  return s;
+  return out;
 }
 
-void RemoteWorkers::continueLive(const StartWorkers& action, const agent::LivePlan& plan) {
+void RemoteWorkers::adopt(const StartWorkers& target, const LocalsByNode& keep,
+                          const LocalsByNode& join, std::uint64_t liveGeneration, bool signal) {
   Command c;
   c.kind = CommandKind::Live;
-  c.start = action;
-  c.masterAddr = masterAddrFor(action);
-  c.reason = action.reason;
-  const auto locals = [](const std::vector<std::int64_t>& list) {
-    return std::vector<int>(list.begin(), list.end());
-  };
-  std::int64_t joining = 0;
-  for (const auto& [node, list] : plan.keep)
-    c.keep[node] = locals(list);
-  for (const auto& [node, list] : plan.join) {
-    c.join[node] = locals(list);
-    joining += static_cast<std::int64_t>(list.size());
-  }
-  pendingTarget_.reset();
-  donorRelease_.reset();
-  running_ = action.generation;
-  std::uint64_t donorGeneration = 0;
-  if (plan.publish) {
-    donorGeneration = ++liveGeneration_;
-    publishLive(donorGeneration, action, plan.publish->members, plan.publish->batch,
-                plan.publish->donors);
-    members_ = plan.publish->members;
-    c.signal = true;
-  }
-  c.liveGeneration = liveGeneration_;
-  if (plan.awaitJoiners) {
-    pendingGeneration_ = ++liveGeneration_;
-    pendingTarget_ = action;
-    pendingJoiners_ = joining;
-    pendingKeep_ = c.keep;
-    c.liveGeneration = pendingGeneration_;
-  }
-  Command sent = c;
-  if (plan.publish) {
-    for (const agent::WorkerPlace& d : plan.publish->donors)
-      addLocal(sent.keep, d);
-  }
-  send(sent);
-  if (!plan.releaseAfterDonating.empty()) {
-    Command release = c;
-    release.signal = false;
-    for (const auto& [node, list] : c.join) {
-      for (const int local : list)
-        addLocal(release.keep, {node, local});
-    }
-    release.join.clear();
-    donorRelease_ =
-        DonorRelease{donorGeneration, static_cast<std::int64_t>(plan.publish->donors.size()),
-                     std::move(release), options_.clock()};
-  }
+  c.start = target;
+  c.masterAddr = masterAddrFor(target);
+  c.reason = target.reason;
+  c.keep = keep;
+  c.join = join;
+  c.liveGeneration = liveGeneration;
+  c.signal = signal;
+  send(c);
 }
 
-void RemoteWorkers::pollLive() {
-  if (donorRelease_ && (options_.liveStore->add(live::live_keys::donated(donorRelease_->generation),
-                                                0) >= donorRelease_->donors ||
-                        options_.clock() - donorRelease_->since > kDonorReleaseWait)) {
-    const Command release = donorRelease_->command;
-    donorRelease_.reset();
-    send(release);
-  }
-  if (!pendingTarget_ ||
-      options_.liveStore->add(live::live_keys::ready(pendingGeneration_), 0) < pendingJoiners_)
-    return;
-  const std::vector<agent::WorkerPlace> all = agent::placesOf(*pendingTarget_);
-  publishLive(pendingGeneration_, *pendingTarget_, all, pendingTarget_->batch);
-  members_ = all;
-  pendingTarget_.reset();
+void RemoteWorkers::signal(const LocalsByNode& workers) {
   Command s;
   s.kind = CommandKind::Signal;
-  s.keep = pendingKeep_;
+  s.keep = workers;
   send(s);
 }
 
@@ -195,14 +155,6 @@ void RemoteWorkers::send(Command c) {
   }
 }
 
-void RemoteWorkers::addLocal(std::map<std::string, std::vector<int>>& keep,
-                             const agent::WorkerPlace& m) {
-  const auto local = static_cast<int>(m.localRank);
-  auto& locals = keep[m.nodeId];
-  if (std::find(locals.begin(), locals.end(), local) == locals.end())
-    locals.insert(std::upper_bound(locals.begin(), locals.end(), local), local);
-}
-
 std::string RemoteWorkers::masterAddrFor(const StartWorkers& action) const {
   std::string addr = options_.masterAddr;
   if (addr.empty() && !action.nodes.empty()) {
@@ -219,28 +171,6 @@ std::map<std::string, NodeWorkersRecord> RemoteWorkers::runningWorkers() const {
       out[id] = decodeNodeWorkersRecord(*text);
   }
   return out;
-}
-
-void RemoteWorkers::publishLive(std::uint64_t generation, const StartWorkers& target,
-                                const std::vector<agent::WorkerPlace>& members,
-                                const config::BatchTriple& batch,
-                                const std::vector<agent::WorkerPlace>& donors) {
-  const auto pairs = [](const std::vector<agent::WorkerPlace>& list) {
-    std::vector<std::pair<std::string, std::int64_t>> out;
-    for (const agent::WorkerPlace& m : list)
-      out.emplace_back(m.nodeId, m.localRank);
-    return out;
-  };
-  const live::LiveGeneration record =
-      live::makeLiveGeneration(generation, target.generation, pairs(members), batch.trainBatchSize,
-                               batch.microBatchPerGpu, batch.gradientAccumulation, pairs(donors));
-  live::publishLiveGeneration(*options_.liveStore, record);
-  spdlog::info(
-      "controller: live generation {}: {} worker(s) on {} node(s), batch {} = micro {} x "
-      "accumulation {} x {}{}",
-      generation, members.size(), record.nodes.size(), batch.trainBatchSize, batch.microBatchPerGpu,
-      batch.gradientAccumulation, members.size(),
-      donors.empty() ? "" : fmt::format("; {} survivor(s) give it their copies", donors.size()));
 }
 
 }  // namespace stretch::launcher

@@ -21,12 +21,13 @@
 #include "runtime/config/batch.hpp"
 #include "runtime/launcher/job_controller.hpp"
 #include "runtime/launcher/job_protocol.hpp"
+#include "runtime/launcher/live_executor.hpp"
 #include "runtime/launcher/node_tracker.hpp"
 
 namespace stretch::launcher {
 
 // The workers of every node, run by their agents through commands.
-class RemoteWorkers final : public agent::WorkerGroup {
+class RemoteWorkers final : public agent::WorkerGroup, private LiveTransport {
  public:
   RemoteWorkers(const JobControllerOptions& options, NodeTracker& tracker);
 
@@ -52,9 +53,9 @@ class RemoteWorkers final : public agent::WorkerGroup {
   // `action` are stopped, by the same command without them, once they gave their copies.
   void continueLive(const agent::StartWorkers& action, const agent::LivePlan& plan) override;
 
-  // Publishes the pending generation once every joiner is ready, and signals the survivors;
-  // stops the donors left out of the generation once they gave their copies (or after a minute,
-  // should one never say so).
+  // LiveExecutor::poll: publishes the pending generation once every joiner is ready, and signals
+  // the survivors; stops the donors left out of the generation once they gave their copies (or
+  // after kDonorReleaseWait, should one never say so).
   void pollLive();
 
   // Tells every agent the job ended, and waits (bounded) for them to stop.
@@ -65,34 +66,16 @@ class RemoteWorkers final : public agent::WorkerGroup {
   // commandTimeout; agents that fall silent meanwhile are marked lost instead of waited for.
   void send(Command c);
 
-  static void addLocal(std::map<std::string, std::vector<int>>& keep, const agent::WorkerPlace& m);
-
   std::string masterAddrFor(const agent::StartWorkers& action) const;
 
   // What every live node runs (its workers/<node> record), by node id.
   std::map<std::string, NodeWorkersRecord> runningWorkers() const;
 
-  void publishLive(std::uint64_t generation, const agent::StartWorkers& target,
-                   const std::vector<agent::WorkerPlace>& members, const config::BatchTriple& batch,
-                   const std::vector<agent::WorkerPlace>& donors = {});
-
-  std::vector<agent::WorkerPlace> members_;  // the running live group, in rank order
-  // The workers' LOCAL_WORLD_SIZE at their start: the distance of their partition copies.
-  std::int64_t copyDistance_ = 1;
-  std::uint64_t liveGeneration_ = 0;
-  std::optional<agent::StartWorkers> pendingTarget_;  // published once every joiner is ready
-  std::uint64_t pendingGeneration_ = 0;
-  std::int64_t pendingJoiners_ = 0;
-  std::map<std::string, std::vector<int>> pendingKeep_;
-  // Donors left out of the generation they gave their copies to: `command` (the generation's,
-  // without them) stops them once `donors` said so (live/donated) or a minute passed.
-  struct DonorRelease {
-    std::uint64_t generation = 0;
-    std::int64_t donors = 0;
-    Command command;
-    agent::Time since{0};
-  };
-  std::optional<DonorRelease> donorRelease_;
+  // LiveTransport: the node agents, through Live and Signal commands, for the LiveExecutor.
+  std::vector<RunningWorkerInfo> liveWorkers() const override;
+  void adopt(const agent::StartWorkers& target, const LocalsByNode& keep, const LocalsByNode& join,
+             std::uint64_t liveGeneration, bool signal) override;
+  void signal(const LocalsByNode& workers) override;
 
   const JobControllerOptions& options_;
   comm::Store& store_;
@@ -100,6 +83,7 @@ class RemoteWorkers final : public agent::WorkerGroup {
   std::uint64_t sequence_ = 0;
   std::int64_t nextExit_ = 0;
   std::optional<std::uint64_t> running_;
+  std::optional<LiveExecutor> executor_;  // with options.liveStore: carries the plans out
 };
 
 }  // namespace stretch::launcher

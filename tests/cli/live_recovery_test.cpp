@@ -560,7 +560,7 @@ void replacementArrivesAtTheEnd(const Job& job, int pauseAt, const std::string& 
     const auto deadline = std::chrono::steady_clock::now() + 90s;
     while (std::chrono::steady_clock::now() < deadline && !published) {
       published = fs::exists(reached) &&
-                  launch.out().find(": 4 worker(s) (local ranks") != std::string::npos;
+                  launch.out().find(": 4 worker(s) on 1 node(s)") != std::string::npos;
       std::this_thread::sleep_for(5ms);
     }
     std::ofstream(faults / ("pause_" + std::to_string(pauseAt) + ".release")) << "\n";
