@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/test_support.hpp"
+
 namespace stretch {
 namespace {
 
@@ -26,17 +28,11 @@ Result runStretch(const std::string& args) {
   const auto errPath = std::filesystem::temp_directory_path() /
                        ("stretch-bench-comm-" + std::to_string(::getpid()) + ".err");
   const std::string command = std::string(STRETCH_CLI) + " " + args + " 2>" + errPath.string();
-  FILE* pipe = popen(command.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (pipe != nullptr && std::fgets(buf.data(), buf.size(), pipe) != nullptr)
-    out += buf.data();
-  const int status = pipe != nullptr ? pclose(pipe) : -1;
+  const auto run = stretch::test::runShell(command);
   std::stringstream err;
   err << std::ifstream(errPath).rdbuf();
   std::filesystem::remove(errPath);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out, err.str()};
+  return {run.exitCode, run.out, err.str()};
 }
 
 void expectRows(const Result& r, const std::string& op, int ranks, std::size_t count) {

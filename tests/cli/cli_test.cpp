@@ -21,16 +21,8 @@ struct Result {
 };
 
 Result runStretch(const std::string& args, const std::string& env = "") {
-  const std::string command = env + " " + STRETCH_CLI + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (pipe != nullptr && std::fgets(buf.data(), buf.size(), pipe) != nullptr) {
-    out += buf.data();
-  }
-  const int status = pipe != nullptr ? pclose(pipe) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  const auto run = stretch::test::runShell(env + " " + STRETCH_CLI + " " + args + " 2>&1");
+  return {run.exitCode, run.out};
 }
 
 class StretchCli : public ::testing::Test {

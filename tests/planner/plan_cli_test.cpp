@@ -24,15 +24,8 @@ struct Result {
 };
 
 Result run(const std::string& command) {
-  FILE* pipe = popen(command.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (pipe != nullptr && std::fgets(buf.data(), buf.size(), pipe) != nullptr) {
-    out += buf.data();
-  }
-  const int status = pipe != nullptr ? pclose(pipe) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  const auto shell = stretch::test::runShell(command);
+  return {shell.exitCode, shell.out};
 }
 
 Result plan(const std::string& args, bool stderrToo = true) {

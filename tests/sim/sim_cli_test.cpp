@@ -27,17 +27,9 @@ CliRun runSim(const std::string& args, const stretch::test::TempDir& dir) {
   const auto errPath = dir.path() / "stderr.txt";
   const std::string cmd = std::string(STRETCH_CLI) + " sim " + args + " 2>" + errPath.string();
   CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) {
-    return r;
-  }
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) {
-    r.out.append(buf.data(), n);
-  }
-  const int raw = pclose(p);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  const auto shell = stretch::test::runShell(cmd);
+  r.out = shell.out;
+  r.status = shell.exitCode;
   r.err = stretch::test::readFileIfAny(errPath);
   return r;
 }
@@ -138,14 +130,9 @@ TEST(SimCli, MpirunSplitsTheReplicasAndRankZeroPrintsWhatOneProcessPrints) {
   stretch::test::TempDir dir;
   auto shell = [&](const std::string& cmd) {
     CliRun r;
-    FILE* p = popen((cmd + " 2>" + (dir.path() / "stderr.txt").string()).c_str(), "r");
-    std::array<char, 4096> buf{};
-    std::size_t n = 0;
-    while (p != nullptr && (n = fread(buf.data(), 1, buf.size(), p)) > 0) {
-      r.out.append(buf.data(), n);
-    }
-    const int raw = p != nullptr ? pclose(p) : -1;
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    const auto run = stretch::test::runShell(cmd + " 2>" + (dir.path() / "stderr.txt").string());
+    r.out = run.out;
+    r.status = run.exitCode;
     r.err = stretch::test::readFileIfAny(dir.path() / "stderr.txt");
     return r;
   };

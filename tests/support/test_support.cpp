@@ -8,6 +8,7 @@
 #include <random>
 #include <sstream>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -21,15 +22,7 @@ std::string mpirunPrefix(const std::string& cli, int ranks, int timeoutSeconds) 
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0) {
     return "";
   }
-  std::string report;
-  if (FILE* p = popen((cli + " report --json 2>/dev/null").c_str(), "r"); p != nullptr) {
-    char buf[4096];
-    std::size_t n = 0;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) {
-      report.append(buf, n);
-    }
-    pclose(p);
-  }
+  const std::string report = runShell(cli + " report --json 2>/dev/null").out;
   // `"mpi":{"built":true` in the report's communication section, without a JSON parser here.
   const auto at = report.find("\"mpi\":");
   if (at == std::string::npos || report.find("\"built\":true", at) != at + 7) {
@@ -68,6 +61,22 @@ std::string readFileIfAny(const std::filesystem::path& path) {
   std::ostringstream out;
   out << in.rdbuf();
   return out.str();
+}
+
+ShellRun runShell(const std::string& command) {
+  ShellRun run;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    return run;
+  }
+  char buf[4096];
+  std::size_t n = 0;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) {
+    run.out.append(buf, n);
+  }
+  const int status = pclose(pipe);
+  run.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
 }
 
 int positiveFromEnvironment(const char* name, int fallback) {

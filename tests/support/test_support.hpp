@@ -19,6 +19,14 @@ std::string readFile(const std::filesystem::path& path);
 // Whole file as a string, "" when it is missing or unreadable (files a test polls for, /proc).
 std::string readFileIfAny(const std::filesystem::path& path);
 
+// `command` run by /bin/sh (popen): its exit status (-1 when it did not exit normally or could
+// not start) and what it wrote to its standard output (redirect stderr in `command` to have it).
+struct ShellRun {
+  int exitCode = -1;
+  std::string out;
+};
+ShellRun runShell(const std::string& command);
+
 // The positive integer in environment variable `name` (at least 1: trial counts, limits), or
 // `fallback` when it is not set.
 int positiveFromEnvironment(const char* name, int fallback);
