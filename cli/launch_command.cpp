@@ -18,6 +18,7 @@
 
 #include <csignal>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -171,11 +172,13 @@ Command addLaunchCommand(CLI::App& app) {
                   "restarts after failures before giving up (default 0, elastic 100)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--recovery", options->recovery,
-                  "after a failure: 'auto' keeps the surviving workers training live when the "
-                  "program supports it (the Stretch engine at ZeRO stage 0: a failure costs the "
-                  "step in flight, no restart, no checkpoint read) and restarts every worker "
-                  "from the checkpoint otherwise; 'restart' always restarts (one host)")
-      ->check(CLI::IsMember({"auto", "restart"}))
+                  "after a failure: 'live' keeps the surviving workers training when every "
+                  "worker says it can (the Stretch engine: a failure costs the step in flight, "
+                  "no restart, no checkpoint read) and restarts every worker from the "
+                  "checkpoint otherwise; 'restart' always restarts. 'auto' is the old name of "
+                  "'live'")
+      ->transform(CLI::Transformer(std::map<std::string, std::string>{{"auto", "live"}}))
+      ->check(CLI::IsMember({"live", "restart"}))
       ->capture_default_str();
   sub->add_option("--hang_timeout", options->hangTimeout,
                   "seconds a worker may go without a heartbeat (the Stretch engine beats every "

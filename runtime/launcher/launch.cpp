@@ -560,8 +560,9 @@ std::optional<std::string> sharedDevicesNote(int numGpus, std::string_view devic
 
 AgentResult runLaunch(const LaunchRequest& request) {
   LaunchRequest o = request;
-  if (o.recovery != "auto" && o.recovery != "restart")
-    throw LaunchError(ErrorDetail{"--recovery", o.recovery, "auto or restart"});
+  if (o.recovery != "live" && o.recovery != "auto" && o.recovery != "restart")
+    throw LaunchError(
+        ErrorDetail{"--recovery", o.recovery, "live or restart ('auto' is the old name of live)"});
   if (const auto warning = ephemeralPortWarning(o.masterPort, ephemeralPortRange()))
     spdlog::warn("{}", *warning);
   if (o.hostfile.empty() && ::access(std::string(kDefaultHostfile).c_str(), F_OK) == 0) {

@@ -54,10 +54,10 @@ struct LaunchRequest {
   bool savePid = false;       // --save_pid: write this pid to $TMPDIR/<pid>.deepspeed
   std::string eachRankLog;    // --enable_each_rank_log DIR: DeepSpeed's name for --log_dir
   std::optional<std::int64_t> maxRestarts;
-  // --recovery: "auto" (live recovery for workers that speak its protocol, the others restart)
-  // or "restart" (every failure restarts every worker). Live recovery runs on one host for now:
-  // the agent serves its workers a store on a free port of the master address.
-  std::string recovery = "auto";
+  // --recovery: "live" (live recovery for workers that speak its protocol, the others restart;
+  // "auto" is its old name, still accepted) or "restart" (every failure restarts every worker).
+  // The agent serves its workers a store on a free port of the master address.
+  std::string recovery = "live";
   double monitorInterval = toSeconds(kDefaultMonitorInterval);
   // --hang_timeout: seconds without a heartbeat before a worker that beats counts as hung and is
   // killed (agent/hang_rule.hpp: the floor of its limit); 0 turns hang detection off.

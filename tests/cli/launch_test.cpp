@@ -477,6 +477,8 @@ TEST(Launch, BadInputIsExitStatusTwoWithTheFlagNamed) {
            {{"--hostfile", hostfile.string(), "/bin/true"}, "worker-1"},
            {{"--include", "localhost:7", "--num_gpus", "2", "/bin/true"}, "--include"},
            {{"--launcher", "mvapich", "/bin/true"}, "--launcher"},
+           // --recovery live|restart ('auto', live's old name, is accepted: LiveLaunch tests).
+           {{"--recovery", "checkpoint", "/bin/true"}, "--recovery"},
            {{"--config", (dir.path() / "missing.json").string(), "/bin/true"}, "missing.json"},
            {{"--bogus_flag", "3", "/bin/true"}, "unknown flag --bogus_flag"},
            // An empty filter used to mean every host.

@@ -1,4 +1,4 @@
-// Live recovery under `stretch launch` (the default --recovery auto), end to end with real
+// Live recovery under `stretch launch` (the default --recovery live), end to end with real
 // processes on loopback: 4 workers of the digits job (ZeRO 0, 1 or 2) or the GPT job, one
 // SIGKILLed at a random moment. The survivors must continue without a restart (an interim
 // generation of the survivors within 1 s of the kill), every step must be completed exactly once
@@ -449,9 +449,9 @@ void randomKillTrials(const Job& job, int trials, const std::string& name) {
     stretch::test::TempDir dir("stretch-live");
     const int atStep =
         2 + static_cast<int>(rng() % static_cast<unsigned>(lastRandomKillStep(job) - 1));
-    const auto run = runWithKills(job, dir.path(), "auto", [&](Launch& launch, const fs::path& t) {
-      return killWorkers(launch, t, atStep, 1, rng);
-    });
+    const auto run = runWithKills(
+        job, dir.path(), "auto" /* live's old name */,
+        [&](Launch& launch, const fs::path& t) { return killWorkers(launch, t, atStep, 1, rng); });
     expectLiveRecovery(job, run,
                        name + " trial " + std::to_string(trial) + " (kill after step " +
                            std::to_string(atStep) + ")",
@@ -502,7 +502,7 @@ TEST(LiveLaunch, TwoWorkersKilledInOneStep) {
   const Job job = digitsLiveJob();
   std::mt19937 rng(7);
   stretch::test::TempDir dir("stretch-live");
-  const auto run = runWithKills(job, dir.path(), "auto", [&](Launch& launch, const fs::path& t) {
+  const auto run = runWithKills(job, dir.path(), "live", [&](Launch& launch, const fs::path& t) {
     return killWorkers(launch, t, 60, 2, rng);
   });
   expectLiveRecovery(job, run, "two kills");
@@ -512,7 +512,7 @@ TEST(LiveLaunch, AWorkerKilledDuringTheRecovery) {
   const Job job = digitsLiveJob();
   std::mt19937 rng(11);
   stretch::test::TempDir dir("stretch-live");
-  const auto run = runWithKills(job, dir.path(), "auto", [&](Launch& launch, const fs::path& t) {
+  const auto run = runWithKills(job, dir.path(), "live", [&](Launch& launch, const fs::path& t) {
     auto times = killWorkers(launch, t, 40, 1, rng);
     // The next kill while the survivors regroup and the replacement starts.
     std::this_thread::sleep_for(30ms);
@@ -531,7 +531,7 @@ TEST(LiveLaunch, AFrozenWorkerIsFoundByItsHeartbeatKilledAndTheJobTrainsOnLive) 
   const Job job = digitsLiveJob();
   std::mt19937 rng(5);
   stretch::test::TempDir dir("stretch-live");
-  auto args = launchArgs(job, dir.path(), job.workers, "auto", job.steps, {});
+  auto args = launchArgs(job, dir.path(), job.workers, "live", job.steps, {});
   args.insert(args.begin(), {"--hang_timeout", "2"});
   const auto run =
       runLaunchWithKills(job, dir.path(), args, [&](Launch& launch, const fs::path& t) {
@@ -554,7 +554,7 @@ void replacementArrivesAtTheEnd(const Job& job, int pauseAt, const std::string& 
   ::setenv("STRETCH_FAULT_PAUSE_AT_STEPS", std::to_string(pauseAt).c_str(), 1);
   std::mt19937 rng(static_cast<unsigned>(pauseAt));
   bool published = false;
-  const auto run = runWithKills(job, dir.path(), "auto", [&](Launch& launch, const fs::path& t) {
+  const auto run = runWithKills(job, dir.path(), "live", [&](Launch& launch, const fs::path& t) {
     auto times = killWorkers(launch, t, 5, 1, rng);
     const fs::path reached = faults / ("pause_" + std::to_string(pauseAt) + ".reached");
     const auto deadline = std::chrono::steady_clock::now() + 90s;
@@ -619,14 +619,14 @@ TEST(LiveLaunch, Zero1And2SurviveTwoKillsInOneStepAndAKillDuringTheRecovery) {
     const std::string zero = "zero " + std::to_string(stage);
     {
       stretch::test::TempDir dir("stretch-live");
-      const auto run = runWithKills(job, dir.path(), "auto", [&](Launch& l, const fs::path& t) {
+      const auto run = runWithKills(job, dir.path(), "live", [&](Launch& l, const fs::path& t) {
         return killLocalRanks(l, t, 60, {0, 2});
       });
       expectLiveRecovery(job, run, zero + ": two kills");
     }
     {
       stretch::test::TempDir dir("stretch-live");
-      const auto run = runWithKills(job, dir.path(), "auto", [&](Launch& l, const fs::path& t) {
+      const auto run = runWithKills(job, dir.path(), "live", [&](Launch& l, const fs::path& t) {
         return killLocalRanks(l, t, 40, {1, 3}, 30ms);
       });
       expectLiveRecovery(job, run, zero + ": kill during recovery");
@@ -646,7 +646,7 @@ TEST(LiveLaunch, AnInterimWorldSmallerThanTheSurvivorsKeepsEveryZero1Partition) 
   for (const int rank : {0, 3}) {
     const std::string what = "gpt zero 1: local rank " + std::to_string(rank) + " killed";
     stretch::test::TempDir dir("stretch-live");
-    const auto run = runWithKills(job, dir.path(), "auto", [&](Launch& l, const fs::path& t) {
+    const auto run = runWithKills(job, dir.path(), "live", [&](Launch& l, const fs::path& t) {
       return killLocalRanks(l, t, 15, {rank});
     });
     bool interimOfTwo = false;
@@ -668,7 +668,7 @@ TEST(LiveLaunch, ARankKilledWithItsBuddyFallsBackToTheCheckpoint) {
   Job job = withZeroStage(digitsLiveJob(), 1, dir.path());
   job.steps = 300;
   const auto run = runWithKills(
-      job, dir.path(), "auto",
+      job, dir.path(), "live",
       [&](Launch& launch, const fs::path& t) {
         return killLocalRanks(launch, t, 100, {1, 2});
       },
@@ -699,7 +699,7 @@ TEST(LiveLaunch, ARankKilledWithItsBuddyFallsBackToTheCheckpoint) {
 // every worker and the steps since the checkpoint. Prints both (docs/launch.md quotes them).
 TEST(LiveLaunch, ComparedWithTheRestartPath) {
   const Job job = digitsLiveJob();
-  for (const std::string recovery : {"auto", "restart"}) {
+  for (const std::string recovery : {"live", "restart"}) {
     stretch::test::TempDir dir("stretch-live");
     std::mt19937 rng(5);
     int lastBeforeKill = 0;
@@ -740,7 +740,7 @@ TEST(LiveLaunch, ComparedWithTheRestartPath) {
         "trained twice\n",
         recovery.c_str(), lastBeforeKill, nextStep,
         static_cast<double>(next - run.killNs.front()) / 1e9, static_cast<long long>(redone));
-    if (recovery == "auto") {
+    if (recovery == "live") {
       EXPECT_EQ(redone, 0);
       EXPECT_LE(static_cast<double>(next - run.killNs.front()) / 1e9, 1.0);
     } else {

@@ -214,7 +214,7 @@ TEST(SimToReal, LiveRecoveryAcrossHostsTakesTheSameDecisions) {
 }
 
 // Live recovery on one host (fixtures/scenarios/sim_to_real_digits_live.json): 4 workers of the
-// elastic digits job under `stretch launch` (--recovery auto), rank 1 killed after step 15 by the
+// elastic digits job under `stretch launch` (--recovery live), rank 1 killed after step 15 by the
 // fault script. The real agent and the simulator take the same decisions and recover the same
 // way (live: the other 3 workers keep training); the step the survivors continue from (rank 0's
 // "continuing live at step N") is the simulator's resume step; the job ends at step 60.
