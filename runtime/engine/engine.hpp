@@ -248,12 +248,14 @@ class Engine {
   // A rank that never trained (a replacement or a new node, built with InitOptions::liveJoin)
   // receives the state like the others. Collective over `group`; every rank must have called
   // abandonStep() (or just been initialised). Returns the number of completed steps the job
-  // continues from. ConfigError when supportsLiveRecovery() is false or `batch` is not
-  // micro x accumulation x the group's size; ElasticityConfigError (naming the live
-  // generation's train_batch_size) when it is not the batch this engine's config gives for the
-  // group's size (elasticity::resolveTrainingBatch, the check the launcher's batch passes at the
-  // start).
-  std::int64_t rejoin(std::shared_ptr<comm::ProcessGroup> group, const config::BatchTriple& batch,
+  // continues from. The batch is this engine's config's for the group's size
+  // (elasticity::resolveTrainingBatch, as at the start); `batch`, the launcher's for the live
+  // generation (nullopt when the launcher has no --config), is a check: ConfigError when
+  // supportsLiveRecovery() is false or `batch` is not micro x accumulation x the group's size;
+  // ElasticityConfigError (naming the live generation's train_batch_size) when it is not the
+  // batch this engine's config gives.
+  std::int64_t rejoin(std::shared_ptr<comm::ProcessGroup> group,
+                      const std::optional<config::BatchTriple>& batch,
                       const std::shared_ptr<comm::ProcessGroup>& transfer = nullptr);
   // A donor's half of rejoin() with a transfer group (ranks `newWorld` and above are donors):
   // sends the partitions of its copies that the plan takes from it and changes nothing of its

@@ -578,7 +578,7 @@ void Engine::donatePartitions(comm::ProcessGroup& transfer, int newWorld) {
 }
 
 std::int64_t Engine::rejoin(std::shared_ptr<comm::ProcessGroup> group,
-                            const config::BatchTriple& batch,
+                            const std::optional<config::BatchTriple>& batch,
                             const std::shared_ptr<comm::ProcessGroup>& transfer) {
   if (!supportsLiveRecovery()) {
     throw ConfigError(ErrorDetail{
@@ -593,29 +593,26 @@ std::int64_t Engine::rejoin(std::shared_ptr<comm::ProcessGroup> group,
         "rejoin: rank {} of {} is rank {} of a transfer group of {}; members come first",
         group->rank(), group->size(), transfer->rank(), transfer->size()));
   }
-  const std::int64_t dp = batch.microBatchPerGpu * batch.gradientAccumulation;
-  if (dp < 1 || batch.trainBatchSize != dp * group->size()) {
-    throw ConfigError(ErrorDetail{
-        "train_batch_size", std::to_string(batch.trainBatchSize),
-        fmt::format("micro batch {} x gradient accumulation {} x the new group's {} rank(s)",
-                    batch.microBatchPerGpu, batch.gradientAccumulation, group->size())});
+  if (batch) {
+    const std::int64_t dp = batch->microBatchPerGpu * batch->gradientAccumulation;
+    if (dp < 1 || batch->trainBatchSize != dp * group->size()) {
+      throw ConfigError(ErrorDetail{
+          "train_batch_size", std::to_string(batch->trainBatchSize),
+          fmt::format("micro batch {} x gradient accumulation {} x the new group's {} rank(s)",
+                      batch->microBatchPerGpu, batch->gradientAccumulation, group->size())});
+    }
   }
-  // The batch came from the live generation record, not the environment the launcher set at the
-  // start. When the launcher decides the batch (its --config: the environment carried one), the
-  // same solver cross-check applies (the agent's batch for this world size must be the one this
-  // worker's config gives), so that a config that differs from the launcher's is an error here
-  // as it is at the start. A launch without --config gives no batch: the record's is the agent's
-  // placeholder, and this worker's own config decides, as it did at the start.
+  // One route, as at the start: the batch is this engine's config's for the new group's size
+  // (elasticity::resolveTrainingBatch); the launcher's batch, which the live generation record
+  // carries when the launcher has a --config, is only checked against it, so that a config that
+  // differs from the launcher's is an error here as it is at the start. The environment's batch
+  // was the start's world's: it has no say here.
   elasticity::ElasticEnvironment env = elasticity::ElasticEnvironment::fromProcess();
   env.worldSize = std::to_string(group->size());
-  config::BatchTriple effective = batch;
-  if (env.launcherBatch) {
-    env.launcherBatch = batch;
-    env.launcherBatchName = "the live generation's train_batch_size";
-    elasticity::resolveTrainingBatch(config_, group->size(), env);
-  } else {
-    effective = elasticity::resolveTrainingBatch(config_, group->size(), env).triple;
-  }
+  env.launcherBatch = batch;
+  env.launcherBatchName = "the live generation's train_batch_size";
+  const config::BatchTriple effective =
+      elasticity::resolveTrainingBatch(config_, group->size(), env).triple;
   group_ = std::move(group);
   batch_ = effective;
   GenericDict state = newStringDict();

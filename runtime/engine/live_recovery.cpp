@@ -83,7 +83,11 @@ class SupersedableStore final : public comm::ForwardingStore {
   std::uint64_t generation_;
 };
 
-config::BatchTriple batchOf(const live::LiveGeneration& record) {
+// The batch the launcher planned for the record's generation; nullopt when it has none (a launch
+// without --config: the worker's own config decides).
+std::optional<config::BatchTriple> batchOf(const live::LiveGeneration& record) {
+  if (record.trainBatchSize == 0)
+    return std::nullopt;
   config::BatchTriple batch;
   batch.trainBatchSize = record.trainBatchSize;
   batch.microBatchPerGpu = record.microBatch;

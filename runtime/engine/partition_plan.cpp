@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "runtime/common/error.hpp"
+#include "runtime/live/generation.hpp"
 
 namespace stretch::engine {
 
@@ -120,9 +121,10 @@ std::string describeLostPartitions(const std::vector<std::vector<HeldCopy>>& hel
   std::vector<std::string> lost;
   for (std::int64_t p = 0; p < newest->world; ++p) {
     if (!holderOf(heldByRank, newest->world, newest->step, p, newest->stateTensors)) {
-      const std::int64_t distance = buddyDistance > 0 && buddyDistance % newest->world != 0
-                                        ? buddyDistance % newest->world
-                                        : 1;
+      // The agent's placement rule (runtime/live/generation.hpp), the one the copies were
+      // placed by.
+      const std::int64_t distance =
+          live::liveBuddyDistance(buddyDistance, static_cast<int>(newest->world));
       lost.push_back(fmt::format("partition {} (held by old ranks {} and {})", p, p,
                                  (p + distance) % newest->world));
     }

@@ -5,6 +5,13 @@
 // the ranks of the new group pool what they hold and every rank runs planPartitionRecovery on
 // the same reports, so they agree without a further exchange. Pure logic (no LibTorch, no
 // communication): tests/runtime/engine/partition_plan_test.cpp checks it against every history.
+//
+// The second line of defence: the agent decides whether the survivors hold every partition
+// before it keeps them (agent::planLiveRecovery, with the same placement rule,
+// live::liveBuddyDistance), so this plan failing means what the agent knew was out of date (a
+// rank died during the transfer, a copy was never made); the engine then says so
+// (PartitionsLostError) and withdraws its live capability, and the agent restarts from the
+// checkpoint.
 
 #include <cstdint>
 #include <optional>

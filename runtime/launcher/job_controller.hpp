@@ -54,6 +54,8 @@ struct JobControllerOptions {
   // Live recovery (job/live): the job's store without the job prefix, where the workers meet
   // (their live/... keys). Unset: every failure restarts every worker.
   std::shared_ptr<comm::Store> liveStore;
+  // The launcher tells the workers their batch (its --config): live generations carry it.
+  bool batchContract = true;
 };
 
 AgentResult runJobController(const JobControllerOptions& options);

@@ -269,6 +269,7 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
   JobControllerOptions options;
   if (job.liveRecovery)
     options.liveStore = rawStore;
+  options.batchContract = job.batchFromConfig;
   options.config = std::move(config);
   options.store = store;
   if (!o.eventLog.empty())
@@ -653,6 +654,7 @@ AgentResult runLaunch(const LaunchRequest& request) {
   const auto& [host, slotIndices] = active.hosts.front();
   LocalAgentOptions options;
   options.config = config;
+  options.batchContract = job.batchFromConfig;
   options.nodeId = host;
   options.slots = static_cast<std::int64_t>(slotIndices.size());
   options.command = command;

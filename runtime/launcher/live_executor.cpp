@@ -38,8 +38,12 @@ std::int64_t count(const LocalsByNode& places) {
 }  // namespace
 
 LiveExecutor::LiveExecutor(comm::Store& store, LiveTransport& transport, agent::Clock clock,
-                           std::string who)
-    : store_(store), transport_(transport), clock_(std::move(clock)), who_(std::move(who)) {}
+                           std::string who, bool batchContract)
+    : store_(store),
+      transport_(transport),
+      clock_(std::move(clock)),
+      who_(std::move(who)),
+      batchContract_(batchContract) {}
 
 void LiveExecutor::started(const agent::StartWorkers& action) {
   stopped();
@@ -127,15 +131,18 @@ void LiveExecutor::publish(std::uint64_t generation, const agent::StartWorkers& 
       out.emplace_back(m.nodeId, m.localRank);
     return out;
   };
+  const config::BatchTriple told = batchContract_ ? batch : config::BatchTriple{0, 0, 0};
   const live::LiveGeneration record =
-      live::makeLiveGeneration(generation, target.generation, pairs(members), batch.trainBatchSize,
-                               batch.microBatchPerGpu, batch.gradientAccumulation, pairs(donors));
+      live::makeLiveGeneration(generation, target.generation, pairs(members), told.trainBatchSize,
+                               told.microBatchPerGpu, told.gradientAccumulation, pairs(donors));
   live::publishLiveGeneration(store_, record);
   spdlog::info(
-      "{}: live generation {}: {} worker(s) on {} node(s), batch {} = micro {} x accumulation {} "
-      "x {}{}",
-      who_, generation, members.size(), record.nodes.size(), batch.trainBatchSize,
-      batch.microBatchPerGpu, batch.gradientAccumulation, members.size(),
+      "{}: live generation {}: {} worker(s) on {} node(s), {}{}", who_, generation, members.size(),
+      record.nodes.size(),
+      batchContract_
+          ? fmt::format("batch {} = micro {} x accumulation {} x {}", batch.trainBatchSize,
+                        batch.microBatchPerGpu, batch.gradientAccumulation, members.size())
+          : std::string("batch from each worker's config"),
       donors.empty() ? "" : fmt::format("; {} survivor(s) give it their copies", donors.size()));
 }
 

@@ -54,8 +54,11 @@ class LiveTransport {
 class LiveExecutor {
  public:
   // `store`: the live store the workers read (outlives this object); `who` prefixes the log
-  // lines ("agent", "controller").
-  LiveExecutor(comm::Store& store, LiveTransport& transport, agent::Clock clock, std::string who);
+  // lines ("agent", "controller"). `batchContract`: the launcher tells the workers their batch
+  // (its --config), so the live generations carry it for the workers to check; false: they
+  // carry none (the agent's batch is a stand-in) and each worker's config decides.
+  LiveExecutor(comm::Store& store, LiveTransport& transport, agent::Clock clock, std::string who,
+               bool batchContract);
 
   // Every worker of `action` started afresh: they are the live group. A stop forgets what was
   // pending.
@@ -87,6 +90,7 @@ class LiveExecutor {
   LiveTransport& transport_;
   agent::Clock clock_;
   std::string who_;
+  bool batchContract_ = true;
   std::vector<agent::WorkerPlace> members_;  // the live group, in rank order
   // The workers' LOCAL_WORLD_SIZE at their start: the distance of their partition copies.
   std::int64_t copyDistance_ = 1;

@@ -5,7 +5,7 @@ namespace stretch::launcher {
 AgentResult runLocalAgent(const LocalAgentOptions& options) {
   std::optional<LiveRecoveryOptions> live;
   if (options.liveStore)
-    live = LiveRecoveryOptions{options.liveStore};
+    live = LiveRecoveryOptions{options.liveStore, options.clock, options.batchContract};
   NodeWorkers workers(options.nodeId, options.command, options.environment, options.logDir,
                       options.stopGrace, live);
   workers.detectHangs(options.hang);

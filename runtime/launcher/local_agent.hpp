@@ -32,6 +32,8 @@ struct LocalAgentOptions {
   // Live recovery (node_workers.hpp): the store this agent serves its workers; null: every
   // failure restarts every worker.
   std::shared_ptr<comm::Store> liveStore;
+  // The launcher tells the workers their batch (its --config): live generations carry it.
+  bool batchContract = true;
 };
 
 // A single-node job to its end (runAgentLoop over this node's NodeWorkers).

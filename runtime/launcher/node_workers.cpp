@@ -42,7 +42,8 @@ NodeWorkers::NodeWorkers(std::string nodeId, WorkerCommand command, EnvironmentF
   if (live_ && !live_->store)
     throw InternalError("NodeWorkers: live recovery without a store");
   if (live_)
-    executor_.emplace(*live_->store, static_cast<LiveTransport&>(*this), live_->clock, "agent");
+    executor_.emplace(*live_->store, static_cast<LiveTransport&>(*this), live_->clock, "agent",
+                      live_->batchContract);
 }
 
 namespace {

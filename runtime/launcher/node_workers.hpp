@@ -35,6 +35,7 @@ using EnvironmentFor = std::function<std::map<std::string, std::string>(
 struct LiveRecoveryOptions {
   std::shared_ptr<comm::Store> store;
   agent::Clock clock = agent::systemClock();  // for the donors' release (LiveExecutor)
+  bool batchContract = true;                  // LiveExecutor's: the launcher's --config given
 };
 
 // The worker processes one node runs for a job: a WorkerGroup over LocalWorkerGroup that starts

@@ -21,7 +21,7 @@ RemoteWorkers::RemoteWorkers(const JobControllerOptions& options, NodeTracker& t
     : options_(options), store_(*options.store), tracker_(tracker) {
   if (options_.liveStore)
     executor_.emplace(*options_.liveStore, static_cast<LiveTransport&>(*this), options_.clock,
-                      "controller");
+                      "controller", options_.batchContract);
 }
 
 void RemoteWorkers::start(const StartWorkers& action) {

@@ -77,6 +77,10 @@ LiveGeneration parseLiveGeneration(const std::string& text) {
           g.microBatch >> g.gradientAccumulation) ||
         (header >> rest) || g.worldSize < 1)
       throw bad("\"N AGENT_GENERATION WORLD TRAIN MICRO GAS\" with WORLD >= 1");
+    const bool none = g.trainBatchSize == 0 && g.microBatch == 0 && g.gradientAccumulation == 0;
+    const bool all = g.trainBatchSize > 0 && g.microBatch > 0 && g.gradientAccumulation > 0;
+    if (!none && !all)
+      throw bad("TRAIN MICRO GAS all positive (a batch) or all 0 (none)");
   }
   std::int64_t ranks = 0;
   std::int64_t donorRanks = 0;

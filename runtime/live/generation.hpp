@@ -59,6 +59,9 @@ struct LiveGeneration {
   std::uint64_t generation = 0;       // the live generation N
   std::uint64_t agentGeneration = 0;  // the state machine's generation it serves (for logs)
   std::int64_t worldSize = 0;
+  // The batch triple the launcher planned for this generation (its --config), which every
+  // worker checks against its own config's; all three 0 when the launcher has no config (the
+  // workers' own configs decide: there is no placeholder to check against).
   std::int64_t trainBatchSize = 0;
   std::int64_t microBatch = 0;
   std::int64_t gradientAccumulation = 0;
@@ -87,8 +90,9 @@ LiveGeneration makeLiveGeneration(
     std::int64_t microBatch, std::int64_t gradientAccumulation,
     const std::vector<std::pair<std::string, std::int64_t>>& donors = {});
 
-// A header line "N AGENT_GENERATION WORLD TRAIN MICRO GAS", a line "NODE FIRST L0,L1,..." per
-// node, and "donor NODE FIRST L0,L1,..." per node with donors.
+// A header line "N AGENT_GENERATION WORLD TRAIN MICRO GAS" (TRAIN MICRO GAS all positive, or
+// all 0 for no batch), a line "NODE FIRST L0,L1,..." per node, and "donor NODE FIRST
+// L0,L1,..." per node with donors.
 std::string formatLiveGeneration(const LiveGeneration& generation);
 // Throws comm::CommError naming the line when the text is not such a record (or a node id holds
 // white space, which formatLiveGeneration refuses too).

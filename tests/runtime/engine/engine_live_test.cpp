@@ -417,10 +417,8 @@ TEST(EngineLive, ABatchTheConfigDoesNotGiveIsAnElasticityConfigError) {
   Mlp model(6, 12, 3);
   auto init = oneRankEngine(model, groups.groups[0], 0);
   auto fresh = test::makeGroups(1);
-  // The launcher gives the batch (its --config): the record's must be the config's.
-  ::setenv("STRETCH_TRAIN_BATCH_SIZE", "24", 1);
-  ::setenv("STRETCH_MICRO_BATCH_SIZE", "24", 1);
-  ::setenv("STRETCH_GRADIENT_ACCUMULATION_STEPS", "1", 1);
+  // The launcher gives the batch (its --config): the record's must be the config's, whatever
+  // the environment says (it was the start's world's).
   try {
     init.engine->rejoin(fresh.groups[0], config::BatchTriple{24, 12, 2});
     ADD_FAILURE() << "rejoin accepted a batch its config does not give";
@@ -431,19 +429,19 @@ TEST(EngineLive, ABatchTheConfigDoesNotGiveIsAnElasticityConfigError) {
   }
   // The batch the config gives is accepted.
   EXPECT_EQ(init.engine->rejoin(fresh.groups[0], config::BatchTriple{24, 24, 1}), 0);
-  ::unsetenv("STRETCH_TRAIN_BATCH_SIZE");
-  ::unsetenv("STRETCH_MICRO_BATCH_SIZE");
-  ::unsetenv("STRETCH_GRADIENT_ACCUMULATION_STEPS");
+  // A stand-in batch is no exception: one sample per rank is not this config's batch either.
+  EXPECT_THROW(init.engine->rejoin(fresh.groups[0], config::BatchTriple{1, 1, 1}),
+               ElasticityConfigError);
 }
 
-// A launch without --config gives no batch: the record carries the agent's placeholder, and the
-// worker's own config decides, as at its start (stretch sim --calibrate's live runs).
+// A launch without --config gives no batch: the record carries none, and the worker's own config
+// decides, as at its start (stretch sim --calibrate's live runs).
 TEST(EngineLive, WithoutALauncherBatchTheWorkersConfigDecides) {
   auto groups = test::makeGroups(1);
   Mlp model(6, 12, 3);
   auto init = oneRankEngine(model, groups.groups[0], 0);
   auto fresh = test::makeGroups(1);
-  EXPECT_EQ(init.engine->rejoin(fresh.groups[0], config::BatchTriple{1, 1, 1}), 0);
+  EXPECT_EQ(init.engine->rejoin(fresh.groups[0], std::nullopt), 0);
   EXPECT_EQ(init.engine->trainBatchSize(), 24);
   EXPECT_EQ(init.engine->microBatchSize(), 24);
 }

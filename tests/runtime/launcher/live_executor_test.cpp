@@ -62,10 +62,13 @@ agent::LivePlan interimPlan() {
 }
 
 struct Fixture {
+  explicit Fixture(bool batchContract = true)
+      : executor(
+            store, transport, [this] { return now; }, "test", batchContract) {}
   comm::HashStore store;
   RecordingTransport transport;
   agent::Time now{0};
-  LiveExecutor executor{store, transport, [this] { return now; }, "test"};
+  LiveExecutor executor;
 };
 
 TEST(LiveExecutor, PublishesTheInterimWorldKeepsItsDonorsAndStartsTheJoiners) {
@@ -135,6 +138,22 @@ TEST(LiveExecutor, AStopForgetsWhatWasPending) {
   EXPECT_EQ(f.transport.adopts.size(), 1u);
   EXPECT_TRUE(f.transport.signals.empty());
   EXPECT_EQ(live::latestLiveGeneration(f.store), 1u);
+}
+
+// Without the launcher's --config the agent's batch is a stand-in: the records carry none, and
+// each worker's own config decides (Engine::rejoin).
+TEST(LiveExecutor, WithoutABatchContractTheRecordsCarryNoBatch) {
+  Fixture f(false);
+  f.executor.started(generation(1, 4));
+  f.executor.carryOut(generation(2, 3), interimPlan());
+  f.store.add(live::live_keys::ready(2), 1);
+  f.executor.poll();
+  for (const std::uint64_t n : {1u, 2u}) {
+    const auto record = live::parseLiveGeneration(f.store.get(live::live_keys::generation(n)));
+    EXPECT_EQ(record.trainBatchSize, 0) << n;
+    EXPECT_EQ(record.microBatch, 0) << n;
+    EXPECT_EQ(record.gradientAccumulation, 0) << n;
+  }
 }
 
 TEST(LiveExecutor, SituationReadsWhatEachWorkerSaid) {

@@ -36,6 +36,15 @@ TEST(LiveGeneration, RoundTripsThroughItsText) {
   EXPECT_EQ(parseLiveGeneration(text), g);
 }
 
+// A launcher without --config plans no batch: the record says so with zeros, and round-trips.
+TEST(LiveGeneration, ARecordWithoutABatchCarriesZeros) {
+  const auto g = makeLiveGeneration(4, 2, {{"n0", 0}, {"n0", 1}}, 0, 0, 0);
+  const auto parsed = parseLiveGeneration(formatLiveGeneration(g));
+  EXPECT_EQ(parsed, g);
+  EXPECT_EQ(parsed.trainBatchSize, 0);
+  EXPECT_EQ(parsed.worldSize, 2);
+}
+
 TEST(LiveGeneration, RanksCountTheWorkersTakingPartInNodeOrder) {
   const auto g = interim();
   EXPECT_EQ(g.rankOf("n0", 0), 0);
@@ -96,6 +105,8 @@ TEST(LiveGeneration, MalformedRecordsNameTheLine) {
       "3 2 1 48 16 1\nn0 0 0\ndonor n0 2 1\n",          // a donor's first rank not 1
       "3 2 1 48 16 1\nn0 0 0\ndonor n0 1 1\nn1 2 0\n",  // a member after a donor
       "3 2 1 48 16 1\nn0 0 0\ndonor n0 1\n",            // a donor line without ranks
+      "3 2 1 48 0 1\nn0 0 0\n",                         // part of a batch
+      "3 2 1 -4 -4 1\nn0 0 0\n",                        // a negative batch
   };
   for (const auto& text : bad) {
     EXPECT_THROW(parseLiveGeneration(text), CommError) << text;
