@@ -19,7 +19,7 @@ std::vector<DriverStep> AgentDriver::drive(Time now, const std::vector<Action>& 
   std::vector<DriverStep> steps;
   steps.reserve(actions.size());
   for (std::size_t index = 0; index < actions.size(); ++index) {
-    DriverStep step{actions[index], {recordOf(actions[index], now)}, std::nullopt, std::nullopt};
+    DriverStep step{actions[index], {recordOf(actions[index], now)}, nullptr, nullptr};
     EventRecord& record = step.records.front();
     if (std::holds_alternative<StopWorkers>(step.action)) {
       pending_.reset();
@@ -27,7 +27,8 @@ std::vector<DriverStep> AgentDriver::drive(Time now, const std::vector<Action>& 
           index + 1 < actions.size() ? std::get_if<StartWorkers>(&actions[index + 1]) : nullptr;
       if (liveRecovery_ && next != nullptr) {
         if (const auto situation = group.liveSituation(*next)) {
-          step.decision = planLiveRecovery(*situation, *next, machine_.rules());
+          step.decision = std::make_shared<const LivePlan>(
+              planLiveRecovery(*situation, *next, machine_.rules()));
           if (step.decision->live)
             pending_ = step.decision;
         }

@@ -17,7 +17,7 @@
 // Pure: no clock, no I/O; the group is only asked, never changed. Not thread-safe (one driver per
 // agent, like the machine it owns).
 
-#include <optional>
+#include <memory>
 #include <vector>
 
 #include "runtime/agent/clock.hpp"
@@ -37,11 +37,12 @@ struct DriverStep {
   std::vector<EventRecord> records;
   // StopWorkers: the running workers go on into the next start (nothing is stopped now).
   // StartWorkers: carry this plan out (WorkerGroup::continueLive) instead of starting every
-  // worker. nullopt for every other action, and for a stop or start from the checkpoint.
-  std::optional<LivePlan> live;
+  // worker. Null for every other action, and for a stop or start from the checkpoint. (Shared:
+  // a plan at 10^4 workers is not copied from step to step.)
+  std::shared_ptr<const LivePlan> live;
   // StopWorkers under live recovery: the decision for the start that follows (live or not), for
-  // the executor's log; nullopt when no decision was taken.
-  std::optional<LivePlan> decision;
+  // the executor's log; null when no decision was taken.
+  std::shared_ptr<const LivePlan> decision;
 };
 
 class AgentDriver {
@@ -64,8 +65,8 @@ class AgentDriver {
 
   AgentStateMachine machine_;
   bool liveRecovery_ = false;
-  // Whether the next StartWorkers continues the running workers (decided at its stop).
-  std::optional<LivePlan> pending_;
+  // The live plan of the next StartWorkers (decided at its stop), or null.
+  std::shared_ptr<const LivePlan> pending_;
 };
 
 }  // namespace stretch::agent

@@ -13,13 +13,17 @@ namespace stretch::agent {
 
 namespace {
 
+// The first places, for a log line: a plan at 10^4 workers may name thousands of donors.
 std::string placesText(const std::vector<WorkerPlace>& places) {
+  constexpr std::size_t kShown = 16;
   std::string out;
-  for (const auto& p : places) {
+  for (std::size_t i = 0; i < places.size() && i < kShown; ++i) {
     if (!out.empty())
       out += ',';
-    out += fmt::format("{}:{}", p.nodeId, p.localRank);
+    out += fmt::format("{}:{}", places[i].nodeId, places[i].localRank);
   }
+  if (places.size() > kShown)
+    out += fmt::format(" and {} more", places.size() - kShown);
   return out;
 }
 
@@ -305,14 +309,12 @@ LivePlan planLiveRecovery(const LiveSituation& s, const StartWorkers& next,
     if (!groupIntact) {
       // Workers were lost: the survivors go on alone while the joiners start, as many of them as
       // make a valid world size, chosen to keep every ZeRO partition.
-      for (auto n = static_cast<std::int64_t>(kept.size()); n >= 1; --n) {
-        if (const auto batch = rules.batchFor(n)) {
-          const auto keptIds = ids.of(kept);
-          const auto interim = places.inRankOrder(
-              ids.keys(interimMembers(ids.group, keptIds, distance, static_cast<std::size_t>(n))));
-          plan.publish = LiveMembers{places.places(interim), *batch, donorsOf(interim)};
-          break;
-        }
+      const std::int64_t n = rules.largestValidAtMost(static_cast<std::int64_t>(kept.size()));
+      if (const auto batch = n >= 1 ? rules.batchFor(n) : std::nullopt) {
+        const auto keptIds = ids.of(kept);
+        const auto interim = places.inRankOrder(
+            ids.keys(interimMembers(ids.group, keptIds, distance, static_cast<std::size_t>(n))));
+        plan.publish = LiveMembers{places.places(interim), *batch, donorsOf(interim)};
       }
     }
     plan.awaitJoiners = true;

@@ -140,7 +140,7 @@ class AgentLoop {
   // A start carries out the live plan the driver made at the stop before it, or starts every
   // worker.
   void startWorkers(const StartWorkers& start, DriverStep& step) {
-    const bool continued = step.live.has_value();
+    const bool continued = step.live != nullptr;
     if (continued)
       workers_.continueLive(start, *step.live);
     std::optional<std::int64_t> resume;
@@ -171,7 +171,7 @@ class AgentLoop {
     if (step.decision)
       spdlog::info("agent: live recovery: {}", step.decision->reason);
     writeEvents(step.records);
-    const bool liveNext = step.live.has_value();
+    const bool liveNext = step.live != nullptr;
     spdlog::info("agent: {} generation {}: {}",
                  liveNext ? "leaving the running workers of" : "stopping", stop.generation,
                  stop.reason);

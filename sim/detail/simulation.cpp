@@ -258,8 +258,8 @@ void Simulation::execute(agent::DriverStep& step) {
     }
   }
   std::visit(Overloaded{
-                 [&](const agent::StartWorkers& a) { startGeneration(a, step.live); },
-                 [&](const agent::StopWorkers&) { stopGeneration(step.live.has_value()); },
+                 [&](const agent::StartWorkers& a) { startGeneration(a, step.live.get()); },
+                 [&](const agent::StopWorkers&) { stopGeneration(step.live != nullptr); },
                  [&](const agent::Wait&) {},
                  [&](const agent::Finish&) { finishRun(Outcome::Finished, ""); },
                  [&](const agent::Fail& f) { finishRun(Outcome::Failed, f.message); },

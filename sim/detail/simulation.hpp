@@ -83,7 +83,7 @@ class Simulation {
   void closeWorldSpan();
   const StepPlan& planFor(const agent::StartWorkers& a);
   // `live`: the driver's plan when the start resumes from the survivors (recovery.mode live).
-  void startGeneration(const agent::StartWorkers& a, const std::optional<agent::LivePlan>& live);
+  void startGeneration(const agent::StartWorkers& a, const agent::LivePlan* live);
   // Worker `localRank` of the node dies (its process and host memory: the node's other workers
   // survive), or with kWholeNode the node goes or every worker of it dies.
   static constexpr std::int64_t kWholeNode = SimWorkerGroup::kWholeNode;

@@ -55,8 +55,7 @@ void Simulation::markAffected(std::int64_t node, std::int64_t localRank) {
   group_.strike(node, localRank);
 }
 
-void Simulation::startGeneration(const agent::StartWorkers& a,
-                                 const std::optional<agent::LivePlan>& live) {
+void Simulation::startGeneration(const agent::StartWorkers& a, const agent::LivePlan* live) {
   if (metrics_.tracing() && metrics_.phase() == Phase::Idle && now_ > idleSince_) {
     emit(TimelineKind::Idle, idleSince_, now_ - idleSince_, "no workers", "");
   }
