@@ -131,7 +131,15 @@ void checkCheckpoint(const std::string& tagDir) {
 }
 
 std::optional<ResumePoint> resumePoint(const std::string& dir) {
-  for (const std::string& tag : loadCandidates(dir).tags) {
+  const LoadCandidates candidates = loadCandidates(dir);
+  // A directory with no manifest anywhere was not written by the Stretch engine: a program that
+  // keeps DeepSpeed's layout (latest, global_step<N>) with files of its own, such as a PyTorch
+  // script under `stretch launch`. It loads what latest names; there is nothing to verify.
+  if (candidates.latestProblem.empty() && candidates.tags.size() == 1 &&
+      !isRegularFile(
+          joinPath(joinPath(dir, candidates.tags.front()), CheckpointManifest::kFileName)))
+    return ResumePoint{candidates.tags.front(), defaultTagStep(candidates.tags.front())};
+  for (const std::string& tag : candidates.tags) {
     try {
       checkCheckpoint(joinPath(dir, tag));
     } catch (const Error&) {

@@ -89,7 +89,9 @@ struct ResumePoint {
 };
 // The first of loadCandidates(dir) that checkCheckpoint accepts: the checkpoint a load without
 // a tag resumes from, unless its files change meanwhile or fail to unpickle. nullopt when there
-// is none (the job starts afresh). Reads every file of the candidates it checks (the digests):
+// is none (the job starts afresh). A directory with no manifest at all (latest's checkpoint has
+// none and no older one has one) is a program's own checkpoints in DeepSpeed's layout: latest's
+// tag, unverified. Reads every file of the candidates it checks (the digests):
 // as long as a load's verification, without the unpickling. Never throws for the directory's
 // contents.
 std::optional<ResumePoint> resumePoint(const std::string& dir);

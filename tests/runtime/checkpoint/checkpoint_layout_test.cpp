@@ -237,6 +237,20 @@ TEST(CheckpointResumePoint, AManifestLessDirectoryIsNoCheckpoint) {
   EXPECT_EQ(resumePoint(c.path()), (ResumePoint{"global_step40", 40}));
 }
 
+// A program of its own (a PyTorch script) keeping DeepSpeed's layout writes no manifest: the
+// launcher reports the step latest names, as the program loads it.
+TEST(CheckpointResumePoint, AProgramsOwnCheckpointsResumeFromLatestsStep) {
+  test::TempDir dir("stretch-ckpt-layout");
+  const std::string root = dir.path().string();
+  for (const char* step : {"global_step40", "global_step80"}) {
+    makeDirectories(root + "/" + step);
+    writeBytes(root + "/" + step + "/model.pt", "weights");
+  }
+  writeLatest(root, "global_step80");
+  EXPECT_EQ(resumePoint(root), (ResumePoint{"global_step80", 80}));
+  // A directory that holds Stretch checkpoints too follows the engine's rules instead (above).
+}
+
 TEST(CheckpointResumePoint, AnUnusableLatestFallsBackToTheNewestCompleteCheckpoint) {
   ThreeCheckpoints c;
   writeBytes(c.at("latest"), "../../etc");
