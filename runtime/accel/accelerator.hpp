@@ -32,6 +32,8 @@ struct DeviceProperties {
   std::string name;               // "NVIDIA H100 80GB HBM3", or the CPU model name
   std::uint64_t totalMemory = 0;  // bytes
   std::string details;            // "compute capability 9.0, 132 SMs"; "16 logical cores"
+  std::string uuid;               // "GPU-8c3f...": the physical device, whatever index a
+                                  // process sees it at; "" for the CPU
 };
 
 class PinnedBuffer;

@@ -100,6 +100,14 @@ DeviceProperties CudaAccelerator::deviceProperties(int index) const {
   out.totalMemory = prop.totalGlobalMem;
   out.details = fmt::format("compute capability {}.{}, {} SMs", prop.major, prop.minor,
                             prop.multiProcessorCount);
+  // As nvidia-smi -L prints it: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+  const auto* u = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
+  out.uuid = fmt::format(
+      "GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}"
+      "{:02x}"
+      "{:02x}",
+      u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+      u[15]);
   return out;
 }
 

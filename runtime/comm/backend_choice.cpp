@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/comm/store.hpp"
 #include "runtime/common/error.hpp"
 
 namespace stretch::comm {
@@ -46,6 +47,7 @@ CommChoice chooseCommBackend(const CommChoiceInput& input) {
         "libgloo-dev and rebuild with STRETCH_WITH_GLOO)"});
   }
   CommChoice choice;
+  choice.forced = override == "nccl" || override == "gloo";
   if (input.device == DeviceType::Cpu) {
     if (override == "nccl")
       refuse(input.override, "auto or gloo for a job on the CPU (NCCL moves CUDA buffers only)");
@@ -95,6 +97,20 @@ CommChoice chooseCommBackend(const CommChoiceInput& input) {
     why = " (this build has no NCCL)";
   choice.summary = fmt::format("comm: gloo staged through pinned host memory, {}{}", where, why);
   return choice;
+}
+
+bool anyDeviceShared(Store& store, int rank, int size, const std::string& identity,
+                     Duration timeout) {
+  if (size <= 1)
+    return false;
+  // A rank whose device another rank counted first marks the group; the last rank to arrive
+  // opens the gate, so every rank reads the mark after every rank has counted.
+  if (store.add("device/" + identity, 1) > 1)
+    store.add("shared", 1);
+  if (store.add("arrived", 1) == size)
+    store.set("all_arrived", std::to_string(rank));
+  store.wait({"all_arrived"}, timeout);
+  return store.add("shared", 0) > 0;
 }
 
 }  // namespace stretch::comm

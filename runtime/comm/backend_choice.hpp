@@ -20,6 +20,8 @@
 
 namespace stretch::comm {
 
+class Store;
+
 inline constexpr std::string_view kCommBackendEnv = "STRETCH_COMM_BACKEND";
 
 struct CommChoiceInput {
@@ -35,6 +37,7 @@ struct CommChoice {
   std::string hostBackend = "gloo";  // serves CPU buffers
   std::string deviceBackend;         // serves device buffers natively ("nccl"); "" otherwise
   bool staged = false;               // device buffers go through pinned host memory to Gloo
+  bool forced = false;               // STRETCH_COMM_BACKEND named the choice: no fallback
   std::string summary;               // "comm: nccl, 8 ranks on 8 devices", logged once at start
 };
 
@@ -42,5 +45,15 @@ struct CommChoice {
 // unknown value or one that cannot run here (nccl without NCCL in the build, nccl with more
 // ranks than devices, nccl for a CPU job), and for a multi-rank job in a build without Gloo.
 CommChoice chooseCommBackend(const CommChoiceInput& input);
+
+// Whether two ranks of a group train on the same physical device, which chooseCommBackend cannot
+// see: it counts the ranks of one node, but `stretch launch --launcher local` runs several
+// "nodes" on one machine, whose ranks then each see one device of their own and share it (NCCL
+// refuses such a communicator: "Duplicate GPU detected"). Every rank gives `identity` (its
+// device's UUID); collective over `store` (a prefix of this group's own): each rank makes
+// three requests and waits once, whatever the group's size, and every rank gets the same answer.
+// Throws StoreTimeoutError when a rank does not take part within `timeout`.
+bool anyDeviceShared(Store& store, int rank, int size, const std::string& identity,
+                     Duration timeout);
 
 }  // namespace stretch::comm

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "runtime/comm/backend_choice.hpp"
 #include "runtime/comm/backend_registry.hpp"
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/file_store.hpp"
@@ -18,6 +19,7 @@
 #include "runtime/comm/store.hpp"
 #include "runtime/comm/store_registry.hpp"
 #include "runtime/comm/tcp_store.hpp"
+#include "runtime/common/error.hpp"
 #include "runtime/common/worker_variables.hpp"
 
 extern char** environ;
@@ -416,7 +418,25 @@ std::shared_ptr<ProcessGroup> buildGroup(const std::string& backend, std::shared
   const DeviceType hostDevice = deviceOf(backend);
   auto group = std::make_shared<ProcessGroup>(rank, size);
   group->setBackend(hostDevice, built);
-  if (!device.backend.empty()) {
+  bool shared = false;
+  if (!device.backend.empty() && !device.identity.empty() && size > 1) {
+    PrefixStore check("device_check", store);
+    shared = anyDeviceShared(check, rank, size, device.identity, timeout);
+    if (shared && !device.staging) {
+      throw ConfigError(ErrorDetail{
+          "device", device.identity,
+          fmt::format("a device of this rank's own for {}: another rank of the group trains on "
+                      "it too (several nodes on one machine?); {}=gloo stages through host memory",
+                      device.backend, kCommBackendEnv)});
+    }
+    if (shared && rank == 0) {
+      spdlog::info(
+          "comm: ranks of different nodes share a device (several nodes on one "
+          "machine), which {} refuses: gloo staged through pinned host memory instead",
+          device.backend);
+    }
+  }
+  if (!device.backend.empty() && !shared) {
     BackendInit deviceInit = init;
     deviceInit.store = std::make_shared<PrefixStore>("device", store);
     group->setBackend(deviceOf(device.backend), createBackend(device.backend, deviceInit));

@@ -44,9 +44,15 @@ class DeviceStaging;
 // What serves a job's device buffers besides the CPU backend (runtime/comm/backend_choice.hpp
 // decides): a registered device backend ("nccl"), rendezvousing under the group's store prefix
 // "device/"; or, with staging set, a StagedBackend over the CPU backend; or neither (CPU jobs).
+// The backend of a job's device buffers. `backend` (a registered name, "nccl") serves them
+// natively; else `staging` moves them through host memory to the host backend. With both, and
+// an `identity` (the rank's device UUID), building a group first asks whether two ranks share a
+// device (anyDeviceShared: several local "nodes" on one machine) and then stages instead; with
+// `backend` alone, such a group is a ConfigError naming the device.
 struct DeviceComm {
   std::string backend;
   std::shared_ptr<DeviceStaging> staging;
+  std::string identity;
 };
 
 struct InitOptions {

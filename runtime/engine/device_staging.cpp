@@ -67,10 +67,16 @@ JobComm jobCommunication() {
   JobComm job;
   job.choice = comm::chooseCommBackend(input);
   job.device.backend = job.choice.deviceBackend;
-  if (job.choice.staged)
+  // NCCL unless forced: staging stays ready for a group whose ranks turn out to share a device
+  // (several local "nodes" on one machine; comm::anyDeviceShared decides when it is built).
+  if (job.choice.staged || (!job.device.backend.empty() && !job.choice.forced))
     job.device.staging = std::make_shared<TorchDeviceStaging>(accelerator);
-  if (cuda)
-    accelerator->setDevice(ranks.localRank % input.devicesVisible);
+  if (cuda) {
+    const int device = ranks.localRank % input.devicesVisible;
+    accelerator->setDevice(device);
+    if (!job.device.backend.empty())
+      job.device.identity = accelerator->deviceProperties(device).uuid;
+  }
   if (ranks.rank == 0)
     spdlog::info("{}", job.choice.summary);
   return job;

@@ -37,7 +37,7 @@ class FakeAccelerator final : public Accelerator {
   std::uint64_t totalMemory(std::optional<int>) const override { return 1000; }
   std::uint64_t availableMemory(std::optional<int>) const override { return 900; }
   DeviceProperties deviceProperties(int index) const override {
-    return {resolveDevice(index, "deviceProperties"), "Fake XPU", 1000, ""};
+    return {resolveDevice(index, "deviceProperties"), "Fake XPU", 1000, "", ""};
   }
   std::string communicationBackendName() const override { return "fakecomm"; }
   bool onAccelerator(const void* ptr) const override { return ptr == &deviceWord_; }

@@ -3,16 +3,23 @@
 
 #include "runtime/comm/init_distributed.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <thread>
 #include <unistd.h>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "runtime/comm/backend_choice.hpp"
 #include "runtime/comm/backend_registry.hpp"
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/in_process_backend.hpp"
+#include "runtime/comm/staged_backend.hpp"
+#include "runtime/comm/store.hpp"
 #include "runtime/comm/store_registry.hpp"
 
 namespace stretch::comm {
@@ -316,3 +323,125 @@ TEST_F(InitDistributed, AWrongMasterPortIsAClearErrorWithinTheTimeout) {
 
 }  // namespace
 }  // namespace stretch::comm
+
+// Several "nodes" on one machine (stretch launch --launcher local) each see one device of their
+// own and share it: buildGroup asks the ranks for their devices' identities before building
+// the device backend, and stages through host memory instead when two ranks name one device.
+namespace stretch::comm::shared_device {
+
+class NullStaging final : public DeviceStaging {
+ public:
+  DeviceType device() const noexcept override { return DeviceType::Cuda; }
+  void* allocateHost(std::size_t bytes) override { return std::malloc(bytes); }
+  void freeHost(void* host, std::size_t) noexcept override { std::free(host); }
+  void toHost(void*, const BufferView&) override {}
+  void toDevice(const BufferView&, const void*) override {}
+};
+
+struct Built {
+  std::vector<std::shared_ptr<ProcessGroup>> groups;
+  std::vector<std::string> errors;
+  int deviceBackendsMade = 0;
+};
+
+// Two ranks on threads, one store, a host backend of in-process ranks and a stand-in device
+// backend that counts how often it is made.
+Built buildTwo(const std::vector<std::string>& identities, bool withStaging) {
+  auto hostWorld = std::make_shared<InProcessWorld>(2, 5s);
+  auto deviceWorld = std::make_shared<InProcessWorld>(2, 5s);
+  auto made = std::make_shared<std::atomic<int>>(0);
+  registerBackend({"host_test", DeviceType::Cpu, "threads (tests)"},
+                  [hostWorld](const BackendInit& init) { return hostWorld->backend(init.rank); });
+  registerBackend({"device_test", DeviceType::Cuda, "stand-in device backend (tests)"},
+                  [deviceWorld, made](const BackendInit& init) {
+                    ++*made;
+                    return deviceWorld->backend(init.rank);
+                  });
+  auto store = std::make_shared<HashStore>(5s);
+  Built built;
+  built.groups.resize(2);
+  built.errors.resize(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      DeviceComm device;
+      device.backend = "device_test";
+      device.identity = identities[static_cast<std::size_t>(r)];
+      if (withStaging)
+        device.staging = std::make_shared<NullStaging>();
+      try {
+        built.groups[static_cast<std::size_t>(r)] =
+            buildGroup("host_test", std::make_shared<PrefixStore>("g1", store), r, 2, 5s,
+                       "127.0.0.1", 0, device);
+      } catch (const std::exception& e) {
+        built.errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : ranks)
+    t.join();
+  built.deviceBackendsMade = *made;
+  return built;
+}
+
+TEST(SharedDevice, RanksOnDevicesOfTheirOwnGetTheDeviceBackend) {
+  const Built built = buildTwo({"GPU-aaaa", "GPU-bbbb"}, /*withStaging=*/true);
+  EXPECT_EQ(built.deviceBackendsMade, 2);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_NE(built.groups[static_cast<std::size_t>(r)], nullptr) << built.errors[r];
+    EXPECT_EQ(built.groups[static_cast<std::size_t>(r)]->backend(DeviceType::Cuda).name(),
+              "in_process");
+  }
+}
+
+TEST(SharedDevice, RanksSharingADeviceStageInsteadOnEveryRank) {
+  const Built built = buildTwo({"GPU-aaaa", "GPU-aaaa"}, /*withStaging=*/true);
+  EXPECT_EQ(built.deviceBackendsMade, 0);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_NE(built.groups[static_cast<std::size_t>(r)], nullptr) << built.errors[r];
+    EXPECT_EQ(built.groups[static_cast<std::size_t>(r)]->backend(DeviceType::Cuda).name(),
+              "in_process staged");
+  }
+}
+
+TEST(SharedDevice, WithoutStagingASharedDeviceIsAConfigErrorNamingIt) {
+  const Built built = buildTwo({"GPU-aaaa", "GPU-aaaa"}, /*withStaging=*/false);
+  EXPECT_EQ(built.deviceBackendsMade, 0);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(built.groups[static_cast<std::size_t>(r)], nullptr);
+    EXPECT_NE(built.errors[static_cast<std::size_t>(r)].find("device = GPU-aaaa"),
+              std::string::npos)
+        << built.errors[r];
+    EXPECT_NE(built.errors[static_cast<std::size_t>(r)].find("STRETCH_COMM_BACKEND=gloo"),
+              std::string::npos)
+        << built.errors[r];
+  }
+}
+
+// The check itself: every rank gets the same answer, in three requests and one wait each.
+TEST(SharedDevice, EveryRankOfALargerGroupGetsTheSameAnswer) {
+  for (const bool duplicate : {false, true}) {
+    HashStore store(5s);
+    constexpr int kRanks = 16;
+    std::vector<int> answers(kRanks, -1);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < kRanks; ++r) {
+      ranks.emplace_back([&, r] {
+        // With `duplicate`, the last rank names the first one's device.
+        const int device = duplicate && r == kRanks - 1 ? 0 : r;
+        answers[static_cast<std::size_t>(r)] =
+            anyDeviceShared(store, r, kRanks, "GPU-" + std::to_string(device), 5s) ? 1 : 0;
+      });
+    }
+    for (auto& t : ranks)
+      t.join();
+    EXPECT_EQ(answers, std::vector<int>(kRanks, duplicate ? 1 : 0)) << "duplicate " << duplicate;
+  }
+  HashStore alone(5s);
+  EXPECT_FALSE(anyDeviceShared(alone, 0, 1, "GPU-0", 5s));
+  EXPECT_EQ(alone.numKeys(), 0);  // a group of one asks nothing
+  HashStore missing(5s);
+  EXPECT_THROW(anyDeviceShared(missing, 0, 2, "GPU-0", 100ms), StoreTimeoutError);
+}
+
+}  // namespace stretch::comm::shared_device
