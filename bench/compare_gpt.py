@@ -77,11 +77,11 @@ def last_json(text, label):
     raise Failed(f"{label}: no JSON summary on stdout: {text.strip()[-400:]!r}")
 
 
-def run_ours(exe, ranks, args, timeout, label, device="cpu"):
+def run_ours(exe, ranks, args, timeout, label, device="cpu", extra_env=None):
     port = free_port()
     commands = []
     for r in range(ranks):
-        env = dict(os.environ, OMP_NUM_THREADS="1", STRETCH_ACCELERATOR=device)
+        env = dict(os.environ, OMP_NUM_THREADS="1", STRETCH_ACCELERATOR=device, **(extra_env or {}))
         for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
             env.pop(key, None)
         if ranks > 1:
@@ -110,6 +110,66 @@ def run_peer(python, ranks, args, timeout, label):
 
 def mib(r, key="peak_rss_bytes"):
     return r.get(key, 0) / 2**20
+
+
+class DriverMemory:
+    """Peak device memory in use as the driver sees it (NVML's memory.used of every visible GPU,
+    summed) while a run lasts, less what was in use before it: the CUDA contexts, the allocator's
+    reserve and whatever a library allocates beside the allocator, all ranks together. Sampled
+    every 20 ms on a thread (pynvml, else nvidia-smi). None where no driver answers."""
+
+    def __init__(self):
+        self.read = None
+        try:
+            import pynvml  # nvidia-ml-py
+            pynvml.nvmlInit()
+            handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+            self.read = lambda: sum(pynvml.nvmlDeviceGetMemoryInfo(h).used for h in handles)
+        except Exception:  # no pynvml or no driver: try nvidia-smi
+            def smi():
+                out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=10)
+                return sum(int(x) for x in out.stdout.split()) * 2**20
+            try:
+                smi()
+                self.read = smi
+            except Exception:
+                self.read = None
+
+    def measure(self, fn):
+        """fn()'s result with peak_driver_used_bytes added (when a driver answers)."""
+        if self.read is None:
+            return fn()
+        import threading
+        baseline = self.read()
+        peak = [baseline]
+        done = threading.Event()
+
+        def sample():
+            while not done.wait(0.02):
+                peak[0] = max(peak[0], self.read())
+        thread = threading.Thread(target=sample, daemon=True)
+        thread.start()
+        try:
+            result = fn()
+        finally:
+            done.set()
+            thread.join()
+        peak[0] = max(peak[0], self.read())
+        return dict(result, peak_driver_used_bytes=peak[0] - baseline)
+
+
+def parse_shape(text):
+    """--shape LAYERSxHEADSxWIDTH as the two sides' --layers/--heads/--width arguments."""
+    if not text:
+        return []
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"--shape {text!r}: expected LAYERSxHEADSxWIDTH, e.g. 12x12x768")
+    layers, heads, width = (int(p) for p in parts)
+    if width % heads:
+        raise ValueError(f"--shape {text!r}: the width {width} is not a multiple of the heads {heads}")
+    return ["--layers", str(layers), "--heads", str(heads), "--width", str(width)]
 
 
 def with_precision(path, dtype, tmp):
@@ -170,7 +230,8 @@ def best(a, b):
     if a is None:
         return dict(b)
     kept = dict(a, tokens_per_second=max(a["tokens_per_second"], b["tokens_per_second"]))
-    for key in ("peak_rss_bytes", "peak_device_reserved_bytes", "peak_device_allocated_bytes"):
+    for key in ("peak_rss_bytes", "peak_device_reserved_bytes", "peak_device_allocated_bytes",
+                "peak_driver_used_bytes"):
         if key in a and key in b:
             kept[key] = min(a[key], b[key])
     return kept
@@ -179,20 +240,24 @@ def best(a, b):
 def print_throughput(results, ranks_list, title, device="cpu"):
     key, name = MEMORY[device]
     print(title)
-    print(f"{'run':<38} {'tokens/s':>10} {'peak RSS MiB':>13} {'device MiB':>11} "
-          f"{'tokens/s ours/peer':>19} {name + ' ours/peer':>25}")
+    print(f"{'run':<38} {'tokens/s':>10} {'peak RSS MiB':>13} {'device MiB':>11} {'driver MiB':>11} "
+          f"{'tokens/s ours/peer':>19} {name + ' ours/peer':>25} {'driver ours/peer':>17}")
     for r in ranks_list:
         ours, peer = results.get(("ours", r)), results.get(("peer", r))
         for side, res in (("Stretch (stretch-train-gpt)", ours), ("PyTorch (gpt_peer.py)", peer)):
             label = f"{side}, {r} rank{'s' if r > 1 else ''}"
             if res is None:
-                print(f"{label:<38} {'-':>10} {'-':>13} {'-':>11}")
+                print(f"{label:<38} {'-':>10} {'-':>13} {'-':>11} {'-':>11}")
             else:
                 print(f"{label:<38} {res['tokens_per_second']:>10.0f} {mib(res):>13.0f} "
-                      f"{mib(res, 'peak_device_reserved_bytes'):>11.0f}", end="")
+                      f"{mib(res, 'peak_device_reserved_bytes'):>11.0f} "
+                      f"{mib(res, 'peak_driver_used_bytes'):>11.0f}", end="")
                 if side.startswith("PyTorch") and ours is not None and res.get(key):
+                    driver = (f"{ours['peak_driver_used_bytes'] / res['peak_driver_used_bytes']:>16.2f}x"
+                              if ours.get("peak_driver_used_bytes") and res.get("peak_driver_used_bytes")
+                              else f"{'-':>17}")
                     print(f" {ours['tokens_per_second'] / res['tokens_per_second']:>18.2f}x "
-                          f"{ours.get(key, 0) / res[key]:>24.2f}x")
+                          f"{ours.get(key, 0) / res[key]:>24.2f}x {driver}")
                 else:
                     print()
 
@@ -230,6 +295,12 @@ def main():
                     help="precision of both sides: the config's fp16/bf16 section for ours, "
                          "autocast (+ GradScaler for fp16) for the peer; (a) runs in fp32 only "
                          "(default: %(default)s)")
+    ap.add_argument("--shape", metavar="LxHxW",
+                    help="(b) the model's layers, heads and width on both sides instead of the bench "
+                         "preset's 6x8x512 (e.g. 12x12x768, ~85 M parameters)")
+    ap.add_argument("--ours-env", metavar="NAME=VALUE", action="append", default=[],
+                    help="(b) a variable for our side only, e.g. PYTORCH_CUDA_ALLOC_CONF="
+                         "expandable_segments:True (repeatable)")
     ap.add_argument("--json", metavar="FILE", help="also write the results to FILE")
     args = ap.parse_args()
     try:
@@ -241,6 +312,17 @@ def main():
         problems.append(f"--ranks {args.ranks!r}: comma-separated positive integers")
     if args.steps < 1 or not 0 <= args.warmup < args.steps:
         problems.append(f"--steps {args.steps} / --warmup {args.warmup}: steps >= 1, 0 <= warmup < steps")
+    try:
+        shape = parse_shape(args.shape)
+    except ValueError as e:
+        shape = []
+        problems.append(str(e))
+    ours_env = {}
+    for item in args.ours_env:
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            problems.append(f"--ours-env {item!r}: expected NAME=VALUE")
+        ours_env[name] = value
     if args.check_steps < 1 or args.repeat < 1:
         problems.append("--check-steps and --repeat must be positive")
     exe = os.path.join(args.build, "bin", "stretch-train-gpt")
@@ -261,7 +343,9 @@ def main():
     common = ["--seed", str(args.seed), "--data", args.data]
     peer_device = ["--device", args.device]
     out = {"torch_version": torch_version, "cpus": os.cpu_count(), "load_before": os.getloadavg(),
-           "device": args.device, "dtype": args.dtype, "correctness": {}, "throughput": {}}
+           "device": args.device, "dtype": args.dtype, "shape": args.shape,
+           "ours_env": args.ours_env, "correctness": {},
+           "throughput": {}}
     tmp_configs = tempfile.TemporaryDirectory(prefix="compare_gpt_configs.")
     mem_key, mem_name = MEMORY[args.device]
     checks = {}
@@ -320,13 +404,15 @@ def main():
     # (b) throughput and memory
     if args.only != "correctness":
         cfg = with_precision(CONFIGS["bench"], args.dtype, tmp_configs.name)
-        base = ["--preset", "bench", "--config", cfg, "--steps", str(args.steps)] + common
+        base = ["--preset", "bench", "--config", cfg, "--steps", str(args.steps)] + shape + common
+        driver = DriverMemory() if args.device == "cuda" else None
         for k in range(args.repeat):
             runs = []
             for r in ranks_list:
                 runs.append((("ours", r), f"Stretch, bench, {r} rank(s)",
                              lambda label, r=r: run_ours(exe, r, base + ["--json", "--eval-windows", "1"]
-                                                         + QUIET, args.timeout, label, args.device)))
+                                                         + QUIET, args.timeout, label, args.device,
+                                                         ours_env)))
                 runs.append((("peer", r), f"PyTorch peer, bench, {r} rank(s)",
                              lambda label, r=r: run_peer(python, r, base + ["--warmup", str(args.warmup)]
                                                          + peer_device, args.timeout, label)))
@@ -336,11 +422,13 @@ def main():
                 label = f"(b) round {k + 1}: {name}"
                 print(f"compare_gpt: {label}", file=sys.stderr, flush=True)
                 try:
-                    results[key] = best(results.get(key), fn(label))
+                    result = driver.measure(lambda: fn(label)) if driver else fn(label)
+                    results[key] = best(results.get(key), result)
                 except (Stalled, Failed) as e:
                     return stop(e, f"(b) round {k + 1}'s {name}")
         load_after = os.getloadavg()
-        print(f"# (b) throughput: bench preset (6 x 512, context 256, dropout 0.1), {args.dtype} on "
+        print(f"# (b) throughput: bench preset (6 x 512, context 256, dropout 0.1"
+              f"{'; shape ' + args.shape if args.shape else ''}), {args.dtype} on "
               f"{args.device}, {args.steps} steps (peer: first {args.warmup} untimed), best of "
               f"{args.repeat}; torch {torch_version}; {os.cpu_count()} CPUs; load "
               f"{out['load_before'][0]:.2f} -> {load_after[0]:.2f}")
@@ -363,8 +451,17 @@ def main():
                 failed.append(f"tokens/s on {r} rank(s)")
             if not ok_memory:
                 failed.append(f"{mem_name} on {r} rank(s)")
+            driver_ratio = (ours["peak_driver_used_bytes"] / peer["peak_driver_used_bytes"]
+                            if ours.get("peak_driver_used_bytes") and peer.get("peak_driver_used_bytes")
+                            else None)
+            if driver_ratio is not None:
+                print(f"{r} rank(s): device memory in use by the driver's count ours/peer "
+                      f"{driver_ratio:.2f}x (target <= 1.0) {'ok' if driver_ratio <= 1.0 else 'MISS'}")
+                if driver_ratio > 1.0:
+                    failed.append(f"driver-counted device memory on {r} rank(s)")
             out["throughput"][str(r)] = {"ours": ours, "peer": peer, "tokens_per_second_ratio": speed,
-                                         "memory_ratio": memory, "memory": mem_key}
+                                         "memory_ratio": memory, "memory": mem_key,
+                                         "driver_memory_ratio": driver_ratio}
         out["load_after"] = load_after
 
     out["missed"] = failed

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -23,6 +23,7 @@
 
 #include "runtime/comm/in_process_backend.hpp"
 #include "runtime/common/error.hpp"
+#include "runtime/common/posix_files.hpp"
 #include "runtime/config/ds_config.hpp"
 #include "tests/runtime/engine/engine_test_util.hpp"
 
@@ -537,9 +538,9 @@ std::int64_t unixNow() {
 }
 
 std::string tempPath(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          fmt::format("stretch-{}-{}.jsonl", name, ::getpid()))
-      .string();
+  const char* tmp = std::getenv("TMPDIR");
+  return stretch::joinPath(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
+                           fmt::format("stretch-{}-{}.jsonl", name, ::getpid()));
 }
 
 }  // namespace timings
@@ -547,8 +548,10 @@ std::string tempPath(const std::string& name) {
 TEST(EngineTimings, EveryRankAppendsOneLinePerStepWhosePartsFitInTheStep) {
   const std::string path = timings::tempPath("timings");
   const std::string ckpt = timings::tempPath("timings-ckpt");
-  std::filesystem::remove(path);
-  std::filesystem::remove_all(ckpt);
+  // POSIX calls, not std::filesystem: PyTorch 2.11's libtorch exports its own std::filesystem,
+  // whose remove_all of a non-empty directory crashed this test there (docs/gpu.md).
+  stretch::removePath(path);
+  stretch::removeTree(ckpt);
   const std::int64_t began = timings::unixNow();
   ::setenv("STRETCH_TIMINGS_FILE", path.c_str(), 1);
   auto groups = makeGroups(2);
@@ -583,8 +586,10 @@ TEST(EngineTimings, EveryRankAppendsOneLinePerStepWhosePartsFitInTheStep) {
   const std::int64_t ended = timings::unixNow();
   std::vector<timings::CheckpointLine> checkpoints;
   const std::vector<timings::Line> lines = timings::readLines(path, &checkpoints);
-  std::filesystem::remove(path);
-  std::filesystem::remove_all(ckpt);
+  // POSIX calls, not std::filesystem: PyTorch 2.11's libtorch exports its own std::filesystem,
+  // whose remove_all of a non-empty directory crashed this test there (docs/gpu.md).
+  stretch::removePath(path);
+  stretch::removeTree(ckpt);
   ASSERT_EQ(lines.size(), 6u);
   // One save and one load per rank, after the third step, each within the test's wall time.
   ASSERT_EQ(checkpoints.size(), 4u);
