@@ -13,12 +13,17 @@
 // connection the server closed on its own: wrong token or version, handshake timeout, malformed
 // frame, connection limit.
 //
-// Wrong tokens are throttled per peer address: after a wrong token, that address's next
-// handshake is answered only after a penalty (5 ms, doubling with every consecutive wrong token
-// to at most 1 s; a right token clears it), and handshakes arriving meanwhile wait their turn,
-// one per penalty. Guessing from one address thus gets about one try a second instead of
-// thousands, while a client with the right token waits at most a second. (Tokens a user chooses
-// must be 16 characters or more: runtime/launcher/token.hpp.)
+// Wrong tokens cost their sender, never the right-token clients of the same address (issue 42:
+// 50 threads sending wrong tokens from 127.0.0.1 used to lock the job's own workers out). Every
+// Hello is judged as soon as it is read, and a right token is admitted at once. A wrong token
+// is answered only after a penalty that grows with that address's wrong tokens in a row (none
+// for the first, then 5 ms, doubling up to 1 s; forgotten after kForgetAfter without one); its
+// connection waits alone, so a sender that waits for its verdicts guesses about once a second
+// per connection. An address holds at most kMaxHeldPerAddress such connections; another wrong
+// token from it rejects the oldest at once. Right tokens neither wait nor clear the count.
+// (Tokens a user chooses must be 16 characters or more and not all blank:
+// runtime/launcher/token.hpp. A sender that opens connections without waiting for verdicts is
+// bounded only by how fast the server accepts them; the token's length is the defence there.)
 //
 // This file holds the event loop, accepting and dropping connections, reading and writing
 // frames, and the handshake with its throttle; the request handlers and the Wait bookkeeping
@@ -67,8 +72,11 @@ constexpr std::uint64_t kWakeTag = 1;
 constexpr auto kFirstPenalty = std::chrono::milliseconds(5);
 constexpr auto kMaxPenalty = std::chrono::seconds(1);
 constexpr std::size_t kMaxThrottledPeers = 4096;
+constexpr std::size_t kMaxHeldPerAddress = 64;
+constexpr auto kForgetAfter = std::chrono::seconds(60);
 
-// How long an address waits after its `failures`-th consecutive wrong token.
+// How long a wrong token waits for its verdict after `failures` wrong tokens in a row from its
+// address.
 SteadyClock::duration penaltyFor(int failures) {
   if (failures <= 0)
     return SteadyClock::duration::zero();
@@ -170,7 +178,7 @@ void TcpStoreServer::Impl::run() noexcept {
       }
       reap();
     }
-    releaseParked();
+    releaseHeld();
     expireHandshakes();
     reap();
   }
@@ -344,21 +352,12 @@ bool TcpStoreServer::Impl::handleFrame(Conn& conn, std::string_view payload) {
   if (!conn.authed) {
     if (type != static_cast<std::uint8_t>(Request::Hello) || conn.parked)
       return false;  // (a client waits for the verdict on its Hello before it sends more)
+    // Judged at once, whatever its address did before: only a wrong token waits (answerHello).
     const std::uint32_t magic = reader.u32();
     const std::uint16_t version = reader.u16();
     const std::string_view token = reader.str();
     if (!reader.complete() || magic != proto::kMagic)
       return false;
-    const auto now = SteadyClock::now();
-    if (auto it = throttles.find(conn.peer); it != throttles.end() && now < it->second.until) {
-      // This address gave a wrong token lately: its handshakes are answered one per penalty.
-      conn.parked = true;
-      conn.parkedVersion = version;
-      conn.parkedToken = std::string(token);
-      parkedHellos.emplace(it->second.until, conn.id);
-      it->second.until += penaltyFor(it->second.failures);
-      return true;
-    }
     answerHello(conn, version, token);
     return true;
   }
@@ -456,32 +455,58 @@ void TcpStoreServer::Impl::answerHello(Conn& conn, std::uint16_t version, std::s
            fmt::format("unsupported protocol version {} (this server speaks {})", version,
                        proto::kVersion));
   } else if (!constantTimeEquals(token, options.token)) {
-    if (throttles.size() >= kMaxThrottledPeers) {
-      const auto now = SteadyClock::now();
-      std::erase_if(throttles, [&](const auto& item) { return item.second.until < now; });
-    }
-    Throttle& t = throttles[conn.peer];
-    ++t.failures;
-    t.until = std::max(t.until, SteadyClock::now() + penaltyFor(t.failures));
-    reject(conn, RejectReason::WrongToken, "wrong token");
+    holdWrongToken(conn);
   } else {
-    throttles.erase(conn.peer);
     conn.authed = true;
     queue(conn, FrameWriter(Reply::Ok).take());
   }
 }
 
-void TcpStoreServer::Impl::releaseParked() {
+void TcpStoreServer::Impl::holdWrongToken(Conn& conn) {
   const auto now = SteadyClock::now();
-  while (!parkedHellos.empty() && parkedHellos.begin()->first <= now) {
-    const std::uint64_t id = parkedHellos.begin()->second;
-    parkedHellos.erase(parkedHellos.begin());
+  if (throttles.size() >= kMaxThrottledPeers && throttles.find(conn.peer) == throttles.end()) {
+    std::erase_if(throttles, [&](const auto& item) {
+      return item.second.held.empty() && now - item.second.last > kForgetAfter;
+    });
+    if (throttles.size() >= kMaxThrottledPeers)
+      std::erase_if(throttles, [](const auto& item) { return item.second.held.empty(); });
+  }
+  Throttle& t = throttles[conn.peer];
+  if (now - t.last > kForgetAfter)
+    t.failures = 0;
+  const auto penalty = penaltyFor(t.failures);
+  ++t.failures;
+  t.last = now;
+  if (penalty == SteadyClock::duration::zero()) {
+    reject(conn, RejectReason::WrongToken, "wrong token");
+    return;
+  }
+  // Only this connection waits; the oldest of too many from one address is answered now.
+  std::erase_if(t.held, [&](std::uint64_t id) {
+    const Conn* held = find(id);
+    return held == nullptr || held->dead || !held->parked;
+  });
+  while (t.held.size() >= kMaxHeldPerAddress) {
+    Conn* oldest = find(t.held.front());
+    t.held.pop_front();
+    oldest->parked = false;
+    reject(*oldest, RejectReason::WrongToken, "wrong token");
+  }
+  conn.parked = true;
+  t.held.push_back(conn.id);
+  heldWrongTokens.emplace(now + penalty, conn.id);
+}
+
+void TcpStoreServer::Impl::releaseHeld() {
+  const auto now = SteadyClock::now();
+  while (!heldWrongTokens.empty() && heldWrongTokens.begin()->first <= now) {
+    const std::uint64_t id = heldWrongTokens.begin()->second;
+    heldWrongTokens.erase(heldWrongTokens.begin());
     Conn* conn = find(id);
     if (conn == nullptr || conn->dead || !conn->parked)
       continue;
     conn->parked = false;
-    const std::string token = std::move(conn->parkedToken);
-    answerHello(*conn, conn->parkedVersion, token);
+    reject(*conn, RejectReason::WrongToken, "wrong token");
   }
 }
 
@@ -489,15 +514,17 @@ SteadyClock::time_point TcpStoreServer::Impl::nextDeadline() const {
   auto next = SteadyClock::time_point::max();
   if (!handshakes.empty())
     next = handshakes.front().first;
-  if (!parkedHellos.empty())
-    next = std::min(next, parkedHellos.begin()->first);
+  if (!heldWrongTokens.empty())
+    next = std::min(next, heldWrongTokens.begin()->first);
   return next;
 }
 
 void TcpStoreServer::Impl::expireHandshakes() {
   const auto now = SteadyClock::now();
   while (!handshakes.empty() && handshakes.front().first <= now) {
-    if (Conn* conn = find(handshakes.front().second); conn != nullptr && !conn->authed)
+    // A held wrong token is answered when its penalty ends (at most kMaxPenalty from now).
+    if (Conn* conn = find(handshakes.front().second);
+        conn != nullptr && !conn->authed && !conn->parked)
       drop(*conn, /*rejected=*/true);
     handshakes.pop_front();
   }

@@ -60,16 +60,16 @@ struct TcpStoreServer::Impl {
     bool waiting = false;
     std::size_t missing = 0;
     std::vector<std::string> waitKeys;
-    // The peer's address, and a handshake waiting for its address's penalty to pass.
+    // The peer's address, and whether its wrong token waits for its penalty to pass.
     std::string peer;
     bool parked = false;
-    std::uint16_t parkedVersion = 0;
-    std::string parkedToken;
   };
-  // Consecutive wrong tokens from one address, and when its next handshake may be answered.
+  // Wrong tokens in a row from one address, when the last came, and the connections still
+  // waiting for their verdict, oldest first (some may have closed since).
   struct Throttle {
     int failures = 0;
-    SteadyClock::time_point until{};
+    SteadyClock::time_point last{};
+    std::deque<std::uint64_t> held;
   };
 
   explicit Impl(const TcpStoreOptions& opts);
@@ -107,9 +107,12 @@ struct TcpStoreServer::Impl {
   void drop(Conn& conn, bool rejected);
   void reap();
   void expireHandshakes();
-  // The verdict on a handshake: version, then token (counted towards the peer's throttle).
+  // The verdict on a handshake: version, then token; a right token is admitted at once.
   void answerHello(Conn& conn, std::uint16_t version, std::string_view token);
-  void releaseParked();
+  // A wrong token: counted towards its address's penalty, rejected at once or held until then.
+  void holdWrongToken(Conn& conn);
+  // Rejects the held wrong tokens whose penalty has passed.
+  void releaseHeld();
   SteadyClock::time_point nextDeadline() const;
   Conn* find(std::uint64_t id);
 
@@ -131,7 +134,7 @@ struct TcpStoreServer::Impl {
   std::vector<std::uint64_t> deadConns;
   std::deque<std::pair<SteadyClock::time_point, std::uint64_t>> handshakes;
   std::unordered_map<std::string, Throttle> throttles;
-  std::multimap<SteadyClock::time_point, std::uint64_t> parkedHellos;
+  std::multimap<SteadyClock::time_point, std::uint64_t> heldWrongTokens;
   std::unordered_map<std::string, std::string> data;
   std::unordered_map<std::string, std::vector<std::uint64_t>> waiters;
   std::vector<char> scratch;
