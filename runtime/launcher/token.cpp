@@ -1,5 +1,7 @@
 #include "runtime/launcher/token.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -94,6 +96,19 @@ void checkTokenStrength(const std::string& token, const std::string& source) {
     throw ConfigError(ErrorDetail{
         source, fmt::format("a token of {} character(s)", token.size()),
         fmt::format("at least {} characters, e.g. `openssl rand -hex 16`", kMinTokenLength)});
+  }
+  const auto blank = static_cast<std::size_t>(std::count_if(token.begin(), token.end(), [](char c) {
+    return std::isspace(static_cast<unsigned char>(c));
+  }));
+  if (token.size() - blank < kMinTokenLength) {
+    throw ConfigError(ErrorDetail{
+        source,
+        blank == token.size()
+            ? fmt::format("a token of {} character(s), all whitespace", token.size())
+            : fmt::format("a token of {} character(s), {} of them whitespace", token.size(), blank),
+        fmt::format("at least {} characters other than whitespace (spaces, tabs, line breaks), "
+                    "e.g. `openssl rand -hex 16`",
+                    kMinTokenLength)});
   }
 }
 

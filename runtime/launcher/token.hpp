@@ -33,9 +33,9 @@ class TokenFile {
 // existing file is replaced only after unlinking it). IoError naming the path on failure.
 void writePrivateFile(const std::string& path, const std::string& text);
 
-// A token a user chose (STRETCH_STORE_TOKEN, --token, --token_file) must be at least
-// kMinTokenLength characters: a short one can be guessed. ConfigError naming `source` and the
-// length (never the token) otherwise.
+// A token a user chose (STRETCH_STORE_TOKEN, `stretch agent --token_stdin` or --token_file) must
+// have at least kMinTokenLength characters other than whitespace: a short or blank one (16
+// spaces) can be guessed. ConfigError naming `source` and the length (never the token) otherwise.
 inline constexpr std::size_t kMinTokenLength = 16;
 void checkTokenStrength(const std::string& token, const std::string& source);
 

@@ -510,6 +510,27 @@ TEST(Launch, AShortSharedTokenIsRefused) {
       << launch.err();
 }
 
+// A blank token is no secret (issue 42, item 10: 16 spaces were accepted): `stretch launch
+// --no_ssh` and `stretch agent` refuse one, naming where it came from and what they expected.
+TEST(Launch, ABlankTokenIsRefusedNamingItsSource) {
+  stretch::test::TempDir dir("stretch-launch");
+  const std::string expected =
+      "STRETCH_STORE_TOKEN = a token of 16 character(s), all whitespace: expected at least 16 "
+      "characters other than whitespace";
+  ::setenv("STRETCH_STORE_TOKEN", std::string(16, ' ').c_str(), 1);
+  Launch launch(dir.path(), {"--no_ssh", "--node_rank", "0", "--master_addr", "127.0.0.1",
+                             "--master_port", std::to_string(freePort()), "/bin/true"});
+  Launch agent(
+      dir.path(),
+      {"--rdzv", "127.0.0.1:" + std::to_string(freePort()), "--node_id", "n1", "--nproc", "1"},
+      "agent", "agent-");
+  ::unsetenv("STRETCH_STORE_TOKEN");
+  EXPECT_EQ(launch.wait(30s), 2) << launch.err();
+  EXPECT_NE(launch.err().find(expected), std::string::npos) << launch.err();
+  EXPECT_EQ(agent.wait(30s), 2) << agent.err();
+  EXPECT_NE(agent.err().find(expected), std::string::npos) << agent.err();
+}
+
 // --save_pid writes $TMPDIR/<pid>.deepspeed, a path anyone can predict: a link planted there is
 // replaced, never followed (it used to overwrite the link's target).
 TEST(Launch, SavePidNeverWritesThroughAPlantedLink) {

@@ -1,5 +1,8 @@
 #include "runtime/comm/detail/tcp_store_limits.hpp"
 
+#include <algorithm>
+#include <cctype>
+
 #include <fmt/format.h>
 
 #include "runtime/comm/detail/printable.hpp"
@@ -24,6 +27,14 @@ void validateOptions(const TcpStoreOptions& options, std::string_view name) {
   if (options.token.size() > kMaxTokenBytes) {
     throw StoreError(fmt::format("{}: token of {} bytes: expected at most {} bytes", name,
                                  options.token.size(), kMaxTokenBytes));
+  }
+  if (!options.token.empty() && std::all_of(options.token.begin(), options.token.end(), [](char c) {
+        return std::isspace(static_cast<unsigned char>(c)) != 0;
+      })) {
+    throw StoreError(fmt::format(
+        "{}: token of {} bytes, all whitespace: expected no token (\"\") or the job's token "
+        "(for launched jobs STRETCH_STORE_TOKEN; `stretch launch` draws a random one)",
+        name, options.token.size()));
   }
   if (options.handshakeTimeout.count() <= 0 || options.timeout.count() < 0) {
     throw StoreError(fmt::format(

@@ -277,6 +277,29 @@ TEST(TcpStoreSecurity, AnAddressHoldsAtMost64WrongTokensWaitingForTheirVerdict) 
   EXPECT_GE(server.server()->rejectedConnections(), 100);
 }
 
+// A blank token (16 spaces, say) is no secret: server and client refuse it before any traffic,
+// saying what they expected (issue 42, item 10).
+TEST(TcpStoreSecurity, ABlankTokenIsRefusedByServerAndClient) {
+  for (const std::string& blank : {std::string(16, ' '), std::string(" \t\n")}) {
+    TcpStoreOptions options = serverOptions();
+    options.token = blank;
+    try {
+      TcpStoreServer server(options);
+      ADD_FAILURE() << "a server took a blank token";
+    } catch (const StoreError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(fmt::format("token of {} bytes, all whitespace: expected no "
+                                                  "token (\"\") or the job's token",
+                                                  blank.size())));
+      EXPECT_THAT(e.what(), HasSubstr("STRETCH_STORE_TOKEN"));
+    }
+    TcpStore server(serverOptions());
+    options = clientOptions(server.port(), 1s);
+    options.token = blank;
+    EXPECT_THROW(TcpStore client(options), StoreError);
+    EXPECT_EQ(server.server()->rejectedConnections(), 0) << "the client sent a blank token";
+  }
+}
+
 TEST(TcpStoreSecurity, WrongProtocolVersionIsRejectedWithAReason) {
   TcpStore server(serverOptions());
   UniqueFd fd = rawConnect(server.port());

@@ -67,4 +67,36 @@ TEST_F(TokenFileTest, AGroupReadableTokenDirectoryIsMadePrivateAndNoHomeIsAnErro
   EXPECT_THROW(stretch::launcher::TokenFile("t"), stretch::IoError);
 }
 
+// A token a user chooses needs 16 characters other than whitespace (issue 42, item 10: 16
+// spaces were accepted); the error names where the token came from and never the token.
+TEST(TokenStrength, ShortBlankAndPaddedTokensAreRefusedNamingTheirSource) {
+  using stretch::launcher::checkTokenStrength;
+  const auto message = [](const std::string& token, const std::string& source) -> std::string {
+    try {
+      checkTokenStrength(token, source);
+    } catch (const stretch::ConfigError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(message("short", "STRETCH_STORE_TOKEN"),
+            "STRETCH_STORE_TOKEN = a token of 5 character(s): expected at least 16 characters, "
+            "e.g. `openssl rand -hex 16`");
+  EXPECT_EQ(message(std::string(16, ' '), "STRETCH_STORE_TOKEN"),
+            "STRETCH_STORE_TOKEN = a token of 16 character(s), all whitespace: expected at least "
+            "16 characters other than whitespace (spaces, tabs, line breaks), e.g. `openssl rand "
+            "-hex 16`");
+  EXPECT_EQ(message(" \t\n\v\f\r          ", "--token_stdin"),
+            "--token_stdin = a token of 16 character(s), all whitespace: expected at least 16 "
+            "characters other than whitespace (spaces, tabs, line breaks), e.g. `openssl rand -hex "
+            "16`");
+  EXPECT_EQ(message("abc" + std::string(20, ' '), "--token_file"),
+            "--token_file = a token of 23 character(s), 20 of them whitespace: expected at least "
+            "16 characters other than whitespace (spaces, tabs, line breaks), e.g. `openssl rand "
+            "-hex 16`");
+  EXPECT_EQ(message("0123456789abcdef", "STRETCH_STORE_TOKEN"), "accepted");
+  EXPECT_EQ(message("correct horse battery staple", "STRETCH_STORE_TOKEN"), "accepted");
+  EXPECT_EQ(message(stretch::launcher::randomToken(), "STRETCH_STORE_TOKEN"), "accepted");
+}
+
 }  // namespace
