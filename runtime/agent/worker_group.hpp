@@ -46,6 +46,10 @@ class WorkerGroup {
   // Output of the workers that could not be written (a rank log on a full disk), one line per
   // file, since the group was made.
   virtual std::vector<std::string> lostOutput() const { return {}; }
+  // What went wrong with the group's own files since the last call (a log or config copy that
+  // could not be written, a link planted at a log path), already reported on stderr, one line
+  // each, for the event log. The job goes on.
+  virtual std::vector<std::string> takeProblems() { return {}; }
 };
 
 }  // namespace stretch::agent

@@ -239,13 +239,23 @@ void writeFileAtomically(const std::string& path, std::string_view bytes) {
   const std::string parent = parentPath(path);
   const std::string dir = parent.empty() ? std::string(".") : parent;
   makeDirectories(dir);
-  const std::string tmp =
-      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(gTempCounter.fetch_add(1));
-  {
-    Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (fd.get() < 0) {
+  // The temporary file is always new (O_EXCL, O_NOFOLLOW): a file or link someone planted at a
+  // name it might take is never written through; the next name is tried instead.
+  std::string tmp;
+  int created = -1;
+  for (int attempt = 0;; ++attempt) {
+    tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+          std::to_string(gTempCounter.fetch_add(1));
+    created = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (created >= 0) {
+      break;
+    }
+    if (errno != EEXIST || attempt == 100) {
       fail("cannot create " + quoted(tmp), errno);
     }
+  }
+  {
+    Fd fd(created);
     auto abandon = [&](const std::string& what, int error) {
       fd.close();
       ::unlink(tmp.c_str());

@@ -27,16 +27,36 @@ std::optional<std::int64_t> latestCheckpointStep(const std::filesystem::path& di
 
 namespace {
 
-std::unique_ptr<EventLog> openEventLog(const std::optional<std::filesystem::path>& path) {
+// The event log, or null. One that cannot be opened (a full disk, a directory that cannot be
+// made) does not stop the job: `error` says why, for the end's list of lost output.
+std::unique_ptr<EventLog> openEventLog(const std::optional<std::filesystem::path>& path,
+                                       std::string& error) {
   if (!path)
     return nullptr;
   std::error_code ec;
   if (path->has_parent_path())
     std::filesystem::create_directories(path->parent_path(), ec);
-  auto log = std::make_unique<EventLog>(*path);
+  std::unique_ptr<EventLog> log;
+  try {
+    log = std::make_unique<EventLog>(*path);
+  } catch (const IoError& e) {
+    error = fmt::format("event log {}: {}; every record is lost", path->string(), e.what());
+    spdlog::error("agent: {}; the job goes on", error);
+    return nullptr;
+  }
   // A launcher killed by SIGKILL writes nothing more: its orphan guard records the end.
   guardEventLog(path->string());
   return log;
+}
+
+// The exit status the launcher gives an error that ends the job (cli/launch_command.cpp): 2 for
+// bad input, 1 otherwise.
+int exitCodeOf(const std::exception& e) {
+  return dynamic_cast<const ConfigError*>(&e) != nullptr ||
+                 dynamic_cast<const IoError*>(&e) != nullptr ||
+                 dynamic_cast<const ElasticityError*>(&e) != nullptr
+             ? 2
+             : 1;
 }
 
 // One run of the loop: the driver (the machine and the live decisions), the group, the event log
@@ -46,11 +66,44 @@ class AgentLoop {
   AgentLoop(const AgentLoopOptions& options, WorkerGroup& workers)
       : options_(options),
         workers_(workers),
-        log_(openEventLog(options.eventLog)),
+        log_(openEventLog(options.eventLog, eventLogError_)),
         clock_(options.clock),
         driver_(options.config, clock_(), options.liveRecovery) {}
 
   AgentResult run() {
+    try {
+      loop();
+    } catch (const std::exception& e) {
+      // Every way a job ends leaves its final record: an error that ends the loop (the launcher
+      // reports it and exits) stops the workers and says so in the event log.
+      try {
+        workers_.stop();
+      } catch (...) {  // the error below is the one to report
+      }
+      EventRecord record;
+      record.time = clock_();
+      record.event = "fail";
+      record.generation = driver_.machine().generation();
+      record.exitCode = exitCodeOf(e);
+      record.reason = fmt::format("the launcher failed: {}; every worker was stopped", e.what());
+      writeEvent(record);
+      throw;
+    }
+    workers_.stop();
+    result_.restarts = driver_.machine().restartCount();
+    if (!eventLogError_.empty())
+      result_.lostOutput.push_back(eventLogError_);
+    if (log_ && log_->lost() > 0) {
+      result_.lostOutput.push_back(fmt::format("event log {}: cannot write: {}; {} record(s) lost",
+                                               log_->path(), log_->error(), log_->lost()));
+    }
+    for (std::string& line : workers_.lostOutput())
+      result_.lostOutput.push_back(std::move(line));
+    return result_;
+  }
+
+ private:
+  void loop() {
     for (const Event& event : options_.initialEvents) {
       apply(event);
       if (done_)
@@ -83,18 +136,8 @@ class AgentLoop {
         execute(driver_.tick(clock_(), workers_));
       }
     }
-    workers_.stop();
-    result_.restarts = driver_.machine().restartCount();
-    if (log_ && log_->lost() > 0) {
-      result_.lostOutput.push_back(fmt::format("event log {}: cannot write: {}; {} record(s) lost",
-                                               log_->path(), log_->error(), log_->lost()));
-    }
-    for (std::string& line : workers_.lostOutput())
-      result_.lostOutput.push_back(std::move(line));
-    return result_;
   }
 
- private:
   void apply(const Event& event) {
     if (const auto* exit = std::get_if<WorkerExited>(&event)) {
       if (exit->exitCode != 0 && exit->generation == driver_.machine().generation() &&
@@ -152,6 +195,7 @@ class AgentLoop {
       workers_.start(start);
     else
       ++result_.liveRecoveries;
+    reportProblems(start.generation);
     spdlog::info(
         "agent: generation {}: world size {} on {} node(s), batch {} = micro {} x "
         "accumulation {} x {}{} ({}{})",
@@ -164,6 +208,19 @@ class AgentLoop {
       failureSeen_.reset();
     }
     result_.generations = start.generation;
+  }
+
+  // The group's file problems (a log or config copy that could not be written), already on
+  // stderr, as "log_problem" records; the job goes on.
+  void reportProblems(std::uint64_t generation) {
+    for (std::string& problem : workers_.takeProblems()) {
+      EventRecord record;
+      record.time = clock_();
+      record.event = "log_problem";
+      record.generation = generation;
+      record.reason = std::move(problem);
+      writeEvent(record);
+    }
   }
 
   // A stop the driver decided to carry live leaves the running workers alone.
@@ -217,6 +274,7 @@ class AgentLoop {
 
   const AgentLoopOptions& options_;
   WorkerGroup& workers_;
+  std::string eventLogError_;  // why the event log could not be opened (before log_)
   std::unique_ptr<EventLog> log_;
   const Clock& clock_;
   AgentDriver driver_;

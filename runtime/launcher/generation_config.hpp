@@ -13,10 +13,17 @@
 // when there is one (ds_config.generation_<G>.json, kept as a record of the run), else in a
 // private directory under $TMPDIR that goes away with the agent. Files are written atomically
 // (temporary file, fsync, rename), so a worker never reads half a config.
+//
+// Writing a copy never ends the job (a full log directory used to kill a healthy job at its next
+// generation): a copy that cannot be written in the log directory is reported (stderr,
+// takeProblems for the event log, lostOutput for the exit status) and written to a private
+// directory under $TMPDIR instead; when that fails too the generation's workers get no
+// STRETCH_DS_CONFIG and read the batch from STRETCH_TRAIN_BATCH_SIZE & co. as they always can.
 
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "runtime/config/batch.hpp"
 
@@ -35,15 +42,22 @@ class GenerationConfigs {
   GenerationConfigs(const GenerationConfigs&) = delete;
   GenerationConfigs& operator=(const GenerationConfigs&) = delete;
 
-  // The path of generation `generation`'s copy, written on the first call for that generation.
-  // Throws IoError when it cannot be written.
+  // The path of generation `generation`'s copy, written on the first call for that generation;
+  // empty when it could be written nowhere (reported, see above). Never throws IoError.
   std::string pathFor(std::uint64_t generation, const config::BatchTriple& batch);
+  // What could not be written since the last call, one line each, already on stderr.
+  std::vector<std::string> takeProblems();
+  // Every copy that could not be written where it belongs, since the object was made.
+  std::vector<std::string> lostOutput() const;
 
  private:
   std::string configJson_;
   std::string dir_;
   bool ownsDir_ = false;
-  std::mutex mutex_;
+  std::string fallbackDir_;  // made at the first copy the log directory refused
+  mutable std::mutex mutex_;
+  std::vector<std::string> problems_;
+  std::vector<std::string> lost_;
   std::uint64_t written_ = 0;  // the last generation written (0: none)
   std::string path_;
 };

@@ -671,6 +671,7 @@ AgentResult runLaunch(const LaunchRequest& request) {
   std::shared_ptr<GenerationConfigs> configs;
   if (job.configJson)
     configs = std::make_shared<GenerationConfigs>(*job.configJson, logDir);
+  options.configs = configs;
   // Live recovery: the agent serves the store its workers meet in after a failure (rank 0's
   // rendezvous store dies with rank 0), on a free port of the master address.
   std::string liveAddress;

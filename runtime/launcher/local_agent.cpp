@@ -9,6 +9,8 @@ AgentResult runLocalAgent(const LocalAgentOptions& options) {
   NodeWorkers workers(options.nodeId, options.command, options.environment, options.logDir,
                       options.stopGrace, live);
   workers.detectHangs(options.hang);
+  if (options.configs)
+    workers.reportConfigs(options.configs);
   AgentLoopOptions loop;
   loop.config = options.config;
   loop.initialEvents = {agent::NodeJoined{options.nodeId, options.slots}};

@@ -34,6 +34,9 @@ struct LocalAgentOptions {
   std::shared_ptr<comm::Store> liveStore;
   // The launcher tells the workers their batch (its --config): live generations carry it.
   bool batchContract = true;
+  // The per-generation config copies `environment` writes (--config), whose problems the agent
+  // reports (event log, exit status); null without a config.
+  std::shared_ptr<GenerationConfigs> configs;
 };
 
 // A single-node job to its end (runAgentLoop over this node's NodeWorkers).

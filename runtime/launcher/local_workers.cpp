@@ -1,10 +1,13 @@
 #include "runtime/launcher/local_workers.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -27,11 +30,7 @@ void LocalWorkerGroup::start(const std::vector<std::string>& argv,
   std::filesystem::path dir;
   if (!logDir.empty()) {
     dir = logDir / fmt::format("attempt_{}", attempt);
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec)
-      throw IoError(fmt::format("--log_dir {}: cannot create {}: {}", logDir.string(), dir.string(),
-                                ec.message()));
+    makeAttemptDirectory(dir);
   }
   for (const auto& spec : workers) {
     SpawnOptions options;
@@ -51,6 +50,8 @@ void LocalWorkerGroup::start(const std::vector<std::string>& argv,
       if (!logs_)
         logs_ = std::make_unique<LogPump>();
       sink = logs_->add(log.string());
+      if (!sink.problem.empty())
+        problems_.push_back(sink.problem);
       options.outputFd = sink.writeFd;
     }
     options.execErrorPrefix = fmt::format("stretch: worker rank {}: ", spec.globalRank);
@@ -72,6 +73,37 @@ void LocalWorkerGroup::start(const std::vector<std::string>& argv,
     w.log = log;
     w.logSink = sink.id;
   }
+}
+
+// The attempt's log directory, a real directory: a symbolic link planted in its place is
+// removed (never followed) and the directory made. A directory that cannot be made (a full disk)
+// is reported; the workers start all the same, their logs counted as lost (LogPump::add).
+void LocalWorkerGroup::makeAttemptDirectory(const std::filesystem::path& dir) {
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    std::string problem = fmt::format(
+        "log directory {}: it was a symbolic link; removed it (never followed)", dir.string());
+    if (::unlink(dir.c_str()) != 0)
+      problem = fmt::format("log directory {}: it is a symbolic link that cannot be removed ({})",
+                            dir.string(), std::strerror(errno));
+    spdlog::warn("agent: {}", problem);
+    problems_.push_back(std::move(problem));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (!ec && ::lstat(dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+    ec = std::make_error_code(std::errc::too_many_symbolic_link_levels);  // planted again
+  if (ec) {
+    std::string problem = fmt::format(
+        "log directory {}: cannot create it: {}; the workers go on and their output is lost",
+        dir.string(), ec.message());
+    spdlog::error("agent: {}", problem);
+    problems_.push_back(std::move(problem));
+  }
+}
+
+std::vector<std::string> LocalWorkerGroup::takeProblems() {
+  return std::exchange(problems_, {});
 }
 
 void LocalWorkerGroup::detectHangs(std::filesystem::path dir, agent::HangPolicy policy) {

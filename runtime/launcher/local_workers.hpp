@@ -64,9 +64,11 @@ class LocalWorkerGroup {
   LocalWorkerGroup& operator=(const LocalWorkerGroup&) = delete;
 
   // Starts one process per spec running argv (argv[0] is looked up in PATH when it has no '/').
-  // logDir empty: the workers inherit the agent's stdout and stderr. Throws IoError when a log
-  // file cannot be created and Error when fork fails; an exec failure shows up as exit code 127
-  // with the reason in the worker's log.
+  // logDir empty: the workers inherit the agent's stdout and stderr. A log directory or file
+  // that cannot be created (a full disk) never stops a worker: it is reported (takeProblems) and
+  // its output counted as lost (lostOutput); nothing is written through a link planted in
+  // logDir (openLogFile). Throws Error when fork fails; an exec failure shows up as exit code
+  // 127 with the reason in the worker's log.
   void start(const std::vector<std::string>& argv, const std::vector<WorkerProcessSpec>& workers,
              const std::filesystem::path& logDir, int attempt);
 
@@ -85,6 +87,9 @@ class LocalWorkerGroup {
 
   // One line per rank log that lost output (LogPump::lost), since the group was made.
   std::vector<std::string> lostOutput() const;
+  // What went wrong with the logs since the last call (a directory that cannot be made, a link
+  // planted at a rank log and removed), already on stderr, for the event log.
+  std::vector<std::string> takeProblems();
 
   // Workers started and not yet reaped.
   int running() const;
@@ -105,12 +110,14 @@ class LocalWorkerGroup {
   };
   void observe(Worker& worker);
   void killHung(Worker& worker);
+  void makeAttemptDirectory(const std::filesystem::path& dir);
 
   std::unique_ptr<LogPump> logs_;  // made at the first start with a log directory
   std::vector<Worker> workers_;
   std::filesystem::path heartbeatDir_;
   agent::HangPolicy hangPolicy_;
   std::uint64_t heartbeatsMade_ = 0;
+  std::vector<std::string> problems_;  // for takeProblems
   static constexpr std::chrono::milliseconds kHangCheckPeriod{100};
   // How long poll() waits, at a worker's exit, for its output to reach its log.
   static constexpr std::chrono::milliseconds kLogSettle{300};

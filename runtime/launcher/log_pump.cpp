@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/common/error.hpp"
+#include "runtime/launcher/process.hpp"
 
 namespace stretch::launcher {
 
@@ -43,21 +44,26 @@ LogPump::~LogPump() {
 }
 
 LogPump::Sink LogPump::add(const std::string& path) {
-  const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (file < 0)
-    throw IoError(fmt::format("{}: cannot create the log file: {}", path, std::strerror(errno)));
   int pipe[2] = {-1, -1};
-  if (::pipe2(pipe, O_CLOEXEC) != 0) {
-    const int err = errno;
-    ::close(file);
-    throw Error(fmt::format("{}: pipe: {}", path, std::strerror(err)));
-  }
+  if (::pipe2(pipe, O_CLOEXEC) != 0)
+    throw Error(fmt::format("{}: pipe: {}", path, std::strerror(errno)));
   ::fcntl(pipe[0], F_SETFL, O_NONBLOCK);
+  const OpenedLog opened = openLogFile(path);
   Sink sink;
+  std::string error;
+  if (opened.fd < 0) {
+    error = "cannot create the log file: " + opened.note;
+    sink.problem =
+        fmt::format("rank log {}: {}; the worker goes on and its output is lost", path, error);
+    spdlog::error("agent: {}", sink.problem);
+  } else if (!opened.note.empty()) {
+    sink.problem = fmt::format("rank log {}: {}", path, opened.note);
+    spdlog::warn("agent: {}", sink.problem);
+  }
   {
     const std::lock_guard lock(mutex_);
     sink.id = nextId_++;
-    sources_[sink.id] = Source{path, pipe[0], file, 0, {}, false};
+    sources_[sink.id] = Source{path, pipe[0], opened.fd, 0, error, false};
   }
   sink.writeFd = pipe[1];
   wake(wakeFd_);
@@ -83,6 +89,10 @@ std::vector<std::string> LogPump::lost() const {
 }
 
 void LogPump::write(Source& s, const char* data, std::size_t size) {
+  if (s.fileFd < 0) {  // never created: the error was reported at add()
+    s.lostBytes += size;
+    return;
+  }
   while (size > 0) {
     const ssize_t put = ::write(s.fileFd, data, size);
     if (put < 0 && errno == EINTR)

@@ -30,9 +30,15 @@ class LogPump {
     int id = -1;
     int writeFd = -1;  // the pipe's write end, for the child's stdout and stderr; the caller
                        // closes it once the child started
+    // What was wrong with the log file, already reported on the agent's stderr (for the event
+    // log); empty when nothing was.
+    std::string problem;
   };
-  // Opens `path` for appending (created when missing; IoError naming it when it cannot be) and a
-  // pipe into it.
+  // Opens `path` for appending (created when missing; never through a link or anything else
+  // planted there: openLogFile in process.hpp) and a pipe into it. A log that cannot be created
+  // (a full disk, a directory that is not there) is reported, and the pipe is drained all the
+  // same with its bytes counted as lost (lost() lists it): logging never stops a worker. Error
+  // only when the pipe cannot be made.
   Sink add(const std::string& path);
   // Waits up to `timeout` until every writer of sink `id` has closed the pipe and its bytes are
   // in the file (a worker's children may hold it longer). True when they are.

@@ -313,8 +313,14 @@ NodeAgentResult joinJob(const JoinRequest& r) {
   node.address = r.nodeAddr.empty() ? localAddressTowards(host) : r.nodeAddr;
 
   if (!r.logDir.empty()) {
-    std::filesystem::create_directories(r.logDir);
-    std::ofstream(r.logDir / fmt::format("agent_{}.pid", node.nodeId)) << ::getpid() << "\n";
+    // Created afresh, never through a link planted at the path; a full disk is no reason to stop.
+    const auto pidFile = r.logDir / fmt::format("agent_{}.pid", node.nodeId);
+    try {
+      std::filesystem::create_directories(r.logDir);
+      writePrivateFile(pidFile.string(), fmt::format("{}\n", ::getpid()));
+    } catch (const std::exception& e) {
+      spdlog::error("agent: cannot write {}: {}; the agent goes on", pidFile.string(), e.what());
+    }
   }
 
   NodeAgentOptions options;

@@ -122,6 +122,24 @@ std::string logTail(const std::filesystem::path& log) {
 
 }  // namespace
 
+std::vector<std::string> NodeWorkers::lostOutput() const {
+  std::vector<std::string> out = workers_.lostOutput();
+  if (configs_) {
+    for (std::string& line : configs_->lostOutput())
+      out.push_back(std::move(line));
+  }
+  return out;
+}
+
+std::vector<std::string> NodeWorkers::takeProblems() {
+  std::vector<std::string> out;
+  if (configs_)
+    out = configs_->takeProblems();  // written for the workers' environment, before their logs
+  for (std::string& line : workers_.takeProblems())
+    out.push_back(std::move(line));
+  return out;
+}
+
 std::chrono::milliseconds NodeWorkers::grace() const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(stopGrace_);
 }

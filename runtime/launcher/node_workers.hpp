@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "runtime/agent/worker_group.hpp"
 #include "runtime/comm/store.hpp"
 #include "runtime/config/batch.hpp"
+#include "runtime/launcher/generation_config.hpp"
 #include "runtime/launcher/live_executor.hpp"
 #include "runtime/launcher/local_workers.hpp"
 #include "runtime/launcher/worker_command.hpp"
@@ -70,7 +72,11 @@ class NodeWorkers final : public agent::WorkerGroup, private LiveTransport {
   // (their live/capable keys, joiners not ready yet) and whether they keep partition copies.
   std::optional<agent::LiveSituation> liveSituation(const agent::StartWorkers& next) const override;
   void continueLive(const agent::StartWorkers& action, const agent::LivePlan& plan) override;
-  std::vector<std::string> lostOutput() const override { return workers_.lostOutput(); }
+  std::vector<std::string> lostOutput() const override;
+  std::vector<std::string> takeProblems() override;
+  // The per-generation config copies the workers' environment writes: what they could not
+  // write is reported with this group's own problems and lost output.
+  void reportConfigs(std::shared_ptr<GenerationConfigs> configs) { configs_ = std::move(configs); }
 
   // Live recovery across nodes, as the node agent carries out the job controller's Live and
   // Signal commands (job_protocol.hpp; the controller decides, this node does): the running
@@ -101,6 +107,7 @@ class NodeWorkers final : public agent::WorkerGroup, private LiveTransport {
   std::string heartbeatDir_;  // detectHangs's directory, removed after the workers
   std::string lastFailure_;
   LocalWorkerGroup workers_;
+  std::shared_ptr<GenerationConfigs> configs_;  // reportConfigs
 
   std::chrono::milliseconds grace() const;
   // Live recovery.

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -145,6 +146,10 @@ void recordOrphans(int fd, int groups) {
 // Messages: a positive int32 (guard this group), a negative one (forget it), or 0 followed by
 // an int32 length and that many bytes (the event log to record the end in).
 [[noreturn]] void guardMain(int socket) {
+  // A session (and so a process group) of its own: a signal to the launcher's process group
+  // (`kill -9 -- -PGID`, `timeout -s KILL`, the terminal's Ctrl-C) must not reach the guard,
+  // whose whole purpose is to outlive the launcher.
+  ::setsid();
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
   for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU})
@@ -182,7 +187,7 @@ void recordOrphans(int fd, int groups) {
       path[length] = '\0';
       if (events >= 0)
         ::close(events);
-      events = ::open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+      events = ::open(path, O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);  // as the launcher did
     } else if (message > 0 && count < kMaxGroups) {
       groups[count++] = message;
     } else if (message < 0) {
@@ -256,6 +261,64 @@ void guardEventLog(const std::string& path) {
   if (path.empty() || path.size() >= 4096)
     return;
   tellGuard(int32Bytes(0) + int32Bytes(static_cast<std::int32_t>(path.size())) + path, true);
+}
+
+OpenedLog openLogFile(const std::string& path) {
+  OpenedLog out;
+  // O_NONBLOCK: a FIFO planted at the path must not block the open (no effect on files).
+  constexpr int kAppend = O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+  const auto clearNonblock = [](int fd) {
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags >= 0)
+      ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  };
+  int fd = ::open(path.c_str(), kAppend | O_CREAT, 0644);
+  if (fd >= 0) {
+    struct stat st {};
+    const bool known = ::fstat(fd, &st) == 0;
+    // A regular file of its own, or a character device (only root makes one: /dev/null).
+    if (known && ((S_ISREG(st.st_mode) && st.st_nlink == 1) || S_ISCHR(st.st_mode))) {
+      clearNonblock(fd);
+      out.fd = fd;
+      return out;
+    }
+    ::close(fd);
+    if (known && S_ISBLK(st.st_mode)) {
+      out.note = "it is a block device; nothing was written to it";
+      return out;
+    }
+    out.note = known && S_ISREG(st.st_mode) ? "it was a hard link to a file with other names"
+                                            : "it was not a regular file";
+  } else if (errno == ELOOP || errno == ENXIO) {
+    out.note = errno == ELOOP ? "it was a symbolic link" : "it was a FIFO";
+  } else {
+    out.note = std::strerror(errno);
+    return out;  // nothing at the path to replace (a full disk, a directory that went)
+  }
+  // Never written through: the link (or the file with other names) is removed, never followed,
+  // and the log created afresh; a path planted again meanwhile fails O_EXCL.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    out.note = "it is a directory";
+    return out;
+  }
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    out.note += fmt::format(" that cannot be removed ({}); nothing was written through it",
+                            std::strerror(errno));
+    return out;
+  }
+  fd = ::open(path.c_str(), kAppend | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) {
+    out.note += fmt::format(
+        "; after removing it, creating the file failed ({}); nothing was "
+        "written through it",
+        std::strerror(errno));
+    return out;
+  }
+  clearNonblock(fd);
+  out.fd = fd;
+  out.note += "; removed it (never written through) and created a new file";
+  return out;
 }
 
 std::string ProcessExit::describe() const {
@@ -358,10 +421,11 @@ ChildProcess spawnProcess(const SpawnOptions& options) {
   ExecArgs args = buildExecArgs(options.argv, options.env);
   Fds fds;
   if (!options.logFile.empty()) {
-    fds.log = ::open(options.logFile.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fds.log < 0)
-      throw IoError(fmt::format("{}: cannot create the log file: {}", options.logFile.string(),
-                                std::strerror(errno)));
+    OpenedLog opened = openLogFile(options.logFile.string());
+    if (opened.fd < 0)
+      throw IoError(
+          fmt::format("{}: cannot create the log file: {}", options.logFile.string(), opened.note));
+    fds.log = opened.fd;
   }
   auto makePipe = [&](int(&p)[2]) {
     if (::pipe2(p, O_CLOEXEC) != 0)

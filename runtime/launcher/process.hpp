@@ -51,6 +51,20 @@ struct SpawnOptions {
   std::string execErrorPrefix = "stretch: ";
 };
 
+// A log file the launcher names in a user's directory (a rank log, a spawn's logFile), opened
+// for appending without ever writing through what someone planted there: O_NOFOLLOW, and a
+// symbolic link, FIFO, socket or hard-linked file at the path is removed (never followed) and
+// the file created afresh with O_EXCL. A regular file of its own is appended to (an earlier run's
+// log), and so is a character device (only root can make one there: /dev/null); a block device
+// or a directory is refused. fd: the descriptor (O_APPEND, close-on-exec), or -1; note: what was
+// wrong at the path (with fd -1, why it could not be opened, as strerror says), empty when nothing
+// was.
+struct OpenedLog {
+  int fd = -1;
+  std::string note;
+};
+OpenedLog openLogFile(const std::string& path);
+
 // How a process ended.
 struct ProcessExit {
   int code = 0;  // the exit status, or 128 + signal number when a signal killed it

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "runtime/accel/accelerator.hpp"
 #include "runtime/common/check.hpp"
@@ -102,7 +103,9 @@ std::map<std::string, std::string> jobWorkerEnvironment(
     spec.batch = start.batch;
   if (job.configJson) {
     STRETCH_CHECK(configs != nullptr, "a job with a config needs its generation configs");
-    spec.dsConfigPath = configs->pathFor(start.generation, start.batch);
+    // Empty when no copy could be written (reported): the batch variables above still carry it.
+    if (std::string path = configs->pathFor(start.generation, start.batch); !path.empty())
+      spec.dsConfigPath = std::move(path);
   }
   return workerEnvironment(spec);
 }

@@ -282,14 +282,13 @@ TEST(Launch, ADeviceOrAFifoGivenAsAnInputFileIsRefusedAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
 }
 
-// Logging never kills the job or loses output silently: an event log and a rank log on a full
-// disk (/dev/full) are each reported once, the job runs to its end, and the exit status (74)
-// says that output was lost. (The event log used to end the job at once with status 2, the rank
-// log to lose everything with status 0.)
+// Logging never kills the job or loses output silently: an event log on a full disk
+// (/dev/full) is reported once, the job runs to its end, and the exit status (74) says that
+// output was lost. (The event log used to end the job at once with status 2.) A rank log on a
+// full disk: launch_safety_test's ALogDirectoryThatFillsUpNeverEndsTheJob (a link planted at a
+// rank log, as this test once used, is no longer written through).
 TEST(Launch, OutputLostToAFullDiskIsReportedOnceAndTheJobStillRuns) {
   stretch::test::TempDir dir("stretch-launch");
-  fs::create_directories(dir.path() / "logs" / "attempt_1");
-  fs::create_symlink("/dev/full", dir.path() / "logs" / "attempt_1" / "rank_1.log");
   const fs::path done = dir.path() / "done";
   Launch launch(dir.path(), {"--num_gpus", "2", "--event_log", "/dev/full", "--log_dir",
                              (dir.path() / "logs").string(), "/bin/sh", "-c",
@@ -308,13 +307,7 @@ TEST(Launch, OutputLostToAFullDiskIsReportedOnceAndTheJobStillRuns) {
     return n;
   };
   EXPECT_EQ(count("agent: event log /dev/full: cannot write: No space left on device"), 1u) << log;
-  EXPECT_EQ(count("rank_1.log: cannot write: No space left on device; the worker goes on"), 1u)
-      << log;
   EXPECT_NE(err.find("output lost: event log /dev/full: cannot write: No space left on device; "),
-            std::string::npos)
-      << err;
-  EXPECT_NE(err.find("output lost: " + (dir.path() / "logs" / "attempt_1" / "rank_1.log").string() +
-                     ": cannot write: No space left on device; 13 bytes lost"),
             std::string::npos)
       << err;
 }
