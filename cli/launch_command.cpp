@@ -183,9 +183,11 @@ Command addLaunchCommand(CLI::App& app) {
   sub->add_option("--hang_timeout", options->hangTimeout,
                   "seconds a worker may go without a heartbeat (the Stretch engine beats every "
                   "second; other programs may write STRETCH_HEARTBEAT_FILE once per step) before "
-                  "it counts as hung and is killed; the limit grows to 10x the longest gap "
-                  "between its beats; 0: off")
+                  "it counts as hung and is killed: exactly this limit when given; left to the "
+                  "default, the limit grows to 10x the longest gap between a worker's beats "
+                  "(a program that beats once per step); 0: off")
       ->check(CLI::NonNegativeNumber)
+      ->each([options](const std::string&) { options->hangTimeoutGiven = true; })
       ->capture_default_str();
   sub->add_option("--crash_loop_limit", options->crashLoopLimit,
                   "generations in a row that fail the same way (exit code) before their first "

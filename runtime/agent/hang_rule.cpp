@@ -31,6 +31,8 @@ void HeartbeatTracker::observe(std::optional<std::int64_t> stamp, std::optional<
 }
 
 Duration HeartbeatTracker::limit(const HangPolicy& policy) const {
+  if (policy.fixed)
+    return policy.floor;
   const auto scaled = std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::nano>(
       std::ceil(policy.factor * static_cast<double>(longestGap_.count()))));
   return std::max(policy.floor, scaled);

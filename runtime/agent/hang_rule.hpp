@@ -3,17 +3,19 @@
 // (docs/launch.md, "Operating a job"). Pure: the caller observes the heartbeat and passes the
 // time in.
 //
-// A worker that uses the Stretch engine rewrites its heartbeat file every second from a thread of
-// its own, with its last completed step (runtime/engine/heartbeat.hpp); a program that is not the
-// engine may write the file itself once per step (one line of Python). Either way the agent sees
-// the file change, and the engine removes it when it ends (what the program does after
-// training is its own affair). A worker whose file has not changed for longer than its limit is
-// hung:
+// A worker that uses the Stretch engine rewrites its heartbeat file after every step and every
+// second from a thread of its own, with its last completed step (runtime/engine/heartbeat.hpp); a
+// program that is not the engine may write the file itself once per step (one line of Python).
+// Either way the agent sees the file change, and the engine removes it when it ends (what the
+// program does after training is its own affair). A worker whose file has not changed for longer
+// than its limit is hung:
 //
-//   limit = max(floor, factor x the longest gap between two changes seen so far)
+//   limit = the user's --hang_timeout when one was given (`fixed`): exactly that, never more;
+//   limit = max(floor, factor x the longest gap between two changes seen so far) otherwise,
 //
-// so that a program that beats once per step gets a limit its own steps set (a 40 s evaluation
-// every so often raises it to 400 s), and the engine's one-second beat leaves the floor. A
+// so that, left to its default, a program that beats once per step gets a limit its own steps
+// set (a 40 s evaluation every so often raises it to 400 s), and the engine's one-second beat
+// leaves the floor; a limit the user chose means what it says. A
 // worker that never wrote the file is never hung (the exit-based behaviour); a frozen process
 // (SIGSTOP, a dead disk, a swap storm) stops its beat whatever its peers do, while peers blocked
 // in a collective with it keep beating.
@@ -33,6 +35,7 @@ inline constexpr Duration kDefaultHangTimeout = std::chrono::seconds(30);
 struct HangPolicy {
   Duration floor = kDefaultHangTimeout;  // --hang_timeout; zero turns detection off
   double factor = 10.0;
+  bool fixed = false;  // the user gave the limit: `floor` is the limit, not derived from gaps
   bool enabled() const noexcept { return floor > Duration::zero(); }
 };
 

@@ -44,26 +44,35 @@ void Heartbeat::progress(std::int64_t step) {
     std::lock_guard lock(mutex_);
     step_ = step;
     ++completed_;
-    if (reported_)
-      return;
-    // The first completed step goes out at once: the launcher tells a worker that failed before
-    // its first step (a crash loop) from one that trained, even within the first period.
-    reported_ = true;
   }
+  // Every completed step goes out at once, from the beat's thread (steps that come faster than
+  // it writes share one write): the launcher tells a worker that failed before its first step
+  // (a crash loop) from one that trained, and a hung worker's message names the step it really
+  // stopped after, not the one of the last periodic beat (which was "last step 1" for a worker
+  // that had finished 42).
   beat_.runNow();
 }
 
 bool Heartbeat::write(std::int64_t step, std::int64_t completed) {
   const std::string text = fmt::format("{} {}\n", step, completed);
-  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // Written beside the file and renamed over it, so the launcher never reads a beat half
+  // written (an empty or cut step, which it would take for the last one).
+  const std::string temporary = path_ + ".tmp";
+  const int fd =
+      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   bool ok = fd >= 0;
   int error = ok ? 0 : errno;
   if (ok) {
     ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
     error = ok ? 0 : errno;
     ok = ::close(fd) == 0 && ok;
+    if (ok && ::rename(temporary.c_str(), path_.c_str()) != 0) {
+      ok = false;
+      error = errno;
+    }
   }
   if (!ok) {
+    ::unlink(temporary.c_str());
     ::unlink(path_.c_str());
     spdlog::warn(
         "heartbeat {}: write failed ({}); no further heartbeats, so the launcher will not see "

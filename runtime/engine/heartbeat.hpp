@@ -3,8 +3,9 @@
 // runtime/agent/hang_rule.hpp; docs/launch.md, "Operating a job").
 //
 // `stretch launch` names a file per worker in STRETCH_HEARTBEAT_FILE. While a Heartbeat lives, a
-// thread of its own rewrites that file every period with "STEP COMPLETED" (the last completed
-// step, and how many steps this process completed: the first one is written at once), so the
+// thread of its own rewrites that file (a new file renamed over it) with "STEP COMPLETED" (the
+// last completed step, and how many steps this process completed) after every completed step
+// and every period when no step completes, so the
 // launcher sees the process run even through a long step, a checkpoint save or a collective
 // that waits for a peer; a process that freezes (SIGSTOP, a stuck disk) stops beating and the
 // launcher kills it. The engine owns one (Engine::setUp); any other program may write the same
@@ -37,7 +38,8 @@ class Heartbeat {
   Heartbeat(const Heartbeat&) = delete;
   Heartbeat& operator=(const Heartbeat&) = delete;
 
-  // The last completed step, written with the next beat; the first one at once.
+  // The last completed step, written at once by the beat's thread (steps that complete while it
+  // writes share the next write).
   void progress(std::int64_t step);
 
   const std::string& path() const noexcept { return path_; }
@@ -47,7 +49,6 @@ class Heartbeat {
 
   std::string path_;
   std::mutex mutex_;
-  bool reported_ = false;
   std::int64_t step_ = 0;
   std::int64_t completed_ = 0;  // steps completed by this process
   PeriodicTask beat_;           // last: starts once the members above exist

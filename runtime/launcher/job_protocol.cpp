@@ -357,6 +357,7 @@ void publishJob(comm::Store& store, const JobSettings& job, const std::vector<La
   store.set("job/env/STRETCH_BATCH_FROM_CONFIG", job.batchFromConfig ? "1" : "0");
   store.set("job/live", job.liveRecovery ? "1" : "0");
   store.set("job/hang_timeout", fmt::format("{}", job.hangTimeout));
+  store.set("job/hang_timeout_fixed", job.hangTimeoutFixed ? "1" : "0");
   store.set("job/ready", "1");
 }
 
@@ -387,6 +388,7 @@ JobSettings readJob(comm::Store& store) {
       throw ProtocolError(fmt::format("job/hang_timeout = \"{}\": expected seconds", *hang));
     }
   }
+  job.hangTimeoutFixed = tryGet(store, "job/hang_timeout_fixed") == "1";
   return job;
 }
 

@@ -151,6 +151,7 @@ struct JobSettings {
   bool liveRecovery = false;               // job/live: failures keep the surviving workers
   // job/hang_timeout: --hang_timeout (seconds, 0: off)
   double hangTimeout = toSeconds(kDefaultHangTimeout);
+  bool hangTimeoutFixed = false;          // job/hang_timeout_fixed: the user gave it
   std::optional<std::string> configJson;  // the job's DeepSpeed config (STRETCH_DS_CONFIG)
   WorkerCommand command;                  // the worker program, its arguments and rules
 };

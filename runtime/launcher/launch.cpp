@@ -247,6 +247,7 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
   // Live recovery: the workers meet in this store, which outlives every one of them.
   job.liveRecovery = o.recovery != "restart";
   job.hangTimeout = o.hangTimeout;
+  job.hangTimeoutFixed = o.hangTimeoutGiven;
   publishJob(*store, job, hosts);
   spdlog::info("launch: job store on {}:{}; starting {} node agent(s) with the {} runner", rdzvAddr,
                rdzvPort, hosts.size(), toString(runner));
@@ -665,6 +666,7 @@ AgentResult runLaunch(const LaunchRequest& request) {
     options.checkpointDir = o.checkpointDir;
   options.monitorInterval = agent::fromSeconds(o.monitorInterval);
   options.hang.floor = agent::fromSeconds(o.hangTimeout);
+  options.hang.fixed = o.hangTimeoutGiven;
   options.stopSignal = o.stopSignal;
   const auto devices = devicesOfSlots(slotIndices);
   const std::string masterAddr = o.masterAddr;

@@ -62,6 +62,8 @@ struct LaunchRequest {
   // --hang_timeout: seconds without a heartbeat before a worker that beats counts as hung and is
   // killed (agent/hang_rule.hpp: the floor of its limit); 0 turns hang detection off.
   double hangTimeout = toSeconds(kDefaultHangTimeout);
+  // --hang_timeout was given: it is the limit itself (agent::HangPolicy::fixed), not a floor.
+  bool hangTimeoutGiven = false;
   // --crash_loop_limit: generations in a row that fail the same way before their first step
   // before the job fails (restarts back off 1, 2, 4, ... s up to 60 s meanwhile); 0: no limit.
   std::int64_t crashLoopLimit = 3;

@@ -337,6 +337,7 @@ NodeAgentResult joinJob(const JoinRequest& r) {
     configs = std::make_shared<GenerationConfigs>(*job.configJson, r.logDir.string());
   options.liveRecovery = job.liveRecovery;
   options.hang.floor = agent::fromSeconds(job.hangTimeout);
+  options.hang.fixed = job.hangTimeoutFixed;
   // Live recovery: the workers meet in the job's store (its live/... keys), which outlives them.
   const std::string liveStore = job.liveRecovery ? r.rdzv : std::string();
   options.environment = [job, devices, configs, liveStore](

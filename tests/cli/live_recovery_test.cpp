@@ -541,6 +541,28 @@ TEST(LiveLaunch, AFrozenWorkerIsFoundByItsHeartbeatKilledAndTheJobTrainsOnLive) 
   expectLiveRecovery(job, run, "frozen worker", false, 2.0 + 3.0);
 }
 
+// The same after training has run for a while: the engine's beats are about a second apart then,
+// and the limit once grew to 10x that gap (`--hang_timeout 2` meant ~10.6 s). A limit the user
+// gives is the limit, and the message names the frozen worker's last steps, not the first one.
+TEST(LiveLaunch, AGivenHangTimeoutIsTheLimitAfterTrainingHasRunForSeconds) {
+  Job job = digitsLiveJob();
+  job.steps = 3000;  // 4-8 ms a step on 4 workers of the 2-core machine: 12 s and more
+  std::mt19937 rng(9);
+  stretch::test::TempDir dir("stretch-live");
+  auto args = launchArgs(job, dir.path(), job.workers, "live", job.steps, {});
+  args.insert(args.begin(), {"--hang_timeout", "2"});
+  const auto run =
+      runLaunchWithKills(job, dir.path(), args, [&](Launch& launch, const fs::path& t) {
+        if (!waitForStep(t, 10))
+          return std::vector<std::int64_t>{};
+        std::this_thread::sleep_for(2500ms);  // training for 2.5 s: beats a second apart
+        return killWorkers(launch, t, 0, 1, rng, SIGSTOP);
+      });
+  EXPECT_NE(run.out.find("(limit 2 s)"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("last step 1;"), std::string::npos) << run.out;
+  expectLiveRecovery(job, run, "frozen after seconds", false, 2.0 + 3.0);
+}
+
 // The end of the job meets the replacement's arrival: a worker dies early, the survivors pause
 // (STRETCH_FAULT_PAUSE_AT_STEPS) after step `pauseAt` until the agent has published the
 // generation that takes the replacement back, then go on. Paused after the second-to-last step,

@@ -53,6 +53,25 @@ TEST(HangRule, TheLimitGrowsToTenTimesTheLongestGapBetweenBeats) {
   EXPECT_EQ(beats.limit(policy(30s)), 400s);
 }
 
+// `stretch launch --hang_timeout 2` once meant about 10.6 s: the engine beats every ~1.06 s and
+// the limit grew to 10x that. A limit the user gave is the limit, whatever the beats' rhythm.
+TEST(HangRule, ALimitTheUserGaveIsTheLimitWhateverTheGapsBetweenBeats) {
+  HangPolicy given = policy(2s);
+  given.fixed = true;
+  HeartbeatTracker beats;
+  beats.observe(1, 0, at(0));
+  beats.observe(2, 1, at(1.06));
+  beats.observe(3, 42, at(2.12));
+  EXPECT_EQ(beats.limit(given), 2s);
+  EXPECT_EQ(beats.limit(policy(2s)), std::chrono::duration_cast<Duration>(10.6s));  // derived
+  EXPECT_FALSE(beats.hung(given, at(4.12)));
+  const auto why = beats.hung(given, at(4.2));
+  ASSERT_TRUE(why);
+  EXPECT_EQ(*why, "no heartbeat for 2.08 s (limit 2 s), last step 42");
+  beats.observe(4, 43, at(60));  // a 58 s gap: still 2 s
+  EXPECT_EQ(beats.limit(given), 2s);
+}
+
 TEST(HangRule, AFileThatGoesAwayEndsTheWatchUntilItIsWrittenAgain) {
   HeartbeatTracker beats;
   beats.observe(1, 40, at(0));
