@@ -369,8 +369,11 @@ Command addSimCommand(CLI::App& app) {
   sub->add_option("--seeds", o->seeds,
                   "independent replicas (Monte Carlo); replica i is seeded from the scenario's "
                   "seed and i, so results do not depend on --threads, nor on the ranks of "
-                  "`mpirun -n K stretch sim ...`, which split the replicas (rank 0 prints)")
-      ->check(CLI::PositiveNumber)
+                  "`mpirun -n K stretch sim ...`, which split the replicas (rank 0 prints); at "
+                  "most " +
+                      std::to_string(sim::kMaxSeeds) +
+                      " (the percentiles keep every replica's figures)")
+      ->check(CLI::Range(std::int64_t{1}, sim::kMaxSeeds))
       ->capture_default_str();
   sub->add_option("--threads", o->threads, "threads for the replicas (default: every core)")
       ->check(CLI::NonNegativeNumber);

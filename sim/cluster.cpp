@@ -137,16 +137,28 @@ void validateCluster(const ClusterSpec& c) {
   if (c.gpusPerNode < 1 || c.gpusPerNode > kMaxGpusPerNode)
     invalid("gpus_per_node", std::to_string(c.gpusPerNode),
             fmt::format("an integer in [1, {}]", kMaxGpusPerNode));
-  auto number = [&](std::string_view key, double v, bool positive, std::string_view unit) {
-    if (!std::isfinite(v) || v < 0 || (positive && v == 0))
-      invalid(key, fmt::format("{}", v), finiteExpected(positive, unit));
+  // Bounded so that no transfer or latency the simulator derives from them becomes infinite:
+  // a bandwidth is 0 (intra-node with one GPU per node) or in [kMinClusterGBps,
+  // kMaxClusterGBps], a latency at most kMaxClusterLatencyUs.
+  auto number = [&](std::string_view key, double v, bool positive, std::string_view unit,
+                    double minNonZero, double max) {
+    if (!std::isfinite(v) || v < 0 || (positive && v == 0) || (v > 0 && v < minNonZero) || v > max)
+      invalid(
+          key, fmt::format("{}", v),
+          fmt::format("{}, {}at most {:g}", finiteExpected(positive, unit),
+                      minNonZero > 0 ? fmt::format("at least {:g} and ", minNonZero) : "", max));
   };
   number("intra_node_GBps", c.intraNodeGBps, c.gpusPerNode > 1,
-         c.gpusPerNode > 1 ? "GB/s per GPU; 0 only with one GPU per node" : "GB/s per GPU");
-  number("inter_node_GBps", c.interNodeGBps, true, "GB/s per GPU");
-  number("intra_latency_us", c.intraLatencyUs, false, "microseconds per hop");
-  number("inter_latency_us", c.interLatencyUs, false, "microseconds per hop");
-  number("op_latency_us", c.opLatencyUs, false, "microseconds per collective");
+         c.gpusPerNode > 1 ? "GB/s per GPU; 0 only with one GPU per node" : "GB/s per GPU",
+         kMinClusterGBps, kMaxClusterGBps);
+  number("inter_node_GBps", c.interNodeGBps, true, "GB/s per GPU", kMinClusterGBps,
+         kMaxClusterGBps);
+  number("intra_latency_us", c.intraLatencyUs, false, "microseconds per hop", 0.0,
+         kMaxClusterLatencyUs);
+  number("inter_latency_us", c.interLatencyUs, false, "microseconds per hop", 0.0,
+         kMaxClusterLatencyUs);
+  number("op_latency_us", c.opLatencyUs, false, "microseconds per collective", 0.0,
+         kMaxClusterLatencyUs);
 }
 
 std::vector<std::string> clusterPresetNames(const std::filesystem::path& presetDir) {

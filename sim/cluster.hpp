@@ -40,6 +40,11 @@ struct ClusterSpec {
 // Limits parseCluster and validateCluster enforce (beyond them the figures are typos).
 inline constexpr std::int64_t kMaxClusterNodes = 10'000'000;
 inline constexpr std::int64_t kMaxGpusPerNode = 1024;
+// Bandwidths (GB/s per GPU, or 0 for intra-node with one GPU per node) and latencies
+// (microseconds), bounded so that every transfer time derived from them stays finite.
+inline constexpr double kMinClusterGBps = 1e-6;
+inline constexpr double kMaxClusterGBps = 1e9;
+inline constexpr double kMaxClusterLatencyUs = 1e12;
 
 // Throws stretch::ConfigError naming "cluster.<key>", the value and what was expected when a
 // field is out of range: nodes in [1, kMaxClusterNodes], gpusPerNode in [1, kMaxGpusPerNode],

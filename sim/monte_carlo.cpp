@@ -171,8 +171,9 @@ std::map<std::string, std::int64_t> MonteCarloResult::outcomes() const {
 }
 
 MonteCarloResult runMonteCarlo(const Scenario& scenario, const MonteCarloOptions& options) {
-  if (options.seeds < 1) {
-    throw ConfigError(ErrorDetail{"--seeds", std::to_string(options.seeds), "at least 1"});
+  if (options.seeds < 1 || options.seeds > kMaxSeeds) {
+    throw ConfigError(ErrorDetail{"--seeds", std::to_string(options.seeds),
+                                  fmt::format("a number of replicas in [1, {}]", kMaxSeeds)});
   }
   const auto start = std::chrono::steady_clock::now();
   MonteCarloResult result;

@@ -23,8 +23,14 @@
 
 namespace stretch::sim {
 
+// The most replicas one Monte Carlo runs (`stretch sim --seeds`, stretch.simulate's seeds): the
+// summary's percentiles need every replica's figures, so its memory grows with the replicas
+// (about 0.6 kB each: 0.6 GB at the maximum) and this bound keeps it well inside a machine;
+// runMonteCarlo refuses more, before allocating anything, with a ConfigError.
+inline constexpr std::int64_t kMaxSeeds = 1'000'000;
+
 struct MonteCarloOptions {
-  std::int64_t seeds = 1;  // replicas, >= 1
+  std::int64_t seeds = 1;  // replicas, in [1, kMaxSeeds]
   int threads = 0;         // 0: std::thread::hardware_concurrency(); never more than seeds
   SimMode mode = SimMode::Aggregate;
   agent::EventLog* eventLog = nullptr;  // replica 0 only
@@ -97,8 +103,8 @@ struct MonteCarloResult {
   std::map<std::string, std::int64_t> outcomes() const;
 };
 
-// Runs `options.seeds` replicas. Rethrows the first (lowest replica) exception after every
-// thread has stopped.
+// Runs `options.seeds` replicas. Throws ConfigError naming --seeds when seeds is outside
+// [1, kMaxSeeds]. Rethrows the first (lowest replica) exception after every thread has stopped.
 MonteCarloResult runMonteCarlo(const Scenario& scenario, const MonteCarloOptions& options);
 
 // One run, exactly (integers as integers, doubles bit for bit), as bytes for another process;

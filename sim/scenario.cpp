@@ -36,25 +36,54 @@ using config::json::throwValue;
   throw ConfigError(ErrorDetail{path, value, expected});
 }
 
-// A finite number > 0.
-std::optional<double> positive(const ObjectReader& r, std::string_view key, std::string_view unit) {
-  const std::string expected = fmt::format("a positive number of {}", unit);
-  return r.readNumber(key, NumberRule{0.0, true, expected});
+// A number in (0, max].
+std::optional<double> positive(const ObjectReader& r, std::string_view key, std::string_view unit,
+                               double max) {
+  const std::string expected = fmt::format("a positive number of {}, at most {:g}", unit, max);
+  return r.readNumber(key, NumberRule{0.0, true, expected, max});
 }
 
-// A finite number >= 0.
+// A number in [0, max].
 std::optional<double> nonNegative(const ObjectReader& r, std::string_view key,
-                                  std::string_view unit) {
-  const std::string expected = fmt::format("a non-negative number of {}", unit);
-  return r.readNumber(key, NumberRule{0.0, false, expected});
+                                  std::string_view unit, double max) {
+  const std::string expected = fmt::format("a non-negative number of {}, at most {:g}", unit, max);
+  return r.readNumber(key, NumberRule{0.0, false, expected, max});
 }
 
-// An integer >= min; an integral float (2.0) counts.
-std::optional<std::int64_t> integer(const ObjectReader& r, std::string_view key, std::int64_t min,
-                                    std::string_view expected) {
-  return r.readInt(key, IntRule{min, std::numeric_limits<std::int64_t>::max(), expected,
-                                /*allowIntegralFloat=*/true});
+// Times and durations: in (0, max] or [0, max] for the unit's maximum (kMaxScenarioHours).
+std::optional<double> positiveHours(const ObjectReader& r, std::string_view key) {
+  return positive(r, key, "hours", kMaxScenarioHours);
 }
+std::optional<double> nonNegativeHours(const ObjectReader& r, std::string_view key) {
+  return nonNegative(r, key, "hours", kMaxScenarioHours);
+}
+std::optional<double> nonNegativeSeconds(const ObjectReader& r, std::string_view key) {
+  return nonNegative(r, key, "seconds", kMaxScenarioSeconds);
+}
+std::optional<double> positiveSeconds(const ObjectReader& r, std::string_view key) {
+  return positive(r, key, "seconds", kMaxScenarioSeconds);
+}
+
+// A bandwidth in [kMinClusterGBps, kMaxClusterGBps].
+std::optional<double> bandwidth(const ObjectReader& r, std::string_view key) {
+  const std::string expected =
+      fmt::format("a number of GB/s in [{:g}, {:g}]", kMinClusterGBps, kMaxClusterGBps);
+  return r.readNumber(key, NumberRule{kMinClusterGBps, false, expected, kMaxClusterGBps});
+}
+
+// An integer in [min, max]; an integral float (2.0) counts. `expected` is followed by the
+// maximum when it is not int64's.
+std::optional<std::int64_t> integer(const ObjectReader& r, std::string_view key, std::int64_t min,
+                                    std::string_view expected,
+                                    std::int64_t max = std::numeric_limits<std::int64_t>::max()) {
+  const std::string text = max == std::numeric_limits<std::int64_t>::max()
+                               ? std::string(expected)
+                               : fmt::format("{}, at most {}", expected, max);
+  return r.readInt(key, IntRule{min, max, text, /*allowIntegralFloat=*/true});
+}
+
+// Global ranks a script may name: one per GPU of the largest cluster.
+constexpr std::int64_t kMaxRank = kMaxClusterNodes * kMaxGpusPerNode;
 
 // The value read at key; "<path>.<key> = (missing): expected <expected>" when it is absent.
 template <typename T>
@@ -105,8 +134,8 @@ std::vector<FailureCause> parseCauses(const Json& list, const std::string& path,
     if (!names.insert(c.name).second) {
       r.fail("name", "a name not used by another cause");
     }
-    const auto count = nonNegative(r, "count", "failures");
-    const auto weight = nonNegative(r, "weight", "shares");
+    const auto count = nonNegative(r, "count", "failures", kMaxCauseWeight);
+    const auto weight = nonNegative(r, "weight", "shares", kMaxCauseWeight);
     if (count && weight) {
       r.fail("weight", "either count or weight, not both");
     }
@@ -115,7 +144,7 @@ std::vector<FailureCause> parseCauses(const Json& list, const std::string& path,
     }
     c.weight = count ? *count : *weight;
     c.nodeLost = r.readBool("node_lost").value_or(true);
-    c.repairHours = nonNegative(r, "repair_hours", "hours");
+    c.repairHours = nonNegativeHours(r, "repair_hours");
     r.accept("category");  // free text for people
     r.accept("note");
     total += c.weight;
@@ -133,7 +162,7 @@ std::vector<TraceFailure> parseTraceEvents(const Json& list, const std::string& 
   forEachObject(list, path, "an array of failures", warnings, [&](const ObjectReader& r) {
     TraceFailure f;
     f.atHours =
-        required(r, "at_hours", nonNegative(r, "at_hours", "hours"), "the failure's time in hours");
+        required(r, "at_hours", nonNegativeHours(r, "at_hours"), "the failure's time in hours");
     const Json* node = r.find("node");
     if (node != nullptr && node->is_string()) {
       f.node = node->get<std::string>();
@@ -143,7 +172,7 @@ std::vector<TraceFailure> parseTraceEvents(const Json& list, const std::string& 
       r.fail("node", "a node id or a non-negative index");
     }
     f.cause = r.readString("cause").value_or("");
-    f.repairHours = nonNegative(r, "repair_hours", "hours");
+    f.repairHours = nonNegativeHours(r, "repair_hours");
     events.push_back(std::move(f));
   });
   std::stable_sort(events.begin(), events.end(), [](const TraceFailure& a, const TraceFailure& b) {
@@ -193,8 +222,10 @@ std::vector<std::string> splitCsvLine(const std::string& line) {
 double parseCsvNumber(const std::string& text, const std::string& path) {
   char* end = nullptr;
   const double x = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(x) || x < 0.0) {
-    badText(path, text.empty() ? "empty" : text, "a non-negative number");
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(x) || x < 0.0 ||
+      x > kMaxScenarioHours) {
+    badText(path, text.empty() ? "empty" : text,
+            fmt::format("a non-negative number of hours, at most {:g}", kMaxScenarioHours));
   }
   return x;
 }
@@ -225,11 +256,12 @@ void parseJob(const ObjectReader& r, const std::filesystem::path& baseDir, Scena
     s.warnings.push_back(fmt::format("job config: {}", w));
   }
 
-  const auto sps = positive(r, "seconds_per_sample_per_gpu", "seconds");
-  const auto flops = positive(r, "flops_per_sample", "FLOPs");
-  const auto peak = positive(r, "peak_tflops", "TFLOP/s");
+  const auto sps = positiveSeconds(r, "seconds_per_sample_per_gpu");
+  const auto flops = positive(r, "flops_per_sample", "FLOPs", 1e30);
+  const auto peak = positive(r, "peak_tflops", "TFLOP/s", 1e9);
   const auto mfu = r.readNumber("mfu", NumberRule{0.0, true, "a fraction in (0, 1]", 1.0});
-  job.modelParallelSize = integer(r, "model_parallel_size", 1, "a positive integer").value_or(1);
+  job.modelParallelSize =
+      integer(r, "model_parallel_size", 1, "a positive integer", kMaxRank).value_or(1);
   if (sps && (flops || peak || mfu)) {
     r.fail(flops  ? "flops_per_sample"
            : peak ? "peak_tflops"
@@ -242,21 +274,30 @@ void parseJob(const ObjectReader& r, const std::filesystem::path& baseDir, Scena
     // The model-parallel group shares each sample's FLOPs.
     job.secondsPerSample =
         *flops / (*peak * 1e12 * *mfu * static_cast<double>(job.modelParallelSize));
+    if (!(job.secondsPerSample > 0.0 && job.secondsPerSample <= kMaxScenarioSeconds)) {
+      r.failAs("flops_per_sample", fmt::format("{:g}", *flops),
+               fmt::format("FLOPs that give between 0 and {:g} seconds per sample per GPU "
+                           "(flops_per_sample / (peak_tflops x 1e12 x mfu x "
+                           "model_parallel_size) = {:g})",
+                           kMaxScenarioSeconds, job.secondsPerSample));
+    }
   } else {
     r.fail("seconds_per_sample_per_gpu",
            "seconds per sample per GPU, or flops_per_sample, peak_tflops and mfu");
   }
 
   if (const Json* gb = r.find("gradient_bytes"); gb != nullptr) {
-    if (!gb->is_number() || gb->get<double>() < 0.0 || !std::isfinite(gb->get<double>())) {
-      r.fail("gradient_bytes", "a non-negative number of bytes");
+    if (!gb->is_number() || gb->get<double>() < 0.0 || !std::isfinite(gb->get<double>()) ||
+        gb->get<double>() > kMaxScenarioBytes) {
+      r.fail("gradient_bytes",
+             fmt::format("a non-negative number of bytes, at most {:g}", kMaxScenarioBytes));
     }
     job.gradientBytes = gb->is_number_unsigned() ? gb->get<std::uint64_t>()
                         : gb->is_number_integer()
                             ? static_cast<std::uint64_t>(gb->get<std::int64_t>())
                             : static_cast<std::uint64_t>(gb->get<double>());
   }
-  const auto buckets = integer(r, "bucket_count", 1, "a positive integer");
+  const auto buckets = integer(r, "bucket_count", 1, "a positive integer", kMaxBucketCount);
   if (buckets) {
     job.bucketCount = *buckets;
   } else if (job.gradientBytes == 0) {
@@ -269,6 +310,12 @@ void parseJob(const ObjectReader& r, const std::filesystem::path& baseDir, Scena
         elementBytes;
     job.bucketCount =
         static_cast<std::int64_t>((job.gradientBytes + bucketBytes - 1) / bucketBytes);
+    if (job.bucketCount > kMaxBucketCount) {
+      r.fail("gradient_bytes",
+             fmt::format("at most {} buckets of zero_optimization.reduce_bucket_size ({} "
+                         "bytes; {} here): give job.bucket_count",
+                         kMaxBucketCount, bucketBytes, job.bucketCount));
+    }
   }
   if (job.gradientBytes == 0) {
     job.bucketCount = 0;
@@ -278,28 +325,35 @@ void parseJob(const ObjectReader& r, const std::filesystem::path& baseDir, Scena
           .value_or(job.backwardFraction);
   job.overlapComm = r.readBool("overlap_comm").value_or(job.config.zero.overlapCommEffective());
   job.computeSpread =
-      nonNegative(r, "compute_spread", "a fraction of the step's compute").value_or(0.0);
-  job.stepOverheadSeconds = nonNegative(r, "step_overhead_seconds", "seconds").value_or(0.0);
+      r.readNumber("compute_spread",
+                   NumberRule{0.0, false,
+                              fmt::format("a non-negative fraction of the step's compute, at "
+                                          "most {:g}",
+                                          kMaxComputeSpread),
+                              kMaxComputeSpread})
+          .value_or(0.0);
+  job.stepOverheadSeconds = nonNegativeSeconds(r, "step_overhead_seconds").value_or(0.0);
 
-  job.totalSamples = integer(r, "total_samples", 1, "a positive number of samples");
-  job.totalSteps = integer(r, "total_steps", 1, "a positive number of steps");
-  job.horizonHours = positive(r, "horizon_hours", "hours");
+  job.totalSamples =
+      integer(r, "total_samples", 1, "a positive number of samples", kMaxScenarioSamples);
+  job.totalSteps = integer(r, "total_steps", 1, "a positive number of steps", kMaxScenarioSteps);
+  job.horizonHours = positiveHours(r, "horizon_hours");
   if (!job.totalSamples && !job.totalSteps && !job.horizonHours) {
     r.fail("total_samples", "total_samples, total_steps or horizon_hours");
   }
 
   if (const auto c = r.readObject("checkpoint", "a JSON object")) {
     CheckpointSpec& ck = job.checkpoint;
-    ck.intervalMinutes = positive(*c, "interval_minutes", "minutes");
-    ck.everySteps = integer(*c, "every_steps", 1, "a positive number of steps");
+    ck.intervalMinutes = positive(*c, "interval_minutes", "minutes", kMaxScenarioMinutes);
+    ck.everySteps = integer(*c, "every_steps", 1, "a positive number of steps", kMaxScenarioSteps);
     if (ck.intervalMinutes && ck.everySteps) {
       c->fail("every_steps", "either interval_minutes or every_steps, not both");
     }
-    ck.saveSeconds = nonNegative(*c, "save_seconds", "seconds").value_or(0.0);
-    ck.loadSeconds = nonNegative(*c, "load_seconds", "seconds").value_or(0.0);
+    ck.saveSeconds = nonNegativeSeconds(*c, "save_seconds").value_or(0.0);
+    ck.loadSeconds = nonNegativeSeconds(*c, "load_seconds").value_or(0.0);
     c->warnUnread(s.warnings);
   }
-  job.restartOverheadSeconds = nonNegative(r, "restart_overhead_seconds", "seconds").value_or(0.0);
+  job.restartOverheadSeconds = nonNegativeSeconds(r, "restart_overhead_seconds").value_or(0.0);
   if (const auto rec = r.readObject("recovery", "a JSON object")) {
     RecoverySpec& live = job.recovery;
     const std::string mode = rec->readString("mode").value_or("checkpoint");
@@ -307,14 +361,14 @@ void parseJob(const ObjectReader& r, const std::filesystem::path& baseDir, Scena
       rec->fail("mode", "\"checkpoint\" or \"live\"");
     }
     live.live = mode == "live";
-    const auto reconfigure = nonNegative(*rec, "reconfigure_seconds", "seconds");
+    const auto reconfigure = nonNegativeSeconds(*rec, "reconfigure_seconds");
     if (live.live && !reconfigure) {
       rec->fail("reconfigure_seconds",
                 "seconds from a failure to the survivors training again (live mode)");
     }
     live.reconfigureSeconds = reconfigure.value_or(0.0);
-    live.transferGBps = positive(*rec, "transfer_GBps", "GB/s").value_or(0.0);
-    if (const auto bytes = nonNegative(*rec, "state_bytes", "bytes")) {
+    live.transferGBps = bandwidth(*rec, "transfer_GBps").value_or(0.0);
+    if (const auto bytes = nonNegative(*rec, "state_bytes", "bytes", kMaxScenarioBytes)) {
       live.stateBytes = static_cast<std::uint64_t>(*bytes);
     } else {
       const bool half = job.config.fp16.enabled || job.config.bf16.enabled;
@@ -327,18 +381,17 @@ void parseJob(const ObjectReader& r, const std::filesystem::path& baseDir, Scena
 
 void parseAgent(const ObjectReader& r, Scenario& s) {
   AgentSpec& a = s.agent;
-  a.minNodes = integer(r, "min_nodes", 1, "a positive integer");
-  a.maxNodes = integer(r, "max_nodes", 1, "a positive integer");
+  a.minNodes = integer(r, "min_nodes", 1, "a positive integer", kMaxClusterNodes);
+  a.maxNodes = integer(r, "max_nodes", 1, "a positive integer", kMaxClusterNodes);
   if (a.minNodes && a.maxNodes && *a.maxNodes < *a.minNodes) {
     r.fail("max_nodes", "an integer >= agent.min_nodes");
   }
   a.maxRestarts =
       integer(r, "max_restarts", 0, "a non-negative integer").value_or(kUnlimitedRestarts);
-  a.lastCallSeconds = nonNegative(r, "last_call_seconds", "seconds").value_or(a.lastCallSeconds);
+  a.lastCallSeconds = nonNegativeSeconds(r, "last_call_seconds").value_or(a.lastCallSeconds);
   a.monitorIntervalSeconds =
-      positive(r, "monitor_interval_seconds", "seconds").value_or(a.monitorIntervalSeconds);
-  a.waitTimeoutSeconds =
-      positive(r, "wait_timeout_seconds", "seconds").value_or(a.waitTimeoutSeconds);
+      positiveSeconds(r, "monitor_interval_seconds").value_or(a.monitorIntervalSeconds);
+  a.waitTimeoutSeconds = positiveSeconds(r, "wait_timeout_seconds").value_or(a.waitTimeoutSeconds);
   if (const auto sel = r.readString("node_selection")) {
     if (*sel == "whole-nodes") {
       a.selection = agent::NodeSelection::WholeNodes;
@@ -365,15 +418,18 @@ void parseFailures(const ObjectReader& r, const std::filesystem::path& baseDir, 
   } else {
     r.fail("model", "\"none\", \"exponential\", \"weibull\" or \"trace\"");
   }
-  const auto mtbf = positive(r, "node_mtbf_hours", "hours");
+  const auto mtbf = positive(r, "node_mtbf_hours", "hours", kMaxMeanHours);
   if ((f.model == FailureModelKind::Exponential || f.model == FailureModelKind::Weibull) && !mtbf) {
     r.fail("node_mtbf_hours",
            fmt::format("a positive number of hours (required by model \"{}\")", model));
   }
   f.nodeMtbfHours = mtbf.value_or(0.0);
-  const auto shape = positive(r, "shape", "(Weibull shape)");
+  const std::string shapeExpected = fmt::format("the Weibull shape k, a number in [{:g}, {:g}]",
+                                                kMinWeibullShape, kMaxWeibullShape);
+  const auto shape =
+      r.readNumber("shape", NumberRule{kMinWeibullShape, false, shapeExpected, kMaxWeibullShape});
   if (f.model == FailureModelKind::Weibull) {
-    f.shape = required(r, "shape", shape, "the Weibull shape k > 0");
+    f.shape = required(r, "shape", shape, shapeExpected);
   }
   const Json* events = r.find("events");
   const auto traceFile = r.readString("trace_file");
@@ -401,7 +457,8 @@ void parseFailures(const ObjectReader& r, const std::filesystem::path& baseDir, 
     }
   }
   if (const auto rep = r.readString("replacement")) {
-    constexpr std::string_view kExpected = "\"immediate\", \"spares:K\" (K >= 0) or \"none\"";
+    const std::string kExpected =
+        fmt::format("\"immediate\", \"spares:K\" (0 <= K <= {}) or \"none\"", kMaxClusterNodes);
     if (*rep == "immediate") {
       f.replacement = ReplacementKind::Immediate;
     } else if (*rep == "none") {
@@ -410,7 +467,7 @@ void parseFailures(const ObjectReader& r, const std::filesystem::path& baseDir, 
       const std::string count = rep->substr(7);
       char* end = nullptr;
       const long long k = std::strtoll(count.c_str(), &end, 10);
-      if (count.empty() || end != count.c_str() + count.size() || k < 0) {
+      if (count.empty() || end != count.c_str() + count.size() || k < 0 || k > kMaxClusterNodes) {
         r.fail("replacement", kExpected);
       }
       f.replacement = ReplacementKind::Spares;
@@ -419,7 +476,7 @@ void parseFailures(const ObjectReader& r, const std::filesystem::path& baseDir, 
       r.fail("replacement", kExpected);
     }
   }
-  f.repairHours = nonNegative(r, "repair_hours", "hours");
+  f.repairHours = nonNegativeHours(r, "repair_hours");
   r.warnUnread(s.warnings);
 }
 
@@ -427,17 +484,16 @@ void parseSpot(const ObjectReader& r, Scenario& s) {
   SpotSpec spot;
   spot.nodeMeanHoursBetweenPreemptions =
       required(r, "node_mean_hours_between_preemptions",
-               positive(r, "node_mean_hours_between_preemptions", "hours"),
+               positive(r, "node_mean_hours_between_preemptions", "hours", kMaxMeanHours),
                "the mean hours between preemptions of one node");
-  spot.returnHours = nonNegative(r, "return_hours", "hours");
+  spot.returnHours = nonNegativeHours(r, "return_hours");
   r.warnUnread(s.warnings);
   s.spot = spot;
 }
 
 ScaleEvent readScaleEvent(const ObjectReader& r) {
   ScaleEvent e;
-  e.atHours =
-      required(r, "at_hours", nonNegative(r, "at_hours", "hours"), "the event's time in hours");
+  e.atHours = required(r, "at_hours", nonNegativeHours(r, "at_hours"), "the event's time in hours");
   const auto kind = r.readString("kind");
   if (kind == "join") {
     e.kind = ScaleKind::Join;
@@ -446,7 +502,7 @@ ScaleEvent readScaleEvent(const ObjectReader& r) {
   } else {
     r.fail("kind", "\"join\" or \"leave\"");
   }
-  e.nodes = integer(r, "nodes", 1, "a positive number of nodes").value_or(1);
+  e.nodes = integer(r, "nodes", 1, "a positive number of nodes", kMaxClusterNodes).value_or(1);
   return e;
 }
 
@@ -459,12 +515,13 @@ void parseScaleEvents(const Json& list, const std::string& path, Scenario& s) {
 
 ScriptEvent readScriptEvent(const ObjectReader& r) {
   ScriptEvent e;
-  e.atStep = required(r, "at_step", integer(r, "at_step", 0, "a non-negative step number"),
+  e.atStep = required(r, "at_step",
+                      integer(r, "at_step", 0, "a non-negative step number", kMaxScenarioSteps),
                       "the step after which the event happens");
   const auto kind = r.readString("kind");
   if (kind == "kill_worker") {
     e.kind = ScriptKind::KillWorker;
-    e.rank = required(r, "rank", integer(r, "rank", 0, "a non-negative global rank"),
+    e.rank = required(r, "rank", integer(r, "rank", 0, "a non-negative global rank", kMaxRank),
                       "the global rank of the worker to kill");
     constexpr std::string_view kExitCode =
         "a non-zero exit code (1..255, or -N for killed by signal N)";
@@ -482,7 +539,7 @@ ScriptEvent readScriptEvent(const ObjectReader& r) {
     }
     e.node = *node;
     if (e.kind == ScriptKind::Join) {
-      e.slots = integer(r, "slots", 1, "a positive number of slots").value_or(0);
+      e.slots = integer(r, "slots", 1, "a positive number of slots", kMaxGpusPerNode).value_or(0);
     }
   } else {
     r.fail("kind", "\"kill_worker\", \"leave\" or \"join\"");

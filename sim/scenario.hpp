@@ -24,7 +24,9 @@
 //     "seed": s }
 //
 // Errors: every bad value is a ConfigError naming the JSON path, the value and what was expected
-// ("job.checkpoint.interval_minutes = -3: expected a positive number of minutes"); files that
+// ("job.checkpoint.interval_minutes = -3: expected a positive number of minutes, at most
+// 6e+07"); every number has a range (the limits below), so that no time the simulator derives
+// from a scenario leaves its integer nanoseconds or becomes infinite or NaN; files that
 // cannot be read are IoError naming the path. Keys the simulator does not know are warnings
 // (Scenario::warnings), never errors. Paths inside a scenario (config_file, causes, trace_file)
 // are relative to the scenario file's directory.
@@ -43,6 +45,21 @@
 #include "sim/cluster.hpp"
 
 namespace stretch::sim {
+
+// The ranges of a scenario's numbers (docs/simulator.md, "Limits"): far beyond any real job,
+// and narrow enough that every time derived from them stays finite in int64 nanoseconds.
+inline constexpr double kMaxScenarioHours = 1e6;      // times and durations in hours (114 years)
+inline constexpr double kMaxScenarioMinutes = 6e7;    // the same, in minutes
+inline constexpr double kMaxScenarioSeconds = 3.6e9;  // the same, in seconds
+inline constexpr double kMaxMeanHours = 1e9;          // MTBFs, mean hours between preemptions
+inline constexpr double kMinWeibullShape = 0.1;       // below, nearly every draw is 0 ns
+inline constexpr double kMaxWeibullShape = 100.0;
+inline constexpr double kMaxScenarioBytes = 1e15;   // gradient and state bytes (1 PB)
+inline constexpr double kMaxComputeSpread = 100.0;  // job.compute_spread
+inline constexpr double kMaxCauseWeight = 1e15;     // a cause's count or weight
+inline constexpr std::int64_t kMaxBucketCount = 1'000'000;
+inline constexpr std::int64_t kMaxScenarioSteps = std::int64_t{1} << 50;    // total_steps, at_step
+inline constexpr std::int64_t kMaxScenarioSamples = std::int64_t{1} << 53;  // total_samples
 
 struct CheckpointSpec {
   // Exactly one cadence (or none: the job never saves). interval: a save after every

@@ -87,6 +87,26 @@ TEST(MonteCarlo, AThrowingProgressCallbackStopsTheBatchAndReachesTheCaller) {
   }
 }
 
+// Issue 42: --seeds had no bound, and 10^8 replicas ended in std::bad_alloc (an abort on the
+// command line, 10^7 used 5.66 GB) and 2^62 in vector's length_error. Beyond kMaxSeeds the batch
+// is refused before anything is allocated, naming the option, the value and the maximum.
+TEST(MonteCarlo, SeedsBeyondTheMaximumAreRefusedBeforeAnyAllocation) {
+  const Scenario s = loadScenario(test::fixturePath("scenarios/daly_exponential.json"));
+  EXPECT_EQ(kMaxSeeds, 1'000'000);
+  for (const std::int64_t seeds : {std::int64_t{1'000'001}, std::int64_t{100'000'000},
+                                   std::int64_t{1} << 62, std::int64_t{-1}}) {
+    MonteCarloOptions o;
+    o.seeds = seeds;
+    try {
+      runMonteCarlo(s, o);
+      ADD_FAILURE() << seeds << " seeds ran";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()), "--seeds = " + std::to_string(seeds) +
+                                           ": expected a number of replicas in [1, 1000000]");
+    }
+  }
+}
+
 TEST(ParallelFor, EveryItemOnceAndTheLowestFailureWins) {
   for (const int threads : {1, 2, 4}) {
     std::vector<std::atomic<int>> runs(100);

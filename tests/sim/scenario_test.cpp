@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/common/error.hpp"
+#include "sim/job_sim.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch::sim {
@@ -91,7 +92,8 @@ TEST(Scenario, BadValuesNameThePathTheValueAndTheExpectation) {
   auto j = minimal();
   j["job"]["checkpoint"] = {{"interval_minutes", -3}};
   EXPECT_EQ(errorOf(j),
-            "job.checkpoint.interval_minutes = -3: expected a positive number of minutes");
+            "job.checkpoint.interval_minutes = -3: expected a positive number of "
+            "minutes, at most 6e+07");
 
   j = minimal();
   j["failures"] = {{"model", "gamma"}};
@@ -114,7 +116,8 @@ TEST(Scenario, BadValuesNameThePathTheValueAndTheExpectation) {
   j = minimal();
   j["job"]["seconds_per_sample_per_gpu"] = 0;
   EXPECT_EQ(errorOf(j),
-            "job.seconds_per_sample_per_gpu = 0: expected a positive number of seconds");
+            "job.seconds_per_sample_per_gpu = 0: expected a positive number of "
+            "seconds, at most 3.6e+09");
 
   j = minimal();
   j["job"].erase("horizon_hours");
@@ -122,7 +125,8 @@ TEST(Scenario, BadValuesNameThePathTheValueAndTheExpectation) {
 
   j = minimal();
   j["job"]["total_steps"] = 2.5;
-  EXPECT_EQ(errorOf(j), "job.total_steps = 2.5: expected a positive number of steps");
+  EXPECT_EQ(errorOf(j),
+            "job.total_steps = 2.5: expected a positive number of steps, at most 1125899906842624");
 
   j = minimal();
   j["job"]["checkpoint"] = {{"interval_minutes", 10}, {"every_steps", 5}};
@@ -152,6 +156,87 @@ TEST(Scenario, BadValuesNameThePathTheValueAndTheExpectation) {
   j = minimal();
   j.erase("cluster");
   EXPECT_THAT(errorOf(j), HasSubstr("cluster = (missing)"));
+}
+
+// Issue 42: every number has a range, and a value outside it is a ConfigError naming the key,
+// the value and the range, never an InternalError from deep inside a run (a Weibull shape of
+// 1e-9 gave "sim/scheduler.cpp:11: check ... failed (duration -nan ns)", and a cost of 1e300
+// seconds an infinite duration). Each value at its limit runs.
+TEST(Scenario, EveryNumberHasARangeNamedInItsError) {
+  using nlohmann::json;
+  struct Case {
+    const char* pointer;  // where the value goes
+    json tooFar;          // refused
+    json atLimit;         // accepted, and runs
+    const char* message;  // what the error says
+  };
+  const Case cases[] = {
+      {"/failures/shape", 1e-9, 0.1,
+       "failures.shape = 1e-09: expected the Weibull shape k, a number in [0.1, 100]"},
+      {"/failures/shape", 1000, 100, "failures.shape = 1000: expected the Weibull shape k"},
+      {"/failures/node_mtbf_hours", 1e300, 1e9,
+       "failures.node_mtbf_hours = 1e+300: expected a positive number of hours, at most 1e+09"},
+      {"/failures/repair_hours", 1e7, 1e6, "failures.repair_hours = 10000000.0: expected"},
+      {"/job/seconds_per_sample_per_gpu", 1e300, 3.6e9,
+       "job.seconds_per_sample_per_gpu = 1e+300: expected a positive number of seconds, at most "
+       "3.6e+09"},
+      {"/job/horizon_hours", 1.7e308, 1e6, "job.horizon_hours = 1.7e+308: expected"},
+      {"/job/checkpoint/save_seconds", 1e300, 3.6e9, "job.checkpoint.save_seconds = 1e+300"},
+      {"/job/checkpoint/load_seconds", 1e300, 3.6e9, "job.checkpoint.load_seconds = 1e+300"},
+      {"/job/checkpoint/interval_minutes", 1e300, 6e7, "job.checkpoint.interval_minutes"},
+      {"/job/restart_overhead_seconds", 1e300, 3.6e9, "job.restart_overhead_seconds = 1e+300"},
+      {"/job/step_overhead_seconds", 1e300, 3.6e9, "job.step_overhead_seconds = 1e+300"},
+      {"/job/compute_spread", 1e300, 100,
+       "job.compute_spread = 1e+300: expected a non-negative fraction of the step's compute, at "
+       "most 100"},
+      {"/job/gradient_bytes", 1e300, 1e15, "job.gradient_bytes = 1e+300: expected"},
+      {"/job/bucket_count", 1e15, 1000000, "job.bucket_count = 1e+15: expected"},
+      {"/job/total_steps", 9007199254740993.0, 1000, "job.total_steps = "},
+      {"/agent/last_call_seconds", 1e300, 3.6e9, "agent.last_call_seconds = 1e+300"},
+      {"/agent/monitor_interval_seconds", 1e300, 3.6e9, "agent.monitor_interval_seconds"},
+      {"/agent/wait_timeout_seconds", 1e300, 3.6e9, "agent.wait_timeout_seconds = 1e+300"},
+      {"/agent/max_nodes", 1e9, 2,
+       "agent.max_nodes = 1000000000.0: expected a positive integer, at most 10000000"},
+      {"/spot/return_hours", 1e300, 1e6, "spot.return_hours = 1e+300"},
+      {"/spot/node_mean_hours_between_preemptions", 1e300, 1e9,
+       "spot.node_mean_hours_between_preemptions = 1e+300"},
+      {"/scale_events/0/at_hours", 1e300, 1e6, "scale_events[0].at_hours = 1e+300"},
+      {"/scale_events/0/nodes", 1e9, 1, "scale_events[0].nodes = 1000000000.0"},
+      {"/cluster/inter_node_GBps", 1e-300, 1e-6,
+       "cluster.inter_node_GBps = 1e-300: expected a finite number > 0 (GB/s per GPU), at least "
+       "1e-06 and at most 1e+09"},
+      {"/cluster/intra_latency_us", 1.7e308, 1e12, "cluster.intra_latency_us = 1.7e+308"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.pointer);
+    json base = minimal();
+    base["failures"] = {{"model", "weibull"}, {"node_mtbf_hours", 100}, {"shape", 1.5}};
+    base["spot"] = {{"node_mean_hours_between_preemptions", 50}};
+    base["scale_events"] = {{{"at_hours", 0.5}, {"kind", "join"}, {"nodes", 1}}};
+    json j = base;
+    j[json::json_pointer(c.pointer)] = c.tooFar;
+    EXPECT_THAT(errorOf(j), HasSubstr(c.message));
+    j[json::json_pointer(c.pointer)] = c.atLimit;
+    try {
+      const RunResult r = simulate(parse(j));
+      EXPECT_GE(r.simulatedNs, 0);
+    } catch (const Error& e) {
+      ADD_FAILURE() << "at its limit: " << e.kind() << ": " << e.what();
+    }
+  }
+  // Derived figures are checked too: FLOPs that give an infinite time per sample.
+  json j = minimal();
+  j["job"].erase("seconds_per_sample_per_gpu");
+  j["job"]["flops_per_sample"] = 1e30;
+  j["job"]["peak_tflops"] = 1e-300;
+  j["job"]["mfu"] = 1;
+  EXPECT_THAT(errorOf(j), HasSubstr("job.flops_per_sample = 1e+30: expected FLOPs that give"));
+  // And so is the bucket count a gradient size implies.
+  j = minimal();
+  j["job"]["gradient_bytes"] = 1e15;
+  j["job"]["config"]["zero_optimization"] = {{"reduce_bucket_size", 1}};
+  EXPECT_THAT(errorOf(j),
+              HasSubstr("job.gradient_bytes = 1e+15: expected at most 1000000 buckets"));
 }
 
 TEST(Scenario, SyntaxErrorsAndUnreadableFilesUseTheSharedFormats) {

@@ -104,7 +104,7 @@ TEST(SimCli, UnknownKeysWarnBadValuesFailWithStatus2) {
       runSim(path.string() + " --presets " + stretch::test::fixturePath("clusters").string(), dir);
   EXPECT_EQ(bad.status, 2);
   EXPECT_THAT(bad.err, HasSubstr("job.checkpoint.interval_minutes = -3: expected a positive "
-                                 "number of minutes"));
+                                 "number of minutes, at most 6e+07"));
   const CliRun badJson = runSim(
       path.string() + " --json --presets " + stretch::test::fixturePath("clusters").string(), dir);
   EXPECT_EQ(badJson.status, 2);
@@ -113,6 +113,28 @@ TEST(SimCli, UnknownKeysWarnBadValuesFailWithStatus2) {
   const CliRun missing = runSim((dir.path() / "none.json").string(), dir);
   EXPECT_EQ(missing.status, 2);
   EXPECT_THAT(missing.err, HasSubstr("none.json"));
+}
+
+// Issue 42: `--seeds 100000000` aborted with std::bad_alloc (exit 134) and a Weibull shape of
+// 1e-9 ended in an InternalError from the scheduler; both are bad input now (exit 2), named.
+TEST(SimCli, SeedsAndShapesOutOfRangeAreBadInputNotAborts) {
+  stretch::test::TempDir dir;
+  const CliRun many = runSim(fixture("daly_exponential") + " -q --seeds 100000000", dir);
+  EXPECT_EQ(many.status, 2) << many.err;
+  EXPECT_THAT(many.err, HasSubstr("--seeds: Value 100000000 not in range 1 to 1000000"));
+
+  const auto path = dir.path() / "s.json";
+  std::ofstream(path) << R"({"cluster": {"nodes": 2, "gpus_per_node": 1, "intra_node_GBps": 0,
+                "inter_node_GBps": 10, "intra_latency_us": 1, "inter_latency_us": 5},
+    "job": {"config": {"train_micro_batch_size_per_gpu": 1}, "seconds_per_sample_per_gpu": 0.1,
+            "horizon_hours": 10},
+    "failures": {"model": "weibull", "node_mtbf_hours": 10, "shape": 1e-9}})";
+  const CliRun shape = runSim(path.string() + " -q --json", dir);
+  EXPECT_EQ(shape.status, 2) << shape.out;
+  const auto e = nlohmann::json::parse(shape.out);
+  EXPECT_EQ(e["error"], "ConfigError");
+  EXPECT_EQ(e["message"],
+            "failures.shape = 1e-09: expected the Weibull shape k, a number in [0.1, 100]");
 }
 
 }  // namespace
