@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "planner/plan.hpp"
@@ -40,10 +41,31 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// Text handed over from Python is bounded as a file is (STRETCH_MAX_INPUT_BYTES, 64 MiB by
+// default), and a path must not hold a NUL byte: the system would read a shorter path. The
+// Python layer checks both first; these are the checks of last resort for direct callers.
+void checkText(const std::string& text, std::string_view what) {
+  const std::uint64_t limit = maxInputBytes();
+  if (text.size() > limit) {
+    throw ConfigError(ErrorDetail{std::string(what), fmt::format("{} bytes", text.size()),
+                                  fmt::format("at most {} bytes (set {} to give larger ones)",
+                                              limit, kMaxInputBytesVariable)});
+  }
+}
+
+void checkPath(const std::string& path, std::string_view what) {
+  if (path.find('\0') != std::string::npos) {
+    throw ConfigError(ErrorDetail{std::string(what), path.substr(0, path.find('\0')) + "\\0...",
+                                  "a file path without NUL characters"});
+  }
+}
+
 // The answer of `stretch elastic --json`, and the config's warnings.
 std::string elastic(const std::string& text, const std::string& source, std::int64_t worldSize,
                     bool returnMicroBatch, std::optional<std::string> envWorldSize,
                     const std::string& targetVersion, bool sectionOnly) {
+  checkText(text, source);
+  checkText(targetVersion, "version");
   Json out;
   {
     const py::gil_scoped_release release;
@@ -75,6 +97,7 @@ std::string elastic(const std::string& text, const std::string& source, std::int
 // world size, the batch a job of that many GPUs trains with.
 std::string normalise(const std::string& text, const std::string& source,
                       std::optional<std::int64_t> worldSize) {
+  checkText(text, source);
   Json out;
   {
     const py::gil_scoped_release release;
@@ -103,6 +126,9 @@ std::string normalise(const std::string& text, const std::string& source,
 // scheduler's (DEEPSPEED_ELASTICITY_CONFIG, nullopt when unset): the warning, or "".
 std::string ensureImmutable(const std::string& runtimeSection,
                             std::optional<std::string> schedulerSection) {
+  checkText(runtimeSection, "runtime_elastic_config_dict");
+  if (schedulerSection)
+    checkText(*schedulerSection, "DEEPSPEED_ELASTICITY_CONFIG");
   const config::ElasticityConfig runtime =
       config::parseElasticitySection(runtimeSection, "runtime_elastic_config_dict");
   elasticity::ElasticEnvironment env;
@@ -170,6 +196,13 @@ std::string runInterruptibly(Work work, std::atomic<bool>& cancel,
 std::string simulate(const std::string& scenarioText, const std::string& path,
                      const std::string& baseDir, std::int64_t seeds, int threads, bool events,
                      bool stepLevel, const py::object& callback) {
+  checkText(scenarioText, "scenario");
+  checkPath(path, "scenario");
+  checkPath(baseDir, "base_dir");
+  if (seeds < 1 || seeds > sim::kMaxSeeds) {
+    throw ConfigError(ErrorDetail{"seeds", std::to_string(seeds),
+                                  fmt::format("a number of replicas in [1, {}]", sim::kMaxSeeds)});
+  }
   std::atomic<bool> cancel{false};
   std::atomic<double> progress{0.0};
   return runInterruptibly(
@@ -211,6 +244,15 @@ std::string simulate(const std::string& scenarioText, const std::string& path,
 // The stretch.plan/1 document of a job (a file, or JSON text; see simulate).
 std::string plan(const std::string& jobText, const std::string& path, const std::string& baseDir,
                  std::optional<std::int64_t> seeds, int threads, const py::object& callback) {
+  checkText(jobText, "job");
+  checkPath(path, "job");
+  checkPath(baseDir, "base_dir");
+  if (seeds && (*seeds < 0 || *seeds > planner::kMaxSeeds)) {
+    throw ConfigError(
+        ErrorDetail{"seeds", std::to_string(*seeds),
+                    fmt::format("a number of replicas in [0, {}] (0: analytic estimates)",
+                                planner::kMaxSeeds)});
+  }
   std::atomic<bool> cancel{false};
   std::atomic<double> progress{0.0};
   return runInterruptibly(
@@ -273,6 +315,7 @@ PYBIND11_MODULE(_stretch, m) {
   m.def(
       "read_file",
       [](const std::string& path, const std::string& what) {
+        checkPath(path, what.empty() ? std::string_view("path") : std::string_view(what));
         std::string text;
         {
           const py::gil_scoped_release release;
@@ -291,6 +334,11 @@ PYBIND11_MODULE(_stretch, m) {
         py::arg("threads"), py::arg("callback"), "The stretch.plan/1 document as JSON.");
   m.def("worker_batch", &workerBatch,
         "The launcher's batch contract of this process as JSON, or null outside stretch launch.");
+  m.def(
+      "max_input_bytes", [] { return stretch::maxInputBytes(); },
+      "The most bytes of a document, a file or text (STRETCH_MAX_INPUT_BYTES, default 64 MiB).");
+  m.attr("max_seeds") = stretch::sim::kMaxSeeds;
+  m.attr("max_plan_seeds") = stretch::planner::kMaxSeeds;
   m.attr("compatible_deepspeed_version") =
       std::string(stretch::elasticity::kCompatibleDeepspeedVersion);
 }

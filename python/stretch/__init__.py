@@ -14,6 +14,7 @@ with the command line's messages. DeepSpeed's removed elasticity API is in
 """
 
 import json
+import math
 import os
 import warnings as _warnings
 
@@ -27,33 +28,133 @@ __version__ = "0.1.0"
 COMPATIBLE_DEEPSPEED_VERSION = _stretch.compatible_deepspeed_version
 
 
+#: The most replicas :func:`simulate` runs (``stretch sim --seeds``), and :func:`plan`'s.
+MAX_SEEDS = _stretch.max_seeds
+MAX_PLAN_SEEDS = _stretch.max_plan_seeds
+
+_INT64_MAX = (1 << 63) - 1
+_MAX_NESTING = 64  # the C++ reader's limit (runtime/config/json_reader.hpp)
+
+
+def _short(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _too_large(what, size):
+    limit = _stretch.max_input_bytes()
+    if size > limit:
+        raise ConfigError(
+            f"{what}: it is at least {size} bytes, more than the limit of {limit} bytes (set "
+            "STRETCH_MAX_INPUT_BYTES to give larger ones)"
+        )
+
+
+def _check_document(document, what):
+    """Checks a dict before it is written as JSON, as a file would be checked when read: string
+    keys only, finite numbers, integers in the JSON reader's range, no more than 64 levels, and
+    at most STRETCH_MAX_INPUT_BYTES (64 MiB by default) of text, each problem named by its path
+    ("job.checkpoint.save_seconds", "scale_events[0]")."""
+    budget = _stretch.max_input_bytes()
+    size = 0
+    stack = [(document, "", 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        shown = path or what
+        if depth > _MAX_NESTING:
+            raise ConfigError(f"{shown}: nested deeper than {_MAX_NESTING} levels")
+        if isinstance(value, dict):
+            size += 2
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise ConfigError(
+                        f"{shown}: the key {_short(key)} ({type(key).__name__}) is not a string: "
+                        "expected string keys (JSON object keys are strings)"
+                    )
+                size += len(key) + 4
+                stack.append((item, f"{path}.{key}" if path else key, depth + 1))
+        elif isinstance(value, (list, tuple)):
+            size += 2
+            for index, item in enumerate(value):
+                size += 1
+                stack.append((item, f"{path}[{index}]", depth + 1))
+        elif isinstance(value, str):
+            size += len(value) + 2
+        elif value is None or isinstance(value, bool):
+            size += 5
+        elif isinstance(value, int):
+            if not -(1 << 63) <= value < (1 << 64):
+                raise ConfigError(
+                    f"{shown} = {_short(value)}: expected an integer in [-2**63, 2**64)"
+                )
+            size += 20
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise ConfigError(
+                    f"{shown} = {value}: expected a finite number (JSON has no NaN or infinity)"
+                )
+            size += 24
+        else:
+            raise ConfigError(
+                f"{shown} = {_short(value)}: a {type(value).__name__} cannot be written as JSON "
+                "(expected a dict, list, str, int, float, bool or None)"
+            )
+        if size > budget:
+            _too_large(what, size)
+
+
+def _dict_text(document, what):
+    _check_document(document, what)
+    try:
+        return json.dumps(document, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as e:
+        raise ConfigError(f"{what}: the dict cannot be written as JSON: {e}") from None
+
+
+def _path(value, what):
+    """A path given as str, bytes or os.PathLike, refused when it holds a NUL character (the
+    operating system would read it as a shorter path)."""
+    path = os.fsdecode(os.fspath(value))
+    if "\0" in path:
+        raise ConfigError(
+            f"{what}: the path {_short(path)} contains a NUL character: expected a file path"
+        )
+    if len(path) > 4096:  # PATH_MAX: longer text that is no JSON is not a path either
+        raise ConfigError(
+            f"{what}: {_short(path)} is {len(path)} characters long: expected a file path (at "
+            "most 4096 characters) or JSON text"
+        )
+    return path
+
+
 def _config_text(config, what="config"):
     """(JSON text, source name) of a config given as a dict, a JSON string or a path."""
     if isinstance(config, dict):
-        try:
-            return json.dumps(config), "<dict>"
-        except (TypeError, ValueError) as e:
-            raise ConfigError(f"{what}: the dict cannot be written as JSON: {e}") from None
+        return _dict_text(config, what), "<dict>"
     if isinstance(config, os.PathLike) or (
         isinstance(config, str) and not config.lstrip().startswith(("{", "/*", "//"))
     ):
-        path = os.fspath(config)
+        path = _path(config, what)
         data = _stretch.read_file(path, what)
         return data.decode("utf-8", errors="replace"), path
     if isinstance(config, str):
+        _too_large(what, len(config))
         return config, "<string>"
     raise TypeError(
         f"{what}: expected a dict, a JSON string or a path, got {type(config).__name__}"
     )
 
 
-def _count(value, name, allow_none=True):
+def _count(value, name, allow_none=True, low=0, high=_INT64_MAX, expected="a number of GPUs",
+           note=""):
+    """An int argument in [low, high]: TypeError for another type, ConfigError naming the
+    argument, the value and the range otherwise."""
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__} {value!r}")
-    if value < 0:
-        raise ConfigError(f"{name} = {value}: expected a number of GPUs (0 or more)")
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__} {_short(value)}")
+    if not low <= value <= high:
+        raise ConfigError(f"{name} = {value}: expected {expected} in [{low}, {high}]{note}")
     return value
 
 
@@ -80,6 +181,8 @@ def elastic(config, world_size=None, version=None):
     world = _count(world_size, "world_size")
     if version is not None and not isinstance(version, str):
         raise TypeError(f"version: expected a string such as '0.18.2', got {type(version).__name__}")
+    if version is not None:
+        _too_large("version", len(version))
     result = json.loads(
         _stretch.elastic(
             text,
@@ -105,9 +208,7 @@ def config(config, world_size=None):
     Unknown keys and overridden batch keys warn (``UserWarning``). Raises like :func:`elastic`.
     """
     text, source = _config_text(config)
-    world = _count(world_size, "world_size", allow_none=True)
-    if world == 0:
-        raise ConfigError("world_size = 0: expected a positive number of GPUs")
+    world = _count(world_size, "world_size", allow_none=True, low=1)
     result = json.loads(_stretch.config(text, source, world))
     _warn(result.pop("warnings"))
     normalised = result["config"]
@@ -124,13 +225,16 @@ def _document(document, what, base_dir):
     is read by the C++ itself (relative paths inside resolve from its folder), text and dicts
     resolve theirs from base_dir (default: the current directory)."""
     base = os.fspath(base_dir) if base_dir is not None else os.getcwd()
+    if base_dir is not None:
+        base = _path(base_dir, "base_dir")
     if isinstance(document, dict):
-        return json.dumps(document), "", base
+        return _dict_text(document, what), "", base
     if isinstance(document, os.PathLike) or (
         isinstance(document, str) and not document.lstrip().startswith("{")
     ):
-        return "", os.fspath(document), ""
+        return "", _path(document, what), ""
     if isinstance(document, str):
+        _too_large(what, len(document))
         return document, "", base
     raise TypeError(
         f"{what}: expected a dict, a JSON string or a path, got {type(document).__name__}"
@@ -140,8 +244,10 @@ def _document(document, what, base_dir):
 def _threads(threads):
     if threads is None:
         return 0  # the machine's cores
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise TypeError(f"threads: expected None or a positive int, got {threads!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads < 1 << 31:
+        raise TypeError(
+            f"threads: expected None or a positive int below 2**31, got {_short(threads)}"
+        )
     return threads
 
 
@@ -158,9 +264,8 @@ def simulate(scenario, seeds=1, threads=None, events=False, step_level=False, pr
     current directory); inside a file, from its folder.
     """
     text, path, base = _document(scenario, "scenario", base_dir)
-    count = _count(seeds, "seeds", allow_none=False)
-    if count < 1:
-        raise ConfigError(f"seeds = {count}: expected a positive number of replicas")
+    count = _count(seeds, "seeds", allow_none=False, low=1, high=MAX_SEEDS,
+                   expected="a number of replicas")
     result = _stretch.simulate(text, path, base, count, _threads(threads), bool(events),
                                bool(step_level), progress)
     return json.loads(result)
@@ -175,7 +280,8 @@ def plan(job, seeds=None, threads=None, progress=None, base_dir=None):
     Ctrl-C as in :func:`simulate`.
     """
     text, path, base = _document(job, "job", base_dir)
-    count = _count(seeds, "seeds")
+    count = _count(seeds, "seeds", low=0, high=MAX_PLAN_SEEDS,
+                   expected="a number of replicas", note=" (0: analytic estimates)")
     return json.loads(_stretch.plan(text, path, base, count, _threads(threads), progress))
 
 

@@ -117,3 +117,122 @@ def test_worker_batch_reads_the_launchers_contract(monkeypatch):
     monkeypatch.setenv("STRETCH_GENERATION", "2")
     monkeypatch.setenv("STRETCH_DS_CONFIG", "/job/ds.json")
     assert stretch.worker_batch() == stretch.WorkerBatch(96, 4, 3, 2, "/job/ds.json")
+
+
+# Issue 42, items 7 and 8: every argument and every document bounded and checked by name, never
+# a MemoryError, a vector length error, an InternalError, a silently shortened path or a
+# TypeError that quotes the whole scenario.
+SIMPLE_ELASTIC = {"elasticity": {"enabled": True, "max_train_batch_size": 8,
+                                 "micro_batch_sizes": [1], "min_gpus": 1, "max_gpus": 8,
+                                 "version": 0.1}}
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: stretch.simulate(SCENARIO, seeds=10**8),
+         r"^seeds = 100000000: expected a number of replicas in \[1, 1000000\]$"),
+        (lambda: stretch.simulate(SCENARIO, seeds=2**62), r"^seeds = 4611686018427387904: "),
+        (lambda: stretch.simulate(SCENARIO, seeds=2**64), r"^seeds = 18446744073709551616: "),
+        (lambda: stretch.simulate(SCENARIO, seeds=-1),
+         r"^seeds = -1: expected a number of replicas in \[1, 1000000\]$"),
+        (lambda: stretch.plan(JOB, seeds=10**8),
+         r"^seeds = 100000000: expected a number of replicas in \[0, 1000000\] \(0: analytic"),
+        (lambda: stretch.plan(JOB, seeds=2**64), r"^seeds = 18446744073709551616: "),
+        (lambda: stretch.elastic(SIMPLE_ELASTIC, world_size=2**64),
+         r"^world_size = 18446744073709551616: expected a number of GPUs in \[0, "),
+        (lambda: stretch.config(SIMPLE_ELASTIC, world_size=2**64), r"^world_size = 1844674"),
+    ],
+)
+def test_counts_are_bounded_and_named(call, message):
+    with pytest.raises(stretch.ConfigError, match=message) as caught:
+        call()
+    assert "cluster" not in str(caught.value) and "elasticity" not in str(caught.value)
+
+
+def test_the_maxima_are_part_of_the_api():
+    assert stretch.MAX_SEEDS == 1_000_000
+    assert stretch.MAX_PLAN_SEEDS == 1_000_000
+
+
+def test_a_seed_count_the_cli_module_gets_directly_is_checked_too():
+    with pytest.raises(stretch.ConfigError, match=r"seeds = 100000000"):
+        stretch._stretch.simulate("", str(SCENARIO), "", 10**8, 0, False, False, None)
+    with pytest.raises(stretch.ConfigError, match=r"seeds = 100000000"):
+        stretch._stretch.plan("", str(JOB), "", 10**8, 0, None)
+    with pytest.raises(stretch.ConfigError, match=r"without NUL characters"):
+        stretch._stretch.read_file(str(SCENARIO) + "\0.txt", "scenario")
+
+
+def test_a_path_with_a_nul_character_is_refused_not_shortened():
+    for call in (lambda: stretch.simulate(str(SCENARIO) + "\0junk"),
+                 lambda: stretch.plan(str(JOB) + "\0junk"),
+                 lambda: stretch.elastic(str(SCENARIO) + "\0junk"),
+                 lambda: stretch.simulate(json.loads(SCENARIO.read_text()),
+                                          base_dir=str(SCENARIO.parent) + "\0x")):
+        with pytest.raises(stretch.ConfigError, match="contains a NUL character"):
+            call()
+
+
+def scenario_dict():
+    return json.loads(SCENARIO.read_text())
+
+
+def test_dict_values_json_cannot_hold_are_named_by_their_key():
+    doc = scenario_dict()
+    doc["failures"]["node_mtbf_hours"] = float("nan")
+    with pytest.raises(stretch.ConfigError,
+                       match=r"^failures\.node_mtbf_hours = nan: expected a finite number"):
+        stretch.simulate(doc, base_dir=SCENARIO.parent)
+    doc = scenario_dict()
+    doc["job"]["checkpoint"]["save_seconds"] = float("inf")
+    with pytest.raises(stretch.ConfigError, match=r"^job\.checkpoint\.save_seconds = inf"):
+        stretch.simulate(doc, base_dir=SCENARIO.parent)
+    doc = scenario_dict()
+    doc["scale_events"] = [{"at_hours": 1, "kind": "join", "nodes": 10**30}]
+    with pytest.raises(stretch.ConfigError, match=r"^scale_events\[0\]\.nodes = 10+: expected an"):
+        stretch.simulate(doc, base_dir=SCENARIO.parent)
+    doc = scenario_dict()
+    doc["job"]["checkpoint"][30] = 1  # json.dumps would have written "30"
+    with pytest.raises(stretch.ConfigError,
+                       match=r"^job\.checkpoint: the key 30 \(int\) is not a string"):
+        stretch.simulate(doc, base_dir=SCENARIO.parent)
+    with pytest.raises(stretch.ConfigError, match=r"^elasticity: the key None"):
+        stretch.elastic({"elasticity": {None: 1}})
+    with pytest.raises(stretch.ConfigError, match=r"^job\.note = \{1, 2\}: a set cannot"):
+        stretch.simulate({**scenario_dict(), "job": {"note": {1, 2}}})
+
+
+def test_the_weibull_shape_is_checked_by_range_not_by_an_internal_check():
+    doc = scenario_dict()
+    doc["failures"] = {"model": "weibull", "node_mtbf_hours": 10, "shape": 1e-9}
+    with pytest.raises(stretch.ConfigError, match=r"^failures\.shape = 1e-09: expected the "
+                                                  r"Weibull shape k, a number in \[0\.1, 100\]$"):
+        stretch.simulate(doc, base_dir=SCENARIO.parent)
+
+
+def test_text_and_dicts_are_bounded_like_files(monkeypatch):
+    monkeypatch.setenv("STRETCH_MAX_INPUT_BYTES", "4096")
+    big = scenario_dict()
+    big["description"] = "x" * 5000
+    for call in (lambda: stretch.simulate(big, base_dir=SCENARIO.parent),
+                 lambda: stretch.simulate(json.dumps(big), base_dir=SCENARIO.parent),
+                 lambda: stretch.elastic({**SIMPLE_ELASTIC, "note": "y" * 5000}),
+                 lambda: stretch.config(json.dumps({**SIMPLE_ELASTIC, "note": "y" * 5000}))):
+        with pytest.raises(stretch.ConfigError, match=r"more than the limit of 4096 bytes \(set "
+                                                      r"STRETCH_MAX_INPUT_BYTES"):
+            call()
+    with pytest.raises(stretch.ConfigError, match=r"^scenario = 5\d\d\d bytes: expected at most "
+                                                  r"4096 bytes"):
+        stretch._stretch.simulate(json.dumps(big), "", str(SCENARIO.parent), 1, 0, False, False,
+                                  None)
+    # Under the limit, the same documents run.
+    small = scenario_dict()
+    assert stretch.simulate(small, base_dir=SCENARIO.parent)["seeds"] == 1
+    deep = {"elasticity": dict(SIMPLE_ELASTIC["elasticity"])}
+    node = deep
+    for _ in range(100):
+        node["x"] = {}
+        node = node["x"]
+    with pytest.raises(stretch.ConfigError, match="nested deeper than 64 levels"):
+        stretch.elastic(deep)
