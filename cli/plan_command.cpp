@@ -9,7 +9,10 @@
 // input (the message names the key, the value and what was expected).
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -17,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -59,6 +63,31 @@ void writeFile(const std::string& path, const std::string& text, const std::stri
   }
 }
 
+// Fails now, before a plan that may take minutes, when `path` cannot be written: the file is
+// opened for writing as it is (an existing file keeps its bytes; a missing one is created and
+// removed again), so a missing folder, a read-only place or a directory is found at once.
+// Devices and pipes (/dev/stdout, a FIFO) are left to the write itself: opening one is not free.
+void checkWritable(const std::string& path, const std::string& flag) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    return;
+  }
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  bool created = false;
+  if (fd < 0 && errno == ENOENT) {
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0644);
+    created = fd >= 0;
+  }
+  if (fd < 0) {
+    throw IoError(ErrorDetail{
+        flag, path, fmt::format("a file that can be written ({})", std::strerror(errno))});
+  }
+  ::close(fd);
+  if (created) {
+    ::unlink(path.c_str());
+  }
+}
+
 int runPlan(const PlanCliOptions& o) {
   const auto format = planner::parseReportFormat(o.format);
   const bool json = format == planner::ReportFormat::Json;
@@ -73,6 +102,12 @@ int runPlan(const PlanCliOptions& o) {
     style.print = root;
     if (!format) {
       throw ConfigError(ErrorDetail{"--format", o.format, "table, json, csv, md or html"});
+    }
+    if (root && !o.out.empty()) {
+      checkWritable(o.out, "--out");
+    }
+    if (root && !o.emitConfig.empty()) {
+      checkWritable(o.emitConfig, "--emit-config");
     }
     sim::ScenarioOptions so;
     so.presetDir = o.presets;

@@ -133,6 +133,35 @@ TEST(PlanCli, ErrorsExitTwoAndNameTheKey) {
   EXPECT_NE(r.out.find("--seeds"), std::string::npos) << r.out;
 }
 
+// Issue 42: an --out (or --emit-config) that cannot be written was found only after planning,
+// which with a million replicas takes hours; it is refused at once now, naming the flag.
+TEST(PlanCli, AnOutputThatCannotBeWrittenIsRefusedBeforePlanning) {
+  test::TempDir dir("stretch-plan-cli");
+  for (const std::string flag : {"--out", "--emit-config"}) {
+    SCOPED_TRACE(flag);
+    const std::string missing = (dir.path() / "no-such-folder" / "plan.txt").string();
+    const Result r = run("timeout 60 " + std::string(STRETCH_CLI) + " plan -q --seeds 1000000 " +
+                         flag + " " + missing + " 2>&1");
+    EXPECT_EQ(r.exitCode, 2) << r.out;  // 124: it planned first
+    EXPECT_NE(r.out.find(flag + " = " + missing +
+                         ": expected a file that can be written (No such "
+                         "file or directory)"),
+              std::string::npos)
+        << r.out;
+    const Result d = run("timeout 60 " + std::string(STRETCH_CLI) + " plan -q --seeds 1000000 " +
+                         flag + " " + dir.path().string() + " 2>&1");
+    EXPECT_EQ(d.exitCode, 2) << d.out;
+    EXPECT_NE(d.out.find("Is a directory"), std::string::npos) << d.out;
+  }
+  // A file that can be written is left as it was until the plan is written over it.
+  const auto existing = dir.path() / "old.txt";
+  std::ofstream(existing) << "old";
+  const Result bad = plan("--objective fastest --out " + existing.string());
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_EQ(test::readFile(existing), "old");
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "no-such-folder"));
+}
+
 // Headless Chromium renders the HTML report and the DOM it builds holds the three charts with
 // their points: the page works in a real browser, with no network.
 TEST(PlanCli, HtmlRendersInHeadlessChromium) {
