@@ -23,6 +23,7 @@
 #include "runtime/common/file_io.hpp"
 #include "runtime/common/posix_files.hpp"
 #include "runtime/common/worker_variables.hpp"
+#include "runtime/engine/checkpoint_dir.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
 #include "runtime/engine/device_staging.hpp"
 
@@ -101,6 +102,11 @@ std::shared_ptr<comm::ProcessGroup> joinIfDistributed(engine::LiveRecovery* live
 }
 
 void startTraining(engine::Engine& engine, const JobOptions& options, engine::LiveRecovery* live) {
+  // One job per checkpoint directory, from the start: a directory another job holds ends this
+  // job before its first step (runJob: exit status kExitCannotRun, which the launcher does not
+  // restart), not at its first save after training it could not keep.
+  if (!options.checkpointDir.empty())
+    engine.claimCheckpointDir(options.checkpointDir);
   if (live == nullptr || !live->joining())
     resumeIfAsked(engine, options);
   if (live != nullptr)
@@ -303,6 +309,9 @@ int runJob(const std::string& program, const std::function<int()>& body) {
   } catch (const engine::JobFinishedElsewhere& e) {
     spdlog::info("{}: {}", program, e.what());
     return 0;
+  } catch (const engine::CheckpointDirInUseError& e) {
+    std::cerr << program << ": error: " << e.what() << "\n";
+    return worker_env::kExitCannotRun;
   } catch (const ConfigError& e) {
     std::cerr << program << ": error: " << e.what() << "\n";
     return 2;

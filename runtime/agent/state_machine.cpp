@@ -9,6 +9,7 @@
 #include "runtime/common/check.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/common/overloaded.hpp"
+#include "runtime/common/worker_variables.hpp"
 
 namespace stretch::agent {
 
@@ -331,6 +332,13 @@ void AgentStateMachine::failGeneration(const std::string& cause, int exitCode,
   earlyStreak_ =
       !early ? 0 : (earlyStreak_ > 0 && exitCode == earlyExitCode_ ? earlyStreak_ + 1 : 1);
   earlyExitCode_ = exitCode;
+  if (exitCode == worker_env::kExitCannotRun) {
+    fail(fmt::format("{}: the worker says the job cannot run as launched (exit status {}), so it "
+                     "is not restarted; its log says why",
+                     cause, worker_env::kExitCannotRun),
+         2, out);
+    return;
+  }
   if (restartCount_ >= config_.maxRestarts) {
     fail(fmt::format("{}; max_restarts ({}) exhausted: the job was restarted {} time(s) already",
                      cause, config_.maxRestarts, restartCount_),

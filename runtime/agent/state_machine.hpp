@@ -21,7 +21,9 @@
 //     after wait_timeout (Fail listing the available slots and the valid sizes).
 //  3. Worker failure (an exit code != 0 of the running generation): stop all workers and restart
 //     with the same pool. Counts against max_restarts. Nodes waiting to join are admitted by
-//     this restart (it happens anyway).
+//     this restart (it happens anyway). A worker that exits with worker_env::kExitCannotRun
+//     (78: the job cannot run as launched, e.g. another job holds its checkpoint directory)
+//     stops the workers and fails the job at once with exit code 2: no restart would help.
 //  4. A node of the running world leaving (NodeLeft, HeartbeatLost, or a heartbeat older than
 //     heartbeat_timeout): stop and restart without it. Counts against max_restarts
 //     (DSElasticAgent's rule). A spare or waiting node leaving changes nothing running.

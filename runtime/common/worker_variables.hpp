@@ -7,6 +7,12 @@
 
 namespace stretch::worker_env {
 
+// A worker's exit status that says the job cannot run as launched, whatever restarts would do
+// (another job holds its checkpoint directory): the agent ends the job at once with exit status
+// 2 and the worker's reason, with no restart (agent/state_machine.hpp). 78 is sysexits.h's
+// EX_CONFIG.
+inline constexpr int kExitCannotRun = 78;
+
 // The batch contract: the elastic solver's triple for the generation's world size, and the
 // DeepSpeed config file (DeepSpeed's elasticity section travels in kElasticityConfig).
 inline constexpr const char* kTrainBatchSize = "STRETCH_TRAIN_BATCH_SIZE";

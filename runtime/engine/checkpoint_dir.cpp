@@ -123,27 +123,11 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir, const std::string& 
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ::close(fd);
-  throw CheckpointError(fmt::format(
+  throw CheckpointDirInUseError(fmt::format(
       "checkpoint directory {} is in use by another job ({}; this one is {}): two jobs must not "
       "save into one directory. Stop the other job, or give this one another checkpoint "
       "directory",
       dir, holder.empty() ? "which did not say who it is" : holder, job));
-}
-
-std::optional<std::string> CheckpointDirLock::otherHolder(const std::string& dir,
-                                                          const std::string& job) {
-  const std::string path = joinPath(dir, kFileName);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0)
-    return std::nullopt;
-  std::optional<std::string> other;
-  if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
-    ::flock(fd, LOCK_UN);
-  } else if (const std::string holder = readHolder(fd); holder != job) {
-    other = holder.empty() ? std::string("a job that did not say who it is") : holder;
-  }
-  ::close(fd);
-  return other;
 }
 
 CheckpointDirLock::~CheckpointDirLock() {

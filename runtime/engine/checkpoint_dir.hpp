@@ -10,8 +10,9 @@
 //    entry a checkpoint file or a temporary file of one) is removed once a later save has
 //    completed; other directories are never touched.
 //  - One job per directory: an advisory lock (flock(2) on dir/.stretch.lock, which names the job
-//    that holds it). Every engine of a job takes or shares it at its first save or load; an
-//    engine of another job gets a CheckpointError naming the holder. The lock ends with the
+//    that holds it). Every engine of a job takes or shares it at its first save or load, or
+//    earlier (Engine::claimCheckpointDir, which the example jobs call at their start); an
+//    engine of another job gets a CheckpointDirInUseError naming the holder. The lock ends with the
 //    processes that hold it, so a crashed job never blocks its successor.
 //
 // Paths are plain strings and every file operation is a POSIX call (checkpoint_io.hpp says why).
@@ -22,7 +23,14 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/checkpoint/manifest.hpp"
+
 namespace stretch::engine {
+
+// Another job holds the checkpoint directory: the job cannot run as launched (the example jobs
+// exit with worker_env::kExitCannotRun, and the launcher ends the job without a restart).
+using checkpoint::CheckpointError;
+STRETCH_DECLARE_ERROR(CheckpointDirInUseError, CheckpointError);
 
 // Removes, under dir, every directory other than `keep` that has no manifest.json and holds
 // only checkpoint files (*.pt) and temporary files of atomic writes ("<name>.tmp.<pid>.<k>"),
@@ -47,10 +55,6 @@ class CheckpointDirLock {
   ~CheckpointDirLock();
   CheckpointDirLock(const CheckpointDirLock&) = delete;
   CheckpointDirLock& operator=(const CheckpointDirLock&) = delete;
-
-  // The job that holds dir's lock when it is not `job` (a load warns: that job's next save and
-  // this one's would collide), nullopt when the lock is free, held by `job`, or there is none.
-  static std::optional<std::string> otherHolder(const std::string& dir, const std::string& job);
 
   // Whether this object holds the flock (false: another engine of the job does).
   bool holder() const { return fd_ >= 0; }

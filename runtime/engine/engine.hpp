@@ -190,10 +190,16 @@ class Engine {
   // CheckpointError listing every checkpoint tried. A checkpoint that fails changes nothing. Any
   // data-parallel size may load a checkpoint written at any other: ZeRO shards are
   // re-partitioned.
+  // One job per directory: a load takes (or shares) dir's lock first when dir exists, so a
+  // directory another job holds is a CheckpointDirInUseError before anything is read.
   std::optional<LoadedCheckpoint> loadCheckpoint(const std::string& dir,
                                                  std::optional<std::string> tag = std::nullopt,
                                                  bool loadOptimizerStates = true,
                                                  bool loadLrSchedulerStates = true);
+  // Takes (or shares) dir's lock now, creating dir, so that a job whose checkpoint directory
+  // another job holds ends before its first step (CheckpointDirInUseError naming the holder)
+  // instead of at its first save, after training it cannot keep. Not collective.
+  void claimCheckpointDir(const std::string& dir);
 
   // ---- Live recovery (engine_live.cpp; runtime/engine/live_recovery.hpp drives it) ----
   // Whether this engine can continue in a new group without a checkpoint: ZeRO stage 0, whose

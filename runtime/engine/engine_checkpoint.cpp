@@ -234,6 +234,15 @@ GenericDict Engine::scalerState() const {
   return scaler;
 }
 
+void Engine::claimCheckpointDir(const std::string& dir) {
+  if (dir.empty())
+    throw ConfigError(ErrorDetail{"checkpoint directory", "\"\"", "a directory"});
+  if (saveLock_ && saveLock_->dir() == dir && saveLock_->holder())
+    return;
+  saveLock_.reset();
+  saveLock_ = std::make_unique<CheckpointDirLock>(dir, currentJobId());
+}
+
 std::string Engine::saveCheckpoint(const std::string& dir, std::optional<std::string> tag,
                                    const StateDict& clientState) {
   if (dir.empty())
@@ -243,10 +252,7 @@ std::string Engine::saveCheckpoint(const std::string& dir, std::optional<std::st
   const std::string path = joinPath(dir, name);
   const int rank = dpRank();
   checkTagAgreement(name);
-  if (!saveLock_ || saveLock_->dir() != dir || !saveLock_->holder()) {
-    saveLock_.reset();
-    saveLock_ = std::make_unique<CheckpointDirLock>(dir, currentJobId());
-  }
+  claimCheckpointDir(dir);
   if (rank == 0)
     makeCheckpointDirectory(path);
   group_->barrier()->wait();
@@ -411,6 +417,10 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::string& dir,
                                                        bool loadLrSchedulerStates) {
   const auto began = std::chrono::steady_clock::now();
   const int rank = dpRank();
+  // Another job's directory is refused before anything is read: its next save would overwrite
+  // what this job trains from, or this job's saves would overwrite its checkpoints.
+  if (isDirectory(dir))
+    claimCheckpointDir(dir);
   // An explicit tag is loaded or fails; without one, latest's tag and then older global_step
   // directories (runtime/checkpoint/layout.hpp).
   checkpoint::LoadCandidates candidates;
@@ -428,12 +438,6 @@ std::optional<LoadedCheckpoint> Engine::loadCheckpoint(const std::string& dir,
     return std::nullopt;
   }
   if (!tag && rank == 0) {
-    if (const auto other = CheckpointDirLock::otherHolder(dir, currentJobId())) {
-      spdlog::warn(
-          "loadCheckpoint: {} is in use by another job ({}); this job's saves into it "
-          "will fail while that job runs",
-          dir, *other);
-    }
     if (!candidates.latestProblem.empty()) {
       spdlog::warn(
           "loadCheckpoint: {}'s 'latest' file is {}; trying its global_step "

@@ -146,6 +146,57 @@ TEST(Launch, AWorkerKilledAtARandomMomentIsRestartedAndTheResultIsBitwiseTheSame
   }
 }
 
+// Two jobs, one checkpoint directory (issue 42, item 1). Job B, launched while job A trains and
+// saves into the same --checkpoint_dir, once trained on with its saves refused, restarted 18
+// times, and overwrote A's `latest` when A ended; with --resume it silently loaded A's checkpoint.
+// Now B ends before its first step, exit status 2, naming A's job, with no restart, and nothing
+// of A's is read or written by it.
+TEST(Launch, ASecondJobOnAnotherJobsCheckpointDirectoryEndsAtOnceNamingIt) {
+  stretch::test::TempDir dirA("stretch-launch");
+  stretch::test::TempDir dirB("stretch-launch");
+  Launch a(dirA.path(), digitsJob(dirA.path(), 1, 200000), "launch", "a_");
+  const fs::path latest = dirA.path() / "ckpt" / "latest";
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!fs::exists(latest) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(fs::exists(latest)) << a.err();
+  // B: its own logs, A's checkpoint directory (the launcher's option and the program's).
+  auto args = digitsJob(dirB.path(), 1, 300);
+  for (auto& arg : args) {
+    if (arg == (dirB.path() / "ckpt").string())
+      arg = (dirA.path() / "ckpt").string();
+  }
+  const auto began = std::chrono::steady_clock::now();
+  Launch b(dirB.path(), args, "launch", "b_");
+  const int status = b.wait(60s);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  EXPECT_EQ(status, 2) << b.err();
+  EXPECT_NE(b.err().find("in use by another job (job "), std::string::npos) << b.err();
+  EXPECT_NE(b.err().find("cannot run as launched"), std::string::npos) << b.err();
+  const auto events = eventsOf(dirB.path() / "events.jsonl");
+  int starts = 0;
+  bool failed = false;
+  for (const auto& e : events) {
+    starts += e.value("event", "") == "start_workers" ? 1 : 0;
+    failed = failed || (e.value("event", "") == "fail" && e.value("exit_code", 0) == 2);
+  }
+  EXPECT_EQ(starts, 1) << "B was restarted";
+  EXPECT_TRUE(failed);
+  EXPECT_FALSE(fs::exists(dirB.path() / "logs" / "attempt_2"));
+  // B loaded nothing (its --resume once loaded A's checkpoint) and trained no step, so it saved
+  // nothing either: every checkpoint there is A's, and A trains on.
+  const std::string rankLog =
+      stretch::test::readFileIfAny(dirB.path() / "logs" / "attempt_1" / "rank_0.log");
+  EXPECT_EQ(rankLog.find("resumed from"), std::string::npos) << rankLog;
+  EXPECT_NE(rankLog.find("in use by another job"), std::string::npos) << rankLog;
+  EXPECT_EQ(a.wait(std::chrono::seconds(0)), -1) << "A ended: " << a.err();
+  std::printf("second job on a held checkpoint directory: exit %d after %.2f s, %d start(s)\n",
+              status, seconds, starts);
+  ::kill(a.pid(), SIGTERM);
+  EXPECT_NE(a.wait(60s), -1);
+}
+
 TEST(Launch, AWorkerKilledWhileSavingLeavesThePreviousCheckpointCurrent) {
   stretch::test::TempDir reference("stretch-launch");
   Launch straight(reference.path(), digitsJob(reference.path(), 2, 300));

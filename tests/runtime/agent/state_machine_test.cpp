@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/common/error.hpp"
+#include "runtime/common/worker_variables.hpp"
 #include "tests/runtime/agent/agent_test_util.hpp"
 
 namespace stretch::agent {
@@ -133,6 +134,24 @@ TEST(AgentStateMachine, ACrashLoopBacksOffThenFailsAtTheLimit) {
 
 // Only the same early failure in a row counts: a different exit code starts the streak again,
 // and a failure after the first step restarts at once and clears it.
+// A worker that says the job cannot run as launched (another job holds its checkpoint directory)
+// ends the job at once, whether or not it trained first: no restart, no backoff, exit status 2.
+TEST(AgentStateMachine, AWorkerThatSaysTheJobCannotRunEndsItWithoutARestart) {
+  for (const bool early : {true, false}) {
+    AgentStateMachine m(agentConfig(1, 1, /*maxRestarts=*/100));
+    startWith(m, {"a"});
+    const auto a = m.handle(10s, WorkerExited{1, "a", 0, worker_env::kExitCannotRun, early});
+    ASSERT_EQ(kinds(a), (Kinds{"stop", "fail"})) << "early " << early;
+    const Fail fail = single<Fail>(a);
+    EXPECT_EQ(fail.exitCode, 2);
+    EXPECT_NE(fail.message.find("exited with code 78"), std::string::npos) << fail.message;
+    EXPECT_NE(fail.message.find("the job cannot run as launched (exit status 78), so it is not "
+                                "restarted"),
+              std::string::npos)
+        << fail.message;
+  }
+}
+
 TEST(AgentStateMachine, OnlyTheSameEarlyFailureInARowCountsAsACrashLoop) {
   AgentStateMachine m(agentConfig(1, 1, /*maxRestarts=*/100));
   startWith(m, {"a"});

@@ -14,6 +14,7 @@
 
 #include "runtime/checkpoint/layout.hpp"
 #include "runtime/comm/in_process_backend.hpp"
+#include "runtime/common/file_io.hpp"
 #include "runtime/common/posix_files.hpp"
 #include "runtime/engine/checkpoint_dir.hpp"
 #include "runtime/engine/checkpoint_io.hpp"
@@ -435,7 +436,6 @@ TEST(CheckpointDir, ASecondJobCannotSaveIntoADirectoryAnotherJobHolds) {
   {
     CheckpointDirLock other(dir.path(), "job other");
     EXPECT_TRUE(other.holder());
-    EXPECT_EQ(CheckpointDirLock::otherHolder(dir.path(), currentJobId()), "job other");
     try {
       engine->saveCheckpoint(dir.path());
       ADD_FAILURE() << "saved into a directory another job holds";
@@ -451,8 +451,47 @@ TEST(CheckpointDir, ASecondJobCannotSaveIntoADirectoryAnotherJobHolds) {
   // Released with its holder: the engine saves, and holds it from then on.
   engine->saveCheckpoint(dir.path());
   EXPECT_TRUE(pathExists(under(dir, "latest")));
-  EXPECT_EQ(CheckpointDirLock::otherHolder(dir.path(), currentJobId()), std::nullopt);
-  EXPECT_THROW(CheckpointDirLock(dir.path(), "job third"), CheckpointError);
+  EXPECT_THROW(CheckpointDirLock(dir.path(), "job third"), CheckpointDirInUseError);
+}
+
+// Two jobs, one directory: job B once trained and restarted 18 times with its saves refused,
+// then overwrote job A's `latest` when A ended, and with --resume silently loaded A's
+// checkpoint. Now B's first touch, a load or a claim at its start, is refused naming A, and
+// nothing of A's is read or changed.
+TEST(CheckpointDir, ALoadOrAClaimOfADirectoryAnotherJobHoldsIsRefusedBeforeAnythingIsRead) {
+  stretch::test::TempDir dir("stretch-ckpt");
+  torch::manual_seed(0);
+  Mlp model(6, 12, 3);
+  InitOptions options;
+  options.device = torch::Device(torch::kCPU);
+  auto a = initialize(torch::nn::AnyModule(model), test::parse(configFor(0)), options).engine;
+  a->saveCheckpoint(dir.path());  // A (this process's job) holds the directory from now on
+  const std::string holder = currentJobId();
+  const std::string latest = readFileIfExists(under(dir, "latest")).value_or("");
+  ASSERT_FALSE(latest.empty());
+  // B: another job (another token) in a process of its own; here, a second open file
+  // description, which flock(2) treats alike.
+  ::setenv("STRETCH_STORE_TOKEN", "job-b-token-0123456789abcdef", 1);
+  Mlp modelB(6, 12, 3);
+  auto b = initialize(torch::nn::AnyModule(modelB), test::parse(configFor(0)), options).engine;
+  for (const bool load : {true, false}) {
+    try {
+      if (load)
+        b->loadCheckpoint(dir.path());
+      else
+        b->claimCheckpointDir(dir.path());
+      ADD_FAILURE() << (load ? "loaded" : "claimed") << " a directory another job holds";
+    } catch (const CheckpointDirInUseError& e) {
+      EXPECT_NE(std::string(e.what()).find("in use by another job (" + holder), std::string::npos)
+          << e.what();
+    }
+  }
+  ::unsetenv("STRETCH_STORE_TOKEN");
+  EXPECT_EQ(b->globalSteps(), 0);  // nothing loaded
+  EXPECT_EQ(readFileIfExists(under(dir, "latest")).value_or(""), latest);
+  // A, the holder, loads and claims its own directory.
+  EXPECT_TRUE(a->loadCheckpoint(dir.path()).has_value());
+  a->claimCheckpointDir(dir.path());
 }
 
 }  // namespace
