@@ -236,6 +236,12 @@ class AgentStateMachine {
     return static_cast<std::int64_t>(succeeded_.size());
   }
   Time now() const noexcept { return now_; }
+  // When a restart that backs off (the crash-loop rule) may start: a caller that ticks the
+  // machine at intervals ticks it then too, so the delay is the one announced, not rounded up
+  // to the next interval. nullopt when no restart waits.
+  std::optional<Time> restartDue() const noexcept {
+    return pendingRestart_ ? std::optional<Time>(backoffUntil_) : std::nullopt;
+  }
   const AgentConfig& config() const noexcept { return config_; }
   const WorldSizeRules& rules() const noexcept { return rules_; }
   // One line: phase, generation, world, restarts, nodes with their status.

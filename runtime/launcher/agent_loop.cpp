@@ -131,7 +131,10 @@ class AgentLoop {
             break;
         }
       }
-      if (!done_ && clock_() >= nextTick) {
+      // Ticks every monitor interval, and when a backed-off restart is due (announced as 1 s, it
+      // once came 2.0 s later with --monitor_interval 1).
+      const auto due = driver_.machine().restartDue();
+      if (!done_ && (clock_() >= nextTick || (due && clock_() >= *due))) {
         nextTick = clock_() + options_.monitorInterval;
         execute(driver_.tick(clock_(), workers_));
       }

@@ -277,8 +277,12 @@ std::vector<WorkerExited> NodeWorkers::poll() {
       spdlog::warn("agent: worker {} (local rank {}) of generation {} on {} ended: {}{}",
                    worker.globalRank, worker.localRank, generation_, nodeId_, worker.describe(),
                    tail);
-      if (!tail.empty())
+      // The generation's first failure: the one the agent names when the job fails (with two
+      // workers failing alike, the message once named rank 0 and quoted rank 1's log).
+      if (!tail.empty() && failureGeneration_ != generation_) {
         lastFailure_ = fmt::format("worker {}{}", worker.globalRank, tail);
+        failureGeneration_ = generation_;
+      }
     }
     out.push_back(
         WorkerExited{generation_, nodeId_, worker.localRank, code, worker.early && code != 0});

@@ -106,6 +106,7 @@ class NodeWorkers final : public agent::WorkerGroup, private LiveTransport {
   std::uint64_t generation_ = 0;
   std::string heartbeatDir_;  // detectHangs's directory, removed after the workers
   std::string lastFailure_;
+  std::uint64_t failureGeneration_ = 0;  // the generation lastFailure_ comes from
   LocalWorkerGroup workers_;
   std::shared_ptr<GenerationConfigs> configs_;  // reportConfigs
 

@@ -299,6 +299,45 @@ TEST(Launch, ACrashLoopEndsTheJobWithTheProgramsOwnErrorTextAndItsLog) {
   EXPECT_EQ(backoffs, 2);
 }
 
+// The backoffs take what they announce at the default monitor interval (1 s and 2 s once took
+// 2.0 s and 2.0-3.0 s: the restart waited for the next tick), and with two workers failing alike
+// the final error quotes the log of the worker it names.
+TEST(Launch, ACrashLoopsBackoffsLastWhatTheyAnnounceAndTheErrorQuotesTheNamedWorker) {
+  stretch::test::TempDir dir("stretch-launch");
+  Launch launch(dir.path(), {"--num_gpus", "2", "--max_restarts", "100", "--log_dir",
+                             (dir.path() / "logs").string(), "--event_log",
+                             (dir.path() / "events.jsonl").string(), "/bin/sh", "-c",
+                             "echo \"fatal in local rank $LOCAL_RANK\" >&2; exit 3"});
+  EXPECT_EQ(launch.wait(60s), 3) << launch.err();
+  std::vector<std::pair<std::string, std::int64_t>> records;
+  for (const auto& e : eventsOf(dir.path() / "events.jsonl"))
+    records.emplace_back(e.value("event", ""), e.value("time_ns", std::int64_t{0}));
+  std::vector<double> waited;  // from each restart_backoff record to the next start
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    if (records[i].first != "restart_backoff")
+      continue;
+    for (std::size_t j = i + 1; j < records.size(); ++j) {
+      if (records[j].first == "start_workers") {
+        waited.push_back(static_cast<double>(records[j].second - records[i].second) / 1e9);
+        break;
+      }
+    }
+  }
+  ASSERT_EQ(waited.size(), 2u);
+  EXPECT_GE(waited[0], 1.0);
+  EXPECT_LT(waited[0], 1.3);
+  EXPECT_GE(waited[1], 2.0);
+  EXPECT_LT(waited[1], 2.3);
+  std::printf("backoffs announced 1 s and 2 s took %.3f s and %.3f s\n", waited[0], waited[1]);
+  // The error names a worker and quotes that worker's own log.
+  const std::string err = launch.err();
+  const auto named = err.find("error: worker rank ");
+  ASSERT_NE(named, std::string::npos) << err;
+  const char rank = err[named + std::string("error: worker rank ").size()];
+  EXPECT_NE(err.find(std::string("fatal in local rank ") + rank), std::string::npos) << err;
+  EXPECT_NE(err.find("rank_" + std::string(1, rank) + ".log"), std::string::npos) << err;
+}
+
 TEST(Launch, SigtermStopsEveryWorkerAndExitsNonZero) {
   stretch::test::TempDir dir("stretch-launch");
   Launch launch(dir.path(), {"--num_gpus", "3", "/bin/sh", "-c", "trap '' TERM; sleep 60"});
