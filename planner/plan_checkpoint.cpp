@@ -417,12 +417,15 @@ RecoverySection recoverySection(const Planning& p, const Plan& plan, const Scale
   r.gain = summarizeDifference(runs[1], runs[0], &ReplicaMetrics::ettr);
   if (const auto samples = trainingSamples(plan.scale, sc, chosen.batch);
       samples && chosen.samplesPerSecond > 0) {
-    for (RecoveryMode* m : {&r.checkpoint, &r.live}) {
-      if (m->ettr.mean > 0) {
-        m->timeToTrainHours =
-            static_cast<double>(*samples) / (chosen.samplesPerSecond * m->ettr.mean) / 3600.0;
-      }
-    }
+    // Each mode by name: a loop over pointers to the two drew a false -Wstringop-overflow
+    // from g++ 12 on the optional's assignment.
+    const auto hours = [&](const RecoveryMode& m) -> std::optional<double> {
+      if (m.ettr.mean <= 0)
+        return std::nullopt;
+      return static_cast<double>(*samples) / (chosen.samplesPerSecond * m.ettr.mean) / 3600.0;
+    };
+    r.checkpoint.timeToTrainHours = hours(r.checkpoint);
+    r.live.timeToTrainHours = hours(r.live);
   }
   return r;
 }
