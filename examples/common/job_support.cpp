@@ -153,7 +153,13 @@ bool saveIfDue(engine::Engine& engine, const JobOptions& options, std::int64_t s
       !(options.saveEvery > 0 && step % options.saveEvery == 0 && step < options.steps)) {
     return false;
   }
-  engine.saveCheckpoint(options.checkpointDir);
+  try {
+    engine.saveCheckpoint(options.checkpointDir);
+  } catch (const engine::CheckpointDirInUseError&) {
+    throw;  // the job cannot run (runJob)
+  } catch (const checkpoint::CheckpointError& e) {
+    throw SaveFailed(e.what());
+  }
   return true;
 }
 
@@ -312,6 +318,9 @@ int runJob(const std::string& program, const std::function<int()>& body) {
   } catch (const engine::CheckpointDirInUseError& e) {
     std::cerr << program << ": error: " << e.what() << "\n";
     return worker_env::kExitCannotRun;
+  } catch (const SaveFailed& e) {
+    std::cerr << program << ": error: checkpoint save failed: " << e.what() << "\n";
+    return worker_env::kExitSaveFailed;
   } catch (const ConfigError& e) {
     std::cerr << program << ": error: " << e.what() << "\n";
     return 2;

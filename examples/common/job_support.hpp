@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -85,8 +86,14 @@ bool liveMicroStep(engine::Engine& engine, engine::LiveRecovery* live, std::int6
 // on rank 0 ("resumed from ..." or "nothing loaded ..."; the launch tests look for both).
 void resumeIfAsked(engine::Engine& engine, const JobOptions& options);
 
+// A checkpoint save failed (runJob: exit status worker_env::kExitSaveFailed, which the launcher
+// counts toward its crash-loop rule).
+struct SaveFailed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // After optimizer step `step`: saves a checkpoint when --save-at or --save-every asks for one.
-// Returns true when it saved.
+// Returns true when it saved; a save that fails is a SaveFailed.
 bool saveIfDue(engine::Engine& engine, const JobOptions& options, std::int64_t step);
 
 // Fault script hooks for the sim-to-real test (tests/cli/sim_to_real_test.cpp), read from the
@@ -167,8 +174,9 @@ std::int64_t launcherGeneration();
 
 // Runs a job's body and maps what escapes it to the jobs' exit statuses, with the message on
 // stderr prefixed by `program`: 0 from body (and for a live-recovery worker the job finished
-// without: engine::JobFinishedElsewhere), 2 for ConfigError / IoError (bad input), 1 for any
-// other exception.
+// without: engine::JobFinishedElsewhere), worker_env::kExitCannotRun (78) when another job holds
+// the checkpoint directory, worker_env::kExitSaveFailed (73) for a SaveFailed, 2 for ConfigError /
+// IoError (bad input), 1 for any other exception.
 int runJob(const std::string& program, const std::function<int()>& body);
 
 }  // namespace stretch::examples

@@ -164,10 +164,15 @@ void AgentStateMachine::onWorkerExited(const WorkerExited& e, std::vector<Action
   }
   const std::int64_t rank = node->firstRank + e.localRank;
   if (e.exitCode != 0) {
+    // A failed checkpoint save counts toward the crash-loop rule as an early failure does: the
+    // restart trains to the same save (worker_env::kExitSaveFailed).
+    const bool saveFailed = e.exitCode == worker_env::kExitSaveFailed;
     failGeneration(fmt::format("worker rank {} (node {} local rank {}) {} in generation {}{}", rank,
                                e.nodeId, e.localRank, describeExit(e.exitCode), generation_,
-                               e.early ? " before its first step" : ""),
-                   exitStatusOf(e.exitCode), out, e.early);
+                               e.early      ? " before its first step"
+                               : saveFailed ? " at a checkpoint save"
+                                            : ""),
+                   exitStatusOf(e.exitCode), out, e.early || saveFailed);
     return;
   }
   succeeded_.insert({e.nodeId, e.localRank});
@@ -346,9 +351,12 @@ void AgentStateMachine::failGeneration(const std::string& cause, int exitCode,
     return;
   }
   if (config_.crashLoopLimit > 0 && earlyStreak_ >= config_.crashLoopLimit) {
-    fail(fmt::format("{}; crash loop: {} generations in a row failed the same way before their "
-                     "first step (crash_loop_limit {}): restarting again would fail again",
-                     cause, earlyStreak_, config_.crashLoopLimit),
+    fail(fmt::format("{}; crash loop: {} generations in a row failed the same way {} "
+                     "(crash_loop_limit {}): restarting again would fail again",
+                     cause, earlyStreak_,
+                     exitCode == worker_env::kExitSaveFailed ? "at a checkpoint save"
+                                                             : "before their first step",
+                     config_.crashLoopLimit),
          exitCode, out);
     return;
   }

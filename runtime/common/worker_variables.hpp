@@ -12,6 +12,11 @@ namespace stretch::worker_env {
 // 2 and the worker's reason, with no restart (agent/state_machine.hpp). 78 is sysexits.h's
 // EX_CONFIG.
 inline constexpr int kExitCannotRun = 78;
+// A worker's exit status that says a checkpoint save failed (a full disk, a directory it cannot
+// write): the agent counts it toward the crash-loop rule like a failure before the first step,
+// because every restart would train to the same save and fail there again. 73 is sysexits.h's
+// EX_CANTCREAT (74, EX_IOERR, is the launcher's own status for output it could not write).
+inline constexpr int kExitSaveFailed = 73;
 
 // The batch contract: the elastic solver's triple for the generation's world size, and the
 // DeepSpeed config file (DeepSpeed's elasticity section travels in kElasticityConfig).

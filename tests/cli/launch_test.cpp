@@ -28,6 +28,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/common/worker_variables.hpp"
 #include "tests/cli/launch_support.hpp"
 #include "tests/support/test_support.hpp"
 
@@ -336,6 +337,35 @@ TEST(Launch, ACrashLoopsBackoffsLastWhatTheyAnnounceAndTheErrorQuotesTheNamedWor
   const char rank = err[named + std::string("error: worker rank ").size()];
   EXPECT_NE(err.find(std::string("fatal in local rank ") + rank), std::string::npos) << err;
   EXPECT_NE(err.find("rank_" + std::string(1, rank) + ".log"), std::string::npos) << err;
+}
+
+// A job whose every save fails (here a file where its first checkpoint's directory must go) once
+// trained to the save, failed, restarted and trained to it again until max_restarts (100 for an
+// elastic job). A failed save now counts toward the crash-loop rule: the third in a row ends the
+// job with the workers' status and the save's error.
+TEST(Launch, CheckpointSavesThatKeepFailingEndTheJobAsACrashLoop) {
+  stretch::test::TempDir dir("stretch-launch");
+  fs::create_directories(dir.path() / "ckpt");
+  std::ofstream(dir.path() / "ckpt" / "global_step40") << "not a directory\n";
+  auto args = digitsJob(dir.path(), 1, 300);
+  args.insert(args.begin(), {"--max_restarts", "100"});
+  const auto began = std::chrono::steady_clock::now();
+  Launch launch(dir.path(), args);
+  const int status = launch.wait(120s);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  EXPECT_EQ(status, stretch::worker_env::kExitSaveFailed) << launch.err();
+  const std::string err = launch.err();
+  EXPECT_NE(err.find("crash loop: 3 generations in a row failed the same way at a checkpoint save"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("checkpoint save failed"), std::string::npos) << err;
+  int starts = 0;
+  for (const auto& e : eventsOf(dir.path() / "events.jsonl"))
+    starts += e["event"] == "start_workers" ? 1 : 0;
+  EXPECT_EQ(starts, 3);
+  std::printf("saves that keep failing: exit %d after %.2f s, %d start(s)\n", status, seconds,
+              starts);
 }
 
 TEST(Launch, SigtermStopsEveryWorkerAndExitsNonZero) {

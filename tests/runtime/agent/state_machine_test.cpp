@@ -152,6 +152,30 @@ TEST(AgentStateMachine, AWorkerThatSaysTheJobCannotRunEndsItWithoutARestart) {
   }
 }
 
+// A job whose checkpoint saves fail (a full disk) trained, failed at its save, restarted and
+// trained to the same save again, up to max_restarts: a failed save counts toward the crash-loop
+// rule like a failure before the first step, though the workers trained first.
+TEST(AgentStateMachine, FailedCheckpointSavesInARowAreACrashLoop) {
+  AgentStateMachine m(agentConfig(1, 1, /*maxRestarts=*/100));
+  startWith(m, {"a"});
+  const int saveFailed = worker_env::kExitSaveFailed;
+  auto a = m.handle(10s, WorkerExited{1, "a", 0, saveFailed, /*early=*/false});
+  ASSERT_EQ(kinds(a, true), (Kinds{"stop", "log:restart_backoff", "wait"}));
+  EXPECT_NE(single<StopWorkers>(a).reason.find("at a checkpoint save"), std::string::npos)
+      << single<StopWorkers>(a).reason;
+  ASSERT_EQ(kinds(m.tick(11s)), (Kinds{"start"}));
+  ASSERT_EQ(kinds(m.handle(20s, WorkerExited{2, "a", 0, saveFailed, false})),
+            (Kinds{"stop", "wait"}));
+  ASSERT_EQ(kinds(m.tick(22s)), (Kinds{"start"}));
+  a = m.handle(30s, WorkerExited{3, "a", 0, saveFailed, false});
+  ASSERT_EQ(kinds(a), (Kinds{"stop", "fail"}));
+  EXPECT_EQ(single<Fail>(a).exitCode, saveFailed);
+  EXPECT_NE(single<Fail>(a).message.find("crash loop: 3 generations in a row failed the same way "
+                                         "at a checkpoint save"),
+            std::string::npos)
+      << single<Fail>(a).message;
+}
+
 TEST(AgentStateMachine, OnlyTheSameEarlyFailureInARowCountsAsACrashLoop) {
   AgentStateMachine m(agentConfig(1, 1, /*maxRestarts=*/100));
   startWith(m, {"a"});
