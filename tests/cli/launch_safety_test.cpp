@@ -189,44 +189,6 @@ TEST(Launch, ALogDirectoryFullBeforeTheStartNeverStopsTheJob) {
   EXPECT_EQ(records.back()["event"], "finish");
 }
 
-// A process started in a process group of its own (its pgid is its pid).
-pid_t spawnInOwnGroup(const fs::path& dir, std::vector<std::string> argv) {
-  std::vector<char*> cargv;
-  for (auto& a : argv)
-    cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, (dir / "out.txt").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, (dir / "err.txt").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  pid_t pid = -1;
-  EXPECT_EQ(posix_spawnp(&pid, argv[0].c_str(), &actions, &attr, cargv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  return pid;
-}
-
-// Reaps `pid` within `limit`; false when it did not end.
-bool reap(pid_t pid, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid)
-      return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return false;
-}
-
 // SIGKILL of the launcher's whole process group used to kill the orphan guard with it: the
 // workers died of their parent-death signal, but what they started (a wrapper script's training
 // process) ran on with PPID 1, and no `interrupted` record was written. The guard now has a
@@ -241,14 +203,12 @@ TEST(Launch, SigkillOfTheLaunchersProcessGroupLeavesNoProcessBehind) {
         STRETCH_CLI, "launch",      "--num_gpus",
         "2",         "--event_log", events.string(),
         "/bin/sh",   "-c",          "sleep 60 & echo $! > " + children + "$RANK; wait"};
-    pid_t launcher = -1;
-    pid_t reaped = -1;  // what the test reaps: the launcher, or `timeout`
-    if (how == "timeout -s KILL") {
+    if (how == "timeout -s KILL")
       argv.insert(argv.begin(), {"timeout", "-s", "KILL", "4"});
-      reaped = spawnInOwnGroup(dir.path(), argv);
-    } else {
-      launcher = reaped = spawnInOwnGroup(dir.path(), argv);
-    }
+    // What the test reaps: the launcher, or `timeout`.
+    Child started(dir.path(), argv, "", /*ownGroup=*/true);
+    const pid_t reaped = started.pid();
+    pid_t launcher = how == "timeout -s KILL" ? -1 : reaped;
     ASSERT_GT(reaped, 0);
     ASSERT_TRUE(waitUntil([&] {
       return !stretch::test::readFileIfAny(children + "0").empty() &&
@@ -268,7 +228,7 @@ TEST(Launch, SigkillOfTheLaunchersProcessGroupLeavesNoProcessBehind) {
     if (how == "kill -9 -- -PGID") {
       ASSERT_EQ(::kill(-::getpgid(launcher), SIGKILL), 0);
     }
-    ASSERT_TRUE(reap(reaped, 10s)) << how << " did not end the launcher";
+    ASSERT_NE(started.wait(10s), -1) << how << " did not end the launcher";
     if (how != "kill -9 -- -PGID")
       killed = std::chrono::steady_clock::now();
     // Bounded: 10 s for every process of the job, the guard included (its command line is the

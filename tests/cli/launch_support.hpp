@@ -65,10 +65,12 @@ inline std::vector<pid_t> childrenOf(pid_t pid) {
 }
 
 // A running program (argv[0] looked up on PATH when it has no '/'); stdout and stderr go to
-// `dir`/NAMEout.txt and `dir`/NAMEerr.txt. SIGKILLed if still running when destroyed.
+// `dir`/NAMEout.txt and `dir`/NAMEerr.txt. With `ownGroup`, in a process group of its own (its
+// pgid is its pid). SIGKILLed if still running when destroyed.
 class Child {
  public:
-  Child(const fs::path& dir, std::vector<std::string> argv, const std::string& name = "")
+  Child(const fs::path& dir, std::vector<std::string> argv, const std::string& name = "",
+        bool ownGroup = false)
       : dir_(dir), name_(name) {
     std::vector<char*> cargv;
     for (auto& a : argv)
@@ -80,8 +82,15 @@ class Child {
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&actions, 2, (dir / (name + "err.txt")).c_str(),
                                      O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    EXPECT_EQ(posix_spawnp(&pid_, argv[0].c_str(), &actions, nullptr, cargv.data(), environ), 0);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    if (ownGroup) {
+      posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+      posix_spawnattr_setpgroup(&attr, 0);
+    }
+    EXPECT_EQ(posix_spawnp(&pid_, argv[0].c_str(), &actions, &attr, cargv.data(), environ), 0);
     posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
   }
   ~Child() {
     if (pid_ > 0 && !reaped_) {
