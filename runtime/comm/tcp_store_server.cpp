@@ -19,8 +19,14 @@
 // is answered only after a penalty that grows with that address's wrong tokens in a row (none
 // for the first, then 5 ms, doubling up to 1 s; forgotten after kForgetAfter without one); its
 // connection waits alone, so a sender that waits for its verdicts guesses about once a second
-// per connection. An address holds at most kMaxHeldPerAddress such connections; another wrong
-// token from it rejects the oldest at once. Right tokens neither wait nor clear the count.
+// per connection. Right tokens neither wait nor clear the count.
+//
+// Connections that send nothing cost their sender too (issue 42 follow-up: 16,384 silent
+// connections from one address, each held for the 10 s handshake deadline, filled the
+// connection limit and locked the job out). An address holds at most kMaxHeldPerAddress
+// connections waiting for something, silent ones (no whole Hello yet) and held wrong tokens
+// together; one more from it makes room by rejecting its oldest silent connection (as
+// ConnectionLimit, which a real client retries), or when it has none its oldest held wrong token.
 // (Tokens a user chooses must be 16 characters or more and not all blank:
 // runtime/launcher/token.hpp. A sender that opens connections without waiting for verdicts is
 // bounded only by how fast the server accepts them; the token's length is the defence there.)
@@ -209,6 +215,7 @@ void TcpStoreServer::Impl::acceptAll() {
       return;  // EAGAIN, or an error we cannot act on now
     }
     UniqueFd fd(raw);
+    reap();  // connections closed earlier in this burst (to make room) no longer count
     if (conns.size() >= static_cast<std::size_t>(options.maxConnections)) {
       const std::string frame =
           FrameWriter(Reply::Rejected)
@@ -231,6 +238,9 @@ void TcpStoreServer::Impl::acceptAll() {
     ev.data.u64 = conn->id;
     if (::epoll_ctl(epollFd.get(), EPOLL_CTL_ADD, conn->fd.get(), &ev) != 0)
       continue;
+    makeRoomFor(conn->peer);
+    conn->silent = true;
+    silentByPeer[conn->peer].push_back(conn->id);
     handshakes.emplace_back(SteadyClock::now() + options.handshakeTimeout, conn->id);
     conns.emplace(conn->id, std::move(conn));
     open.fetch_add(1);
@@ -358,6 +368,7 @@ bool TcpStoreServer::Impl::handleFrame(Conn& conn, std::string_view payload) {
     const std::string_view token = reader.str();
     if (!reader.complete() || magic != proto::kMagic)
       return false;
+    forgetSilent(conn);
     answerHello(conn, version, token);
     return true;
   }
@@ -431,6 +442,7 @@ void TcpStoreServer::Impl::drop(Conn& conn, bool rejectedByUs) {
   if (conn.dead)
     return;
   conn.dead = true;
+  forgetSilent(conn);
   if (rejectedByUs)
     rejected.fetch_add(1);
   deadConns.push_back(conn.id);
@@ -482,16 +494,7 @@ void TcpStoreServer::Impl::holdWrongToken(Conn& conn) {
     return;
   }
   // Only this connection waits; the oldest of too many from one address is answered now.
-  std::erase_if(t.held, [&](std::uint64_t id) {
-    const Conn* held = find(id);
-    return held == nullptr || held->dead || !held->parked;
-  });
-  while (t.held.size() >= kMaxHeldPerAddress) {
-    Conn* oldest = find(t.held.front());
-    t.held.pop_front();
-    oldest->parked = false;
-    reject(*oldest, RejectReason::WrongToken, "wrong token");
-  }
+  makeRoomFor(conn.peer);
   conn.parked = true;
   t.held.push_back(conn.id);
   heldWrongTokens.emplace(now + penalty, conn.id);
@@ -508,6 +511,60 @@ void TcpStoreServer::Impl::releaseHeld() {
     conn->parked = false;
     reject(*conn, RejectReason::WrongToken, "wrong token");
   }
+}
+
+void TcpStoreServer::Impl::makeRoomFor(const std::string& peer) {
+  const auto throttle = throttles.find(peer);
+  std::deque<std::uint64_t>* held = throttle == throttles.end() ? nullptr : &throttle->second.held;
+  if (held != nullptr) {
+    std::erase_if(*held, [&](std::uint64_t id) {
+      const Conn* c = find(id);
+      return c == nullptr || c->dead || !c->parked;
+    });
+  }
+  for (;;) {
+    const auto silent = silentByPeer.find(peer);
+    const std::size_t silentCount = silent == silentByPeer.end() ? 0 : silent->second.size();
+    const std::size_t heldCount = held == nullptr ? 0 : held->size();
+    if (silentCount + heldCount < kMaxHeldPerAddress)
+      return;
+    if (silentCount > 0) {
+      // Silent connections go first: they have not even tried, and a real client whose
+      // connection this was sees ConnectionLimit and tries again. But a connection accepted in
+      // the same burst as newer ones may have its Hello waiting unread: read it first, so that
+      // only a connection that really sent nothing (or half a Hello) counts as silent. (A Hello
+      // read here is judged at once; a wrong one is held, which cannot recurse further: this
+      // address is then one below the cap.)
+      Conn* oldest = find(silent->second.front());
+      readFrom(*oldest);
+      if (!oldest->dead)
+        updateEvents(*oldest);
+      if (oldest->dead || !oldest->silent)
+        continue;
+      forgetSilent(*oldest);
+      reject(*oldest, RejectReason::ConnectionLimit,
+             fmt::format("no Hello yet while {} connections from {} waited for their handshake "
+                         "or verdict (at most {} may)",
+                         silentCount + heldCount, peer, kMaxHeldPerAddress));
+    } else {
+      Conn* oldest = find(held->front());
+      held->pop_front();
+      oldest->parked = false;
+      reject(*oldest, RejectReason::WrongToken, "wrong token");
+    }
+  }
+}
+
+void TcpStoreServer::Impl::forgetSilent(Conn& conn) {
+  if (!conn.silent)
+    return;
+  conn.silent = false;
+  const auto it = silentByPeer.find(conn.peer);
+  if (it == silentByPeer.end())
+    return;
+  std::erase(it->second, conn.id);
+  if (it->second.empty())
+    silentByPeer.erase(it);
 }
 
 SteadyClock::time_point TcpStoreServer::Impl::nextDeadline() const {

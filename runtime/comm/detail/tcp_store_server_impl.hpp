@@ -60,8 +60,10 @@ struct TcpStoreServer::Impl {
     bool waiting = false;
     std::size_t missing = 0;
     std::vector<std::string> waitKeys;
-    // The peer's address, and whether its wrong token waits for its penalty to pass.
+    // The peer's address; whether no whole Hello has come yet (counted in silentByPeer); and
+    // whether its wrong token waits for its penalty to pass.
     std::string peer;
+    bool silent = false;
     bool parked = false;
   };
   // Wrong tokens in a row from one address, when the last came, and the connections still
@@ -113,6 +115,12 @@ struct TcpStoreServer::Impl {
   void holdWrongToken(Conn& conn);
   // Rejects the held wrong tokens whose penalty has passed.
   void releaseHeld();
+  // Makes room for one more connection from `peer` waiting for a Hello or for its verdict: an
+  // address holds at most kMaxHeldPerAddress such connections, silent ones and held wrong
+  // tokens together, and its oldest silent one goes first, then its oldest held wrong token.
+  void makeRoomFor(const std::string& peer);
+  // `conn` sent its Hello or is gone: it no longer counts as silent.
+  void forgetSilent(Conn& conn);
   SteadyClock::time_point nextDeadline() const;
   Conn* find(std::uint64_t id);
 
@@ -134,6 +142,8 @@ struct TcpStoreServer::Impl {
   std::vector<std::uint64_t> deadConns;
   std::deque<std::pair<SteadyClock::time_point, std::uint64_t>> handshakes;
   std::unordered_map<std::string, Throttle> throttles;
+  // Per address, its connections that have not sent a whole Hello yet, oldest first.
+  std::unordered_map<std::string, std::deque<std::uint64_t>> silentByPeer;
   std::multimap<SteadyClock::time_point, std::uint64_t> heldWrongTokens;
   std::unordered_map<std::string, std::string> data;
   std::unordered_map<std::string, std::vector<std::uint64_t>> waiters;

@@ -277,6 +277,51 @@ TEST(TcpStoreSecurity, AnAddressHoldsAtMost64WrongTokensWaitingForTheirVerdict) 
   EXPECT_GE(server.server()->rejectedConnections(), 100);
 }
 
+// Connections that send nothing count against the same 64 per address as held wrong tokens:
+// each newer one closes the oldest silent one, so 100 silent connections from 127.0.0.1 cannot
+// fill the connection limit (100 here standing in for the default 16,384) and keep the job's own
+// clients out. (Before, each held its slot for the 10 s handshake deadline: the right token was
+// refused at the connection limit and did not connect within the 3 s it allows.)
+TEST(TcpStoreSecurity, SilentConnectionsFromOneAddressDoNotLockOutTheRightToken) {
+  TcpStoreOptions options = serverOptions();
+  options.maxConnections = 100;
+  TcpStore server(options);
+  const int baseline = server.server()->openConnections();
+  std::vector<UniqueFd> silent;
+  for (int i = 0; i < 100; ++i)
+    silent.push_back(rawConnect(server.port()));
+  EXPECT_TRUE(eventually([&] { return server.server()->openConnections() == baseline + 64; }, 1s))
+      << server.server()->openConnections() - baseline << " silent connections open";
+  // The oldest is told why (as ConnectionLimit, which a real client retries), then closed.
+  const auto verdict = readFrame(silent[0].get(), 100ms);
+  ASSERT_TRUE(verdict.has_value()) << "the oldest silent connection still waits";
+  proto::FrameReader reader(*verdict);
+  EXPECT_EQ(reader.u8(), static_cast<std::uint8_t>(proto::Reply::Rejected));
+  EXPECT_EQ(reader.u8(), static_cast<std::uint8_t>(proto::RejectReason::ConnectionLimit));
+  EXPECT_THAT(std::string(reader.str()),
+              HasSubstr("64 connections from 127.0.0.1 waited for their handshake"));
+  EXPECT_TRUE(closedWithin(silent[0].get(), 100ms));
+  EXPECT_FALSE(closedWithin(silent[99].get(), 10ms)) << "the newest silent connection was closed";
+
+  const auto start = SteadyClock::now();
+  std::string outcome = "connected";
+  try {
+    TcpStore client(clientOptions(server.port(), 3s));
+    client.set("right", "in");
+  } catch (const StoreError& e) {
+    outcome = e.what();
+  }
+  const double seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  std::cout << fmt::format(
+                   "[ measured ] right-token connect (handshake + set) with 100 silent "
+                   "connections from 127.0.0.1 opened, the newest 64 of them held: {:.1f} ms",
+                   1e3 * seconds)
+            << std::endl;
+  EXPECT_EQ(outcome, "connected");
+  EXPECT_LE(seconds, 1.0) << "the right token waited behind the silent connections";
+  EXPECT_GE(server.server()->rejectedConnections(), 36);
+}
+
 // A blank token (16 spaces, say) is no secret: server and client refuse it before any traffic,
 // saying what they expected (issue 42, item 10).
 TEST(TcpStoreSecurity, ABlankTokenIsRefusedByServerAndClient) {
