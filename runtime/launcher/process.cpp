@@ -533,17 +533,48 @@ void stopAll(std::vector<ChildProcess*> processes, std::chrono::milliseconds gra
   }
 }
 
+namespace {
+
+// runCaptured's log, opened for appending without writing through what someone planted at the
+// path (calibration.log sits in a directory the user names): O_NOFOLLOW refuses a symbolic link,
+// O_NONBLOCK keeps a FIFO from blocking the open, and only a regular file with no other names or
+// a character device (/dev/null) is taken. Throws IoError naming the path and what was there.
+int openCapturedLog(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(),
+                        O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    throw IoError(fmt::format("{}: cannot open for writing: {}", path.string(),
+                              err == ELOOP ? "it is a symbolic link; nothing was written through it"
+                                           : std::strerror(err)));
+  }
+  struct stat st {};
+  const bool known = ::fstat(fd, &st) == 0;
+  if (known && ((S_ISREG(st.st_mode) && st.st_nlink == 1) || S_ISCHR(st.st_mode))) {
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags >= 0)
+      ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    return fd;
+  }
+  ::close(fd);
+  throw IoError(
+      fmt::format("{}: cannot open for writing: {}; nothing was written to it", path.string(),
+                  known && S_ISREG(st.st_mode) ? "it is a hard link to a file with other names"
+                                               : "it is not a regular file"));
+}
+
+}  // namespace
+
 Captured runCaptured(const std::vector<std::string>& argv, const std::filesystem::path& stderrLog) {
   SpawnOptions options;
   options.argv = argv;
   options.pipeOutput = true;
   options.stdinNull = true;
-  std::ofstream log;
-  if (!stderrLog.empty()) {
-    log.open(stderrLog, std::ios::app);
-    if (!log)
-      throw IoError(fmt::format("{}: cannot open for writing", stderrLog.string()));
-  }
+  int logFd = stderrLog.empty() ? -1 : openCapturedLog(stderrLog);
+  struct LogCloser {
+    int& fd;
+    ~LogCloser() { closeFd(fd); }
+  } closer{logFd};
   ChildProcess child = spawnProcess(options);
   Captured result;
   char buffer[65536];
@@ -560,12 +591,19 @@ Captured runCaptured(const std::vector<std::string>& argv, const std::filesystem
       const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
       if (n > 0) {
         const std::string_view data(buffer, static_cast<std::size_t>(n));
-        if (i == 0)
+        if (i == 0) {
           result.out.append(data);
-        else if (log)
-          log << data;
-        else
-          (void)!::write(STDERR_FILENO, data.data(), data.size());
+        } else {
+          const int to = logFd >= 0 ? logFd : STDERR_FILENO;
+          for (std::size_t done = 0; done < data.size();) {
+            const ssize_t w = ::write(to, data.data() + done, data.size() - done);
+            if (w < 0 && errno == EINTR)
+              continue;
+            if (w <= 0)
+              break;  // a full disk loses the child's stderr, not its output or exit
+            done += static_cast<std::size_t>(w);
+          }
+        }
       } else if (n == 0 || errno != EINTR) {
         i == 0 ? child.closeStdout() : child.closeStderr();
       }

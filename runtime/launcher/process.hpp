@@ -137,7 +137,9 @@ bool waitForAll(std::vector<ChildProcess*> processes, std::chrono::milliseconds 
 void stopAll(std::vector<ChildProcess*> processes, std::chrono::milliseconds grace);
 
 // Runs argv to its end with stdout captured (stderr appended to `stderrLog`, or inherited when
-// it is empty) and returns stdout and the exit.
+// it is empty) and returns stdout and the exit. The log is never written through a symbolic
+// link (O_NOFOLLOW), FIFO or hard link planted at its path: IoError naming the path instead,
+// before argv is started.
 struct Captured {
   std::string out;
   ProcessExit exit;

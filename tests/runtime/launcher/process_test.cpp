@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -51,6 +52,42 @@ TEST(Process, RunCapturedAppendsStderrToTheLog) {
   EXPECT_EQ(first.out, "out\n");
   EXPECT_TRUE(second.exit.ok());
   EXPECT_EQ(stretch::test::readFileIfAny(log), "err1\nerr2\n");
+}
+
+// The log (calibration.log of `stretch sim --calibrate`) is opened with O_NOFOLLOW: a link planted
+// at its path, to a file or to nothing, is refused with an IoError naming the path, before the
+// program runs; the link's target is left as it was (not appended to, not created). (Before, the
+// log was an std::ofstream that followed the link and appended the program's stderr to its
+// target.)
+TEST(Process, RunCapturedNeverWritesItsLogThroughAPlantedLink) {
+  stretch::test::TempDir dir("stretch-process");
+  const fs::path victim = dir.path() / "victim";
+  { std::ofstream(victim) << "precious\n"; }
+  const fs::path missing = dir.path() / "created-through-the-link";
+  for (const fs::path& target : {victim, missing}) {
+    const fs::path log = dir.path() / "calibration.log";
+    fs::remove(log);
+    fs::create_symlink(target, log);
+    const fs::path ran = dir.path() / "ran";
+    try {
+      runCaptured({"/bin/sh", "-c", "echo err >&2; touch '" + ran.string() + "'"}, log);
+      ADD_FAILURE() << "the log was opened through a link to " << target;
+    } catch (const IoError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                log.string() +
+                    ": cannot open for writing: it is a symbolic link; nothing was written "
+                    "through it");
+    }
+    EXPECT_TRUE(fs::is_symlink(log));
+    EXPECT_FALSE(fs::exists(ran)) << "the program ran with nowhere to log";
+  }
+  EXPECT_EQ(stretch::test::readFileIfAny(victim), "precious\n");
+  EXPECT_FALSE(fs::exists(missing));
+  // A plain path still works, and /dev/null (a character device) too.
+  const auto plain = runCaptured({"/bin/sh", "-c", "echo err >&2"}, dir.path() / "plain.log");
+  EXPECT_TRUE(plain.exit.ok());
+  EXPECT_EQ(stretch::test::readFileIfAny(dir.path() / "plain.log"), "err\n");
+  EXPECT_TRUE(runCaptured({"/bin/sh", "-c", "echo err >&2"}, "/dev/null").exit.ok());
 }
 
 TEST(Process, StdinDataReachesTheChild) {
