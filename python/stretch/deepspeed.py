@@ -14,8 +14,13 @@ import json
 import logging
 import os
 
-from . import _stretch
-from ._errors import ElasticityConfigError, ElasticityError, ElasticityIncompatibleWorldSize
+from . import _count, _stretch
+from ._errors import (
+    ConfigError,
+    ElasticityConfigError,
+    ElasticityError,
+    ElasticityIncompatibleWorldSize,
+)
 
 logger = logging.getLogger("stretch.deepspeed")
 
@@ -48,6 +53,19 @@ def ensure_immutable_elastic_config(runtime_elastic_config_dict: dict):
         logger.warning(warning)
 
 
+def _world_size(world_size):
+    """``world_size`` checked as the package's other arguments are (an int, not a bool; in the
+    int64 range the solver takes), with DeepSpeed's exception class for a bad value: TypeError
+    for another type, ElasticityConfigError naming the argument, the value and the range."""
+    try:
+        return _count(
+            world_size, "world_size", allow_none=False, low=0,
+            note=" (0 for none: elasticity version 0.2 then reads WORLD_SIZE)",
+        )
+    except ConfigError as e:
+        raise ElasticityConfigError(str(e)) from None
+
+
 def compute_elastic_config(
     ds_config: dict, target_deepspeed_version: str, world_size=0, return_microbatch=False
 ):
@@ -58,6 +76,9 @@ def compute_elastic_config(
     valid sizes: ElasticityIncompatibleWorldSize) or ``return_microbatch``,
     ``(final_batch_size, valid_gpus, micro_batch_size)``. Elasticity version 0.2 needs the
     world size, from ``world_size`` or the ``WORLD_SIZE`` environment variable.
+
+    ``world_size`` must be an int in [0, 2**63 - 1] (TypeError for another type, ``bool``
+    included; ElasticityConfigError for a negative or larger one).
     """
     if not isinstance(ds_config, dict):
         raise ValueError(
@@ -69,6 +90,7 @@ def compute_elastic_config(
             f"'{ELASTICITY}' is missing from config json,"
             " please add it if running an elastic training job."
         )
+    world_size = _world_size(world_size)
     plan = json.loads(
         _stretch.elastic(
             json.dumps(ds_config[ELASTICITY]),

@@ -114,3 +114,39 @@ def test_ensure_immutable_elastic_config(monkeypatch, caplog):
     monkeypatch.setenv(DEEPSPEED_ELASTICITY_CONFIG, json.dumps(changed))
     with pytest.raises(ElasticityConfigError, match="max_train_batch_size = 1000: expected 2000"):
         ensure_immutable_elastic_config(SECTION)
+
+
+INT64_MAX = (1 << 63) - 1
+
+
+@pytest.mark.parametrize(
+    "world_size, error, message",
+    [
+        ("4", TypeError, "world_size: expected an int, got str '4'"),
+        (4.0, TypeError, "world_size: expected an int, got float 4.0"),
+        (None, TypeError, "world_size: expected an int, got NoneType None"),
+        (True, TypeError, "world_size: expected an int, got bool True"),
+        (-4, ElasticityConfigError,
+         f"world_size = -4: expected a number of GPUs in [0, {INT64_MAX}] (0 for none: elasticity "
+         "version 0.2 then reads WORLD_SIZE)"),
+        (1 << 70, ElasticityConfigError,
+         f"world_size = {1 << 70}: expected a number of GPUs in [0, {INT64_MAX}]"),
+    ],
+    ids=["str", "float", "None", "bool", "negative", "beyond-int64"],
+)
+def test_world_size_is_checked_naming_the_argument_the_value_and_the_range(
+    world_size, error, message
+):
+    # Before, these reached the C++ binding unchecked: pybind11's "incompatible function
+    # arguments" for a str, float, None or a number beyond int64; True solved as world size 1.
+    with pytest.raises(error) as raised:
+        compute_elastic_config({"elasticity": SECTION}, "0.19.6", world_size=world_size)
+    assert message in str(raised.value)
+    assert type(raised.value) is error
+
+
+def test_world_size_zero_and_the_int64_maximum_reach_the_solver(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert compute_elastic_config({"elasticity": SECTION}, "0.19.6", world_size=0)[0] == 1680
+    with pytest.raises(ElasticityIncompatibleWorldSize, match=f"world_size = {INT64_MAX}:"):
+        compute_elastic_config({"elasticity": SECTION}, "0.19.6", world_size=INT64_MAX)
