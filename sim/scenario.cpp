@@ -418,10 +418,12 @@ void parseFailures(const ObjectReader& r, const std::filesystem::path& baseDir, 
   } else {
     r.fail("model", "\"none\", \"exponential\", \"weibull\" or \"trace\"");
   }
-  const auto mtbf = positive(r, "node_mtbf_hours", "hours", kMaxMeanHours);
+  const std::string mtbfExpected =
+      fmt::format("a number of hours in [{:g}, {:g}]", kMinNodeMtbfHours, kMaxMeanHours);
+  const auto mtbf = r.readNumber("node_mtbf_hours",
+                                 NumberRule{kMinNodeMtbfHours, false, mtbfExpected, kMaxMeanHours});
   if ((f.model == FailureModelKind::Exponential || f.model == FailureModelKind::Weibull) && !mtbf) {
-    r.fail("node_mtbf_hours",
-           fmt::format("a positive number of hours (required by model \"{}\")", model));
+    r.fail("node_mtbf_hours", fmt::format("{} (required by model \"{}\")", mtbfExpected, model));
   }
   f.nodeMtbfHours = mtbf.value_or(0.0);
   const std::string shapeExpected = fmt::format("the Weibull shape k, a number in [{:g}, {:g}]",

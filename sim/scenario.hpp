@@ -52,7 +52,10 @@ inline constexpr double kMaxScenarioHours = 1e6;      // times and durations in 
 inline constexpr double kMaxScenarioMinutes = 6e7;    // the same, in minutes
 inline constexpr double kMaxScenarioSeconds = 3.6e9;  // the same, in seconds
 inline constexpr double kMaxMeanHours = 1e9;          // MTBFs, mean hours between preemptions
-inline constexpr double kMinWeibullShape = 0.1;       // below, nearly every draw is 0 ns
+// A node's MTBF: below 36 s failures alone fill a run to the simulator's event cap (1e-300 took
+// 2.6 s a replica to say nothing useful); no real node fails that often.
+inline constexpr double kMinNodeMtbfHours = 0.01;
+inline constexpr double kMinWeibullShape = 0.1;  // below, nearly every draw is 0 ns
 inline constexpr double kMaxWeibullShape = 100.0;
 inline constexpr double kMaxScenarioBytes = 1e15;   // gradient and state bytes (1 PB)
 inline constexpr double kMaxComputeSpread = 100.0;  // job.compute_spread

@@ -175,7 +175,10 @@ TEST(Scenario, EveryNumberHasARangeNamedInItsError) {
        "failures.shape = 1e-09: expected the Weibull shape k, a number in [0.1, 100]"},
       {"/failures/shape", 1000, 100, "failures.shape = 1000: expected the Weibull shape k"},
       {"/failures/node_mtbf_hours", 1e300, 1e9,
-       "failures.node_mtbf_hours = 1e+300: expected a positive number of hours, at most 1e+09"},
+       "failures.node_mtbf_hours = 1e+300: expected a number of hours in [0.01, 1e+09]"},
+      // 1e-300 used to run: 2.6 s a replica of failures alone, up to the event cap.
+      {"/failures/node_mtbf_hours", 1e-300, 0.01,
+       "failures.node_mtbf_hours = 1e-300: expected a number of hours in [0.01, 1e+09]"},
       {"/failures/repair_hours", 1e7, 1e6, "failures.repair_hours = 10000000.0: expected"},
       {"/job/seconds_per_sample_per_gpu", 1e300, 3.6e9,
        "job.seconds_per_sample_per_gpu = 1e+300: expected a positive number of seconds, at most "
