@@ -16,6 +16,7 @@
 
 #include "gui/main_window.hpp"
 #include "gui/sim_controller.hpp"
+#include "sim/monte_carlo.hpp"
 
 namespace stretch::gui {
 
@@ -78,9 +79,10 @@ int screenshot(MainWindow& window, const QCommandLineParser& parser, const QStri
   }
   bool ok = false;
   const int seeds = parser.value("seeds").toInt(&ok);
-  if (!ok || seeds < 1) {
-    return fail(
-        QStringLiteral("--seeds %1: expected a positive integer").arg(parser.value("seeds")));
+  if (!ok || seeds < 1 || seeds > sim::kMaxSeeds) {
+    return fail(QStringLiteral("--seeds %1: expected an integer in [1, %2]")
+                    .arg(parser.value("seeds"))
+                    .arg(sim::kMaxSeeds));
   }
   const QStringList size = parser.value("size").split('x');
   const int w = size.value(0).toInt();

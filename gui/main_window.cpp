@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <QAction>
@@ -46,6 +47,7 @@
 #include "planner/report.hpp"
 #include "runtime/common/error.hpp"
 #include "runtime/common/file_io.hpp"
+#include "sim/monte_carlo.hpp"
 
 namespace stretch::gui {
 
@@ -160,7 +162,8 @@ QWidget* MainWindow::buildScenarioTab() {
   runRow->addWidget(new QLabel(tr("Monte Carlo seeds")));
   seeds_ = new QSpinBox;
   seeds_->setObjectName("seeds");
-  seeds_->setRange(1, 100000);
+  static_assert(sim::kMaxSeeds <= std::numeric_limits<int>::max());
+  seeds_->setRange(1, static_cast<int>(sim::kMaxSeeds));  // what the simulator runs at most
   seeds_->setValue(20);
   seeds_->setToolTip(tr("Replicas of the scenario, each with its own random failures"));
   runRow->addWidget(seeds_);

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "runtime/config/elasticity_config.hpp"
+#include "sim/monte_carlo.hpp"
 #include "sim/scenario.hpp"
 
 namespace stretch::planner {
@@ -48,8 +49,9 @@ struct ExpectedSize {
   bool operator==(const ExpectedSize&) const = default;
 };
 
-// Most replicas the planner accepts per evaluation (beyond it the run takes hours).
-inline constexpr std::int64_t kMaxSeeds = 1'000'000;
+// Most replicas the planner accepts per evaluation: the simulator's one bound (sim/monte_carlo.hpp;
+// beyond it the run takes hours and its summary most of a machine's memory).
+using sim::kMaxSeeds;
 // Replicas of the checkpoint sweep when neither seeds nor sweep_seeds is given, and the fewest a
 // time budget may cut that to for jobs whose replicas are slow (docs/planner.md, "Checkpoint
 // interval").

@@ -23,7 +23,8 @@
 
 namespace stretch::sim {
 
-// The most replicas one Monte Carlo runs (`stretch sim --seeds`, stretch.simulate's seeds): the
+// The most replicas one Monte Carlo runs (`stretch sim --seeds`, stretch.simulate's seeds; also
+// the planner's plan.seeds and sweep_seeds as planner::kMaxSeeds, and the GUI's seeds): the
 // summary's percentiles need every replica's figures, so its memory grows with the replicas
 // (about 0.6 kB each: 0.6 GB at the maximum) and this bound keeps it well inside a machine;
 // runMonteCarlo refuses more, before allocating anything, with a ConfigError.

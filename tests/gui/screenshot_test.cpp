@@ -116,6 +116,13 @@ class ScreenshotTest : public QObject {
         {"--job", test::fixture("gui/example_job.json"), "--screenshot", png, "--tab", "Nope"});
     QCOMPARE(r.exitCode, 2);
     QVERIFY2(r.err.contains(QStringLiteral("--tab Nope")), qPrintable(r.err));
+    // At most the simulator's maximum of replicas (sim::kMaxSeeds), said before anything runs
+    // (--no-run: before, 1000001 was taken and silently cut to the spin box's 100000).
+    r = planner({"--job", test::fixture("gui/example_job.json"), "--screenshot", png, "--seeds",
+                 "1000001", "--no-run"});
+    QCOMPARE(r.exitCode, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("--seeds 1000001: expected an integer in [1, 1000000]")),
+             qPrintable(r.err));
     r = planner({"--job", "/no/such/job.json", "--screenshot", png});
     QCOMPARE(r.exitCode, 2);
     QVERIFY2(r.err.contains(QStringLiteral("/no/such/job.json")), qPrintable(r.err));

@@ -15,6 +15,7 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -22,8 +23,10 @@
 #include "gui/main_window.hpp"
 #include "gui/models.hpp"
 #include "gui/sim_controller.hpp"
+#include "planner/plan_input.hpp"
 #include "runtime/config/ds_config.hpp"
 #include "runtime/elasticity/solver.hpp"
+#include "sim/monte_carlo.hpp"
 #include "tests/gui/gui_test_support.hpp"
 
 namespace stretch::gui {
@@ -321,6 +324,22 @@ class WindowTest : public QObject {
     QCOMPARE(again.document().scenarioPath().string(), job.toStdString());
     QCOMPARE(again.findChild<QLineEdit*>("elasticity.max_train_batch_size")->text(),
              QStringLiteral("2048"));
+  }
+
+  // The seeds spin box goes as far as the simulator runs (sim::kMaxSeeds, the bound of `stretch
+  // sim --seeds` and plan.seeds too), no further: it used to stop at a number of its own
+  // (100,000) that nothing else shared.
+  void seedsAreBoundedByTheSimulatorsMaximum() {
+    auto* seeds = window_->findChild<QSpinBox*>("seeds");
+    QVERIFY(seeds != nullptr);
+    QCOMPARE(seeds->minimum(), 1);
+    QCOMPARE(static_cast<std::int64_t>(seeds->maximum()), sim::kMaxSeeds);
+    QCOMPARE(planner::kMaxSeeds, sim::kMaxSeeds);
+    QVERIFY(&planner::kMaxSeeds == &sim::kMaxSeeds);  // one constant, not two equal ones
+    window_->setSeeds(static_cast<int>(sim::kMaxSeeds));
+    QCOMPARE(static_cast<std::int64_t>(window_->seeds()), sim::kMaxSeeds);
+    window_->setSeeds(static_cast<int>(sim::kMaxSeeds) + 1);
+    QCOMPARE(static_cast<std::int64_t>(window_->seeds()), sim::kMaxSeeds);
   }
 
   void recentFilesAreCappedAndDeduplicated() {
