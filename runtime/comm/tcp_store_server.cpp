@@ -514,15 +514,17 @@ void TcpStoreServer::Impl::releaseHeld() {
 }
 
 void TcpStoreServer::Impl::makeRoomFor(const std::string& peer) {
-  const auto throttle = throttles.find(peer);
-  std::deque<std::uint64_t>* held = throttle == throttles.end() ? nullptr : &throttle->second.held;
-  if (held != nullptr) {
-    std::erase_if(*held, [&](std::uint64_t id) {
-      const Conn* c = find(id);
-      return c == nullptr || c->dead || !c->parked;
-    });
-  }
   for (;;) {
+    // Looked up afresh each time: a Hello read below may have held a wrong token of this address.
+    const auto throttle = throttles.find(peer);
+    std::deque<std::uint64_t>* held =
+        throttle == throttles.end() ? nullptr : &throttle->second.held;
+    if (held != nullptr) {
+      std::erase_if(*held, [&](std::uint64_t id) {
+        const Conn* c = find(id);
+        return c == nullptr || c->dead || !c->parked;
+      });
+    }
     const auto silent = silentByPeer.find(peer);
     const std::size_t silentCount = silent == silentByPeer.end() ? 0 : silent->second.size();
     const std::size_t heldCount = held == nullptr ? 0 : held->size();
