@@ -26,7 +26,6 @@
 #include "runtime/common/worker_variables.hpp"
 #include "runtime/launcher/node_agent.hpp"
 #include "runtime/launcher/stop_signal.hpp"
-#include "runtime/launcher/token.hpp"
 
 namespace stretch::cli {
 
@@ -34,14 +33,14 @@ namespace {
 
 int runAgent(launcher::JoinRequest request, bool tokenStdin) {
   return runCommand("agent", ErrorStyle{.kind = false}, [&] {
-    if (tokenStdin)
+    // joinJob checks the token, naming where it came from.
+    if (tokenStdin) {
       std::getline(std::cin, request.token);
-    else if (const char* env = std::getenv(worker_env::kStoreToken))
+      request.tokenSource = "--token_stdin";
+    } else if (const char* env = std::getenv(worker_env::kStoreToken)) {
       request.token = env;
-    // joinJob checks a --token_file's token; this one is named by where it came from.
-    if (request.tokenFile.empty() && !request.token.empty())
-      launcher::checkTokenStrength(request.token,
-                                   tokenStdin ? "--token_stdin" : worker_env::kStoreToken);
+      request.tokenSource = worker_env::kStoreToken;
+    }
     request.stopSignal = &launcher::installStopSignals({SIGINT, SIGTERM, SIGHUP});
     const auto result = launcher::joinJob(request);
     if (result.exitCode != 0 && !result.message.empty())

@@ -432,8 +432,10 @@ std::string TcpStore::get(const std::string& key) {
   client_->checkKey(key);
   const Duration limit = timeout();
   const auto deadline = SteadyClock::now() + limit;
+  // The value first: a key that exists costs one round trip, and a server that stops answering
+  // costs the timeout and no more (a wait that times out is withdrawn, which may take
+  // kCancelGrace on top). A missing key is waited for, then read again.
   for (;;) {
-    client_->waitUntil({key}, deadline, limit);
     Client::ReplyFrame reply =
         client_->call(FrameWriter(Request::Get).str(key).take(),
                       fmt::format("get(\"{}\")", printable(key)), Reply::Value);
@@ -444,9 +446,9 @@ std::string TcpStore::get(const std::string& key) {
             fmt::format("{}: malformed reply to get(\"{}\")", client_->name, printable(key)));
       return std::move(*value);
     }
-    // Deleted between the wait and the get: wait again.
     if (SteadyClock::now() >= deadline)
       throwTimeout(client_->name, {key}, limit);
+    client_->waitUntil({key}, deadline, limit);
   }
 }
 

@@ -1,8 +1,6 @@
 #include "runtime/launcher/job_controller.hpp"
 
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <string>
 #include <vector>
 
@@ -11,6 +9,7 @@
 #include "runtime/common/error.hpp"
 #include "runtime/launcher/job_protocol.hpp"
 #include "runtime/launcher/node_tracker.hpp"
+#include "runtime/launcher/process.hpp"
 #include "runtime/launcher/remote_workers.hpp"
 
 namespace stretch::launcher {
@@ -39,20 +38,11 @@ AgentResult runJobController(const JobControllerOptions& options) {
   loop.monitorInterval = options.monitorInterval;
   loop.clock = options.clock;
   loop.liveRecovery = options.liveStore != nullptr;
-  std::string abandonedWhy;
-  // The agent loop stops on a signal; an abandoned job stops it the same way, with SIGTERM's
-  // number, and the result is rewritten below.
-  std::atomic<int> combined{0};
-  loop.stopSignal = &combined;
   Time lastNodePoll{0};
+  bool registered = false;  // an agent has registered at some point
   loop.nodeEvents = [&](Time now) -> std::vector<Event> {
-    if (options.stopSignal != nullptr && options.stopSignal->load() != 0)
-      combined.store(options.stopSignal->load());
-    if (options.pollLaunchers && abandonedWhy.empty()) {
-      abandonedWhy = options.pollLaunchers();
-      if (!abandonedWhy.empty())
-        combined.store(SIGTERM);
-    }
+    const LaunchersStatus launchers =
+        options.pollLaunchers ? options.pollLaunchers() : LaunchersStatus{};
     // Exits first, then departures (job_protocol.hpp, "Order"); keep-alives, a store round trip
     // per node, every 50 ms (plenty next to second-scale timeouts).
     const std::vector<WorkerExited> exits = workers.readExits();
@@ -62,14 +52,35 @@ AgentResult runJobController(const JobControllerOptions& options) {
     if (heartbeats)
       lastNodePoll = now;
     std::vector<Event> events = tracker.poll(now, heartbeats);
+    registered = registered || store.add("nodes/count", 0) > 0;
+    if (launchers.allEnded && tracker.alive().empty()) {
+      // Nobody is left to run the job (the launcher's processes ended, no agent answers): none
+      // of these events is applied (a start would name agents that are gone), the loop writes
+      // its `fail` record and the launcher exits 1 at once instead of waiting for nodes.
+      throw Error(
+          registered
+              ? "every node agent has ended and none is left to run the job (an agent stops its "
+                "workers and exits when the job's store has not answered for its "
+                "--controller_timeout, as when the launcher was stopped (SIGSTOP) that long):" +
+                    launchers.ended
+              : "every process started to bring up the node agents ended before any agent "
+                "registered:" +
+                    launchers.ended);
+    }
     events.insert(events.end(), exits.begin(), exits.end());
     return events;
   };
-  AgentResult result = runAgentLoop(loop, workers);
-  if (!abandonedWhy.empty()) {
-    result.exitCode = 1;
-    result.message = abandonedWhy;
+  loop.stopSignal = options.stopSignal;
+  // The loop wrote the job's final record (or its `fail` record on an error): a launcher killed
+  // while the agents exit must not add an `interrupted` one after it.
+  AgentResult result;
+  try {
+    result = runAgentLoop(loop, workers);
+  } catch (...) {
+    forgetEventLog();
+    throw;
   }
+  forgetEventLog();
   workers.exit(result.exitCode, result.message);
   return result;
 }

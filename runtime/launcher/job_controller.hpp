@@ -10,6 +10,9 @@
 // acknowledges; the controller waits for the acknowledgements (at most commandTimeout; an agent
 // that does not answer is treated as lost). When the job ends (Finish, Fail, a stop signal) it
 // sends the Exit command and waits, at most commandTimeout, for the agents to acknowledge it.
+// When every agent has ended and the launcher's processes that ran them too
+// (JobControllerOptions::pollLaunchers), the job ends at once: throws Error saying so, after the
+// loop's `fail` record.
 // Its parts: NodeTracker (node_tracker.hpp), the view of the registered node agents, and
 // RemoteWorkers (remote_workers.hpp), the worker group that sends the commands and carries out
 // live recovery across hosts.
@@ -29,6 +32,13 @@
 
 namespace stretch::launcher {
 
+// What the launcher's processes that bring up the node agents (a runner: ssh, pdsh, mpirun,
+// the local agents themselves) are doing.
+struct LaunchersStatus {
+  bool allEnded = false;  // every one of them has ended
+  std::string ended;      // once they all have: one line per process, its exit status and command
+};
+
 struct JobControllerOptions {
   agent::AgentConfig config;
   std::shared_ptr<comm::Store> store;  // the job's keys (prefix applied by the caller)
@@ -46,10 +56,12 @@ struct JobControllerOptions {
   Duration registrationWindow = std::chrono::seconds(30);
   const std::atomic<int>* stopSignal = nullptr;
   // Called every poll. The launcher reaps the processes it started to bring up node agents
-  // here, recording the departure of a node whose agent process ended; it returns a non-empty
-  // message, which ends the job with exit code 1, when all of them are gone and no agent ever
-  // registered.
-  std::function<std::string()> pollLaunchers;
+  // here, recording the departure of a node whose agent process ended. Once all of them have
+  // ended and no registered agent is alive (none ever registered, or every agent exited: an
+  // agent gives up after its --controller_timeout, so a launcher stopped (SIGSTOP) longer than
+  // that finds none when it continues), nothing is left to run the job: it ends at once (the
+  // loop's `fail` record, the launcher's exit status 1) with a message naming the processes.
+  std::function<LaunchersStatus()> pollLaunchers;
   Clock clock = agent::systemClock();
   // Live recovery (job/live): the job's store without the job prefix, where the workers meet
   // (their live/... keys). Unset: every failure restarts every worker.

@@ -145,7 +145,7 @@ RemoteLaunchSpec agentLaunchSpec(const LaunchRequest& o, RunnerKind runner,
                     "--node_rank",
                     std::string(kNodeRankPlaceholder),
                     "--controller_timeout",
-                    fmt::format("{}", o.heartbeatTimeout * 3)};
+                    fmt::format("{}", o.heartbeatTimeout * kControllerTimeoutHeartbeats)};
   if (!o.logDir.empty()) {
     spec.agentArgv.push_back("--log_dir");
     spec.agentArgv.push_back(std::filesystem::absolute(o.logDir).string());
@@ -178,6 +178,7 @@ std::vector<LaunchedProcess> startNodeAgents(const RemoteLaunchSpec& spec,
                                              const std::vector<LaunchHost>& hosts,
                                              const JobSettings& job) {
   std::vector<LaunchedProcess> processes;
+  nameGuardedGroups("node agent");
   for (const auto& launch : buildNodeLaunches(spec)) {
     SpawnOptions spawn;
     spawn.argv = launch.argv;
@@ -187,6 +188,9 @@ std::vector<LaunchedProcess> startNodeAgents(const RemoteLaunchSpec& spec,
     // The runner ends with the launcher (SIGTERM lets ssh, pdsh and mpirun take the remote
     // agents down with them).
     spawn.parentDeathSignal = SIGTERM;
+    // And a launcher killed outright (SIGKILL) takes them down too, through its orphan guard,
+    // which records the end in the event log (a node agent SIGKILLed takes its workers).
+    spawn.groupDiesWithParent = true;
     spawn.execErrorPrefix = "stretch launch: ";
     LaunchedProcess p{spawnProcess(spawn), maskToken(shellJoin(launch.argv), job.token), {}, false};
     for (const auto rank : launch.nodeRanks)
@@ -199,10 +203,10 @@ std::vector<LaunchedProcess> startNodeAgents(const RemoteLaunchSpec& spec,
 
 // The controller's poll of the processes that bring up the agents: a process that runs one
 // node's agent (local, netns, ssh) that ended means that node is gone now, no need to wait for
-// its keep-alive to time out; all of them ended before any agent registered ends the job.
-std::function<std::string()> agentProcessPoll(std::vector<LaunchedProcess>& processes,
-                                              std::shared_ptr<comm::Store> store) {
-  return [&processes, store]() -> std::string {
+// its keep-alive to time out; all of them ended (and no agent alive) ends the job.
+std::function<LaunchersStatus()> agentProcessPoll(std::vector<LaunchedProcess>& processes,
+                                                  std::shared_ptr<comm::Store> store) {
+  return [&processes, store]() -> LaunchersStatus {
     for (auto& p : processes) {
       p.process.poll();
       if (!p.process.running() && !p.reported && p.hosts.size() == 1) {
@@ -212,17 +216,14 @@ std::function<std::string()> agentProcessPoll(std::vector<LaunchedProcess>& proc
                                  p.process.exit()->code));
       }
     }
-    std::string codes;
+    LaunchersStatus status;
     for (const auto& p : processes) {
       if (p.process.running())
-        return {};
-      codes += fmt::format("\n  exit status {}: {}", p.process.exit()->code, p.what);
+        return status;
+      status.ended += fmt::format("\n  exit status {}: {}", p.process.exit()->code, p.what);
     }
-    if (store->add("nodes/count", 0) > 0)
-      return {};
-    return "every process started to bring up the node agents ended before any agent "
-           "registered:" +
-           codes;
+    status.allEnded = true;
+    return status;
   };
 }
 
@@ -524,7 +525,7 @@ AgentResult joinAsNode(const LaunchRequest& o, const JobSettings& job) {
   join.nodeRank = *o.nodeRank;
   join.token = job.token;
   join.logDir = o.logDir;
-  join.controllerTimeout = o.heartbeatTimeout * 3;
+  join.controllerTimeout = o.heartbeatTimeout * kControllerTimeoutHeartbeats;
   join.stopSignal = o.stopSignal;
   spdlog::info("launch: node rank {} joins the job at {}", *o.nodeRank, join.rdzv);
   const NodeAgentResult result = joinJob(join);

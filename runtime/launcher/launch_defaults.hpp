@@ -21,9 +21,16 @@ inline constexpr agent::Duration kDefaultNodeHeartbeatTimeout = std::chrono::sec
 inline constexpr agent::Duration kDefaultLastCall = std::chrono::seconds(2);
 // stretch agent --heartbeat_interval: between a node agent's keep-alives.
 inline constexpr agent::Duration kDefaultKeepAliveInterval = std::chrono::milliseconds(500);
-// stretch agent --controller_timeout: without the job's store this long, a node agent stops its
-// workers and exits.
+// stretch agent --controller_timeout: this long after the job's store last answered, a node
+// agent stops its workers and exits (every connect attempt and store request within it is
+// bounded by what is left of it, so the timeout is what the agent applies).
 inline constexpr agent::Duration kDefaultControllerTimeout = std::chrono::seconds(30);
+// The agents `stretch launch` starts get --controller_timeout = this many --heartbeat_timeout.
+inline constexpr int kControllerTimeoutHeartbeats = 3;
+// A node agent's keep-alive gives up on one beat (its connect or its request) after its
+// interval, at least this long, and tries again at the next beat: an agent that ends waits for
+// the beat in flight, so no longer than that.
+inline constexpr agent::Duration kMinKeepAliveRequestTimeout = std::chrono::milliseconds(250);
 // Between SIGTERM and SIGKILL when an agent stops its workers.
 inline constexpr agent::Duration kDefaultStopGrace = std::chrono::seconds(5);
 inline constexpr auto kDefaultStopGraceMs =

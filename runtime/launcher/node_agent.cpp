@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "runtime/comm/errors.hpp"
 #include "runtime/comm/tcp_store.hpp"
 #include "runtime/common/file_io.hpp"
 #include "runtime/common/periodic_task.hpp"
@@ -53,11 +54,16 @@ class KeepAlive {
         }) {}
 
  private:
-  // A failure drops the connection; the next beat connects again.
+  // A failure drops the connection; the next beat connects again. A beat waits no longer than
+  // the interval (kMinKeepAliveRequestTimeout at least): the agent's end waits for the beat in
+  // flight, and a controller that does not answer must not hold it up.
   void beat() {
     try {
-      if (!hb_)
-        hb_ = options_.connect();
+      if (!hb_) {
+        hb_ = options_.connect(std::min<Duration>(
+            options_.controllerTimeout,
+            std::max<Duration>(kMinKeepAliveRequestTimeout, options_.heartbeatInterval)));
+      }
       hb_->add("hb/" + options_.node.nodeId, 1);
     } catch (const std::exception&) {
       hb_.reset();
@@ -180,10 +186,12 @@ void reportExits(const NodeAgentOptions& options, comm::Store& store, NodeWorker
 
 // A stop signal: the departure first, for the other nodes' workers fail once ours stop (see
 // "Order"); then this node's workers.
-void leaveOnSignal(comm::Store& store, const std::string& id, NodeWorkers& workers, int sig,
+void leaveOnSignal(comm::Store* store, const std::string& id, NodeWorkers& workers, int sig,
                    NodeAgentResult& result) {
   try {
-    appendRecord(store, "leaves", fmt::format("{}\tits agent was stopped by signal {}", id, sig));
+    if (store != nullptr)
+      appendRecord(*store, "leaves",
+                   fmt::format("{}\tits agent was stopped by signal {}", id, sig));
   } catch (const std::exception&) {
   }
   workers.stop();
@@ -197,7 +205,7 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
   if (!options.connect || !options.environment)
     throw InternalError("runNodeAgent: no store factory or environment function");
   const std::string& id = options.node.nodeId;
-  auto store = options.connect();
+  auto store = options.connect(options.controllerTimeout);
   LoopState state;
   state.done = registerNode(*store, options);
   // Declared before the workers: their stop, when the agent ends, runs under keep-alives.
@@ -212,31 +220,49 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
   workers.detectHangs(options.hang);
   NodeAgentResult result;
   result.nodeId = id;
-  auto lastContact = std::chrono::steady_clock::now();
+  // The controller timeout counts from the store's last answer. The loop's requests wait at
+  // most the timeout its connection was made with: the whole timeout for the first, what was
+  // left of it for a reconnection; so no request or connect attempt runs past the deadline.
+  using SteadyClock = std::chrono::steady_clock;
+  auto lastContact = SteadyClock::now();
+  std::string lastError;
   while (true) {
     if (options.stopSignal != nullptr && options.stopSignal->load() != 0) {
-      leaveOnSignal(*store, id, workers, options.stopSignal->load(), result);
+      leaveOnSignal(store.get(), id, workers, options.stopSignal->load(), result);
       return result;
     }
     try {
+      if (!store)
+        throw comm::StoreError(lastError);
       if (followCommand(options, *store, workers, state, result))
         return result;
       reportExits(options, *store, workers, state);
-      lastContact = std::chrono::steady_clock::now();
+      lastContact = SteadyClock::now();
     } catch (const ProtocolError&) {
       throw;
     } catch (const std::exception& e) {
-      if (std::chrono::steady_clock::now() - lastContact > options.controllerTimeout) {
+      lastError = e.what();
+      const auto left = std::chrono::duration_cast<Duration>(
+          lastContact + options.controllerTimeout - SteadyClock::now());
+      if (left <= Duration(0)) {
+        spdlog::error(
+            "agent {}: no answer from the job controller's store for {} (--controller_timeout "
+            "{}); stopping this node's workers",
+            id, formatDuration(SteadyClock::now() - lastContact),
+            formatDuration(options.controllerTimeout));
         workers.stop();
         result.exitCode = 1;
         result.message = fmt::format(
-            "lost the job controller's store for {} ({}); this node's workers were stopped",
-            formatDuration(options.controllerTimeout), e.what());
+            "lost the job controller's store: no answer for {} (--controller_timeout) ({}); "
+            "this node's workers were stopped",
+            formatDuration(options.controllerTimeout), lastError);
         return result;
       }
+      store.reset();  // a connection that failed is not tried again
       try {
-        store = options.connect();
-      } catch (const std::exception&) {
+        store = options.connect(left);
+      } catch (const std::exception& again) {
+        lastError = again.what();
       }
     }
     std::this_thread::sleep_for(milliseconds(10));
@@ -284,18 +310,32 @@ NodeAgentResult joinJob(const JoinRequest& r) {
       throw ConfigError(ErrorDetail{"--token_file", r.tokenFile.string(),
                                     "a file whose first line is the job's token"});
   }
-  if (!token.empty())
-    checkTokenStrength(token, r.tokenFile.empty() ? "--token" : "--token_file");
+  if (!token.empty() && r.tokenFile.empty()) {
+    checkTokenStrength(token, r.tokenSource);
+  } else if (!token.empty()) {
+    try {
+      checkTokenStrength(token, "--token_file");
+    } catch (const ConfigError& e) {
+      // Named by the file, as the other --token_file errors are.
+      const auto& d = e.detail();
+      throw ConfigError(ErrorDetail{
+          "--token_file", r.tokenFile.string(),
+          d ? fmt::format("a file whose first line is the job's token, {} (it holds {})",
+                          d->expected, d->value)
+            : std::string(e.what())});
+    }
+  }
   comm::TcpStoreOptions storeOptions;
   storeOptions.host = host;
   storeOptions.port = port;
   storeOptions.token = token;
-  storeOptions.timeout = fromSeconds(std::max(5.0, r.controllerTimeout / 2));
-  const StoreFactory connect = [storeOptions] {
-    return std::make_shared<comm::PrefixStore>(kJobPrefix,
-                                               std::make_shared<comm::TcpStore>(storeOptions));
+  storeOptions.timeout = fromSeconds(r.controllerTimeout);
+  const StoreFactory connect = [storeOptions](Duration timeout) {
+    comm::TcpStoreOptions o = storeOptions;
+    o.timeout = timeout;
+    return std::make_shared<comm::PrefixStore>(kJobPrefix, std::make_shared<comm::TcpStore>(o));
   };
-  auto store = connect();
+  auto store = connect(storeOptions.timeout);
   JobSettings job = readJob(*store);
   job.token = token;
 

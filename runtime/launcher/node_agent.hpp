@@ -7,8 +7,10 @@
 // grace period does not look like a dead node), carries out each new command with its
 // NodeWorkers and reports its workers' exits. It ends on the Exit command (with the job's exit
 // code), on a stop signal (records its departure, then stops its
-// workers and exits 128 + signal) and when
-// the controller's store has been unreachable for controllerTimeout (stops its workers, exits 1).
+// workers and exits 128 + signal) and when the controller's store has not answered for
+// controllerTimeout (stops its workers, exits 1). That timeout is what the agent applies: it
+// counts from the store's last answer, and every reconnection and request after it waits only
+// for what is left of it.
 // Its workers die with it even when it is SIGKILLed (spawnProcess's parent-death signal).
 
 #include <atomic>
@@ -23,13 +25,16 @@
 
 #include "runtime/agent/hang_rule.hpp"
 #include "runtime/comm/store.hpp"
+#include "runtime/common/worker_variables.hpp"
 #include "runtime/launcher/job_protocol.hpp"
 #include "runtime/launcher/launch_defaults.hpp"
 
 namespace stretch::launcher {
 
-// Store connections for the node agent: one for its loop, one for its keep-alive thread.
-using StoreFactory = std::function<std::shared_ptr<comm::Store>()>;
+// Store connections for the node agent: one for its loop, one for its keep-alive thread. A
+// connection is made within `timeout` (else the factory throws), and its requests give up after
+// `timeout` too.
+using StoreFactory = std::function<std::shared_ptr<comm::Store>(agent::Duration timeout)>;
 
 // What a node agent knows about the job it joins (read from the store by the caller, or given
 // on its command line), and what it needs to start its workers.
@@ -72,8 +77,10 @@ struct JoinRequest {
   std::string nodeAddr;  // where other nodes reach this one; empty: the route to the store
   std::filesystem::path logDir;
   // The store token: from tokenFile when given, else `token` (the caller read stdin or
-  // STRETCH_STORE_TOKEN).
+  // STRETCH_STORE_TOKEN), which came from `tokenSource` (messages name it: "--token_stdin",
+  // "STRETCH_STORE_TOKEN").
   std::string token;
+  std::string tokenSource = worker_env::kStoreToken;
   std::filesystem::path tokenFile;
   double heartbeatInterval = toSeconds(kDefaultKeepAliveInterval);  // seconds
   double controllerTimeout = toSeconds(kDefaultControllerTimeout);
@@ -82,7 +89,8 @@ struct JoinRequest {
 
 // Connects to the job's store, reads the job, registers this node and runs its agent to the
 // job's end. Throws ConfigError for bad input (naming the flag: --rdzv, --node_rank/--node_id,
-// --nproc, --token_file) and comm errors when the store cannot be reached.
+// --nproc, --token_file with the file, or the token's source for a weak token) and comm errors
+// when the store cannot be reached.
 NodeAgentResult joinJob(const JoinRequest& request);
 
 }  // namespace stretch::launcher

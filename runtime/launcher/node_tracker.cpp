@@ -19,6 +19,7 @@ NodeTracker::NodeTracker(comm::Store& store, Duration heartbeatTimeout,
       holding_(!launchHosts_.empty()) {}
 
 std::vector<Event> NodeTracker::poll(Time now, bool withHeartbeats) {
+  noticeStall(now);
   std::vector<Event> out;
   for (const auto& text : readRecords(store_, "nodes", nextRecord_)) {
     ++nextRecord_;
@@ -80,6 +81,7 @@ std::vector<Event> NodeTracker::poll(Time now, bool withHeartbeats) {
 }
 
 bool NodeTracker::silent(const std::string& id, Time now) {
+  noticeStall(now);
   auto it = nodes_.find(id);
   return it == nodes_.end() || !it->second.alive || silent(id, it->second, now);
 }
@@ -110,6 +112,18 @@ bool NodeTracker::silent(const std::string& id, Node& node, Time now) {
     return false;
   }
   return now - node.lastChange > heartbeatTimeout_;
+}
+
+void NodeTracker::noticeStall(Time now) {
+  if (lastLook_ && now - *lastLook_ > heartbeatTimeout_ / 2) {
+    spdlog::warn(
+        "controller: no look at the nodes for {} (was this process stopped?): every node's "
+        "keep-alive timeout starts again now",
+        formatDuration(now - *lastLook_));
+    for (auto& [id, node] : nodes_)
+      node.lastChange = std::max(node.lastChange, now);
+  }
+  lastLook_ = now;
 }
 
 bool NodeTracker::isHeld(const std::string& id) const {

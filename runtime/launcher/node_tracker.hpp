@@ -53,6 +53,11 @@ class NodeTracker {
 
   bool silent(const std::string& id, Node& node, agent::Time now);
 
+  // A controller that did not look for a while (the launcher stopped by SIGSTOP, a slow
+  // checkpoint read) cannot tell a silent node from its own absence: every node's keep-alive
+  // clock starts again at `now` when the last look is more than half a heartbeat timeout ago.
+  void noticeStall(agent::Time now);
+
   bool isHeld(const std::string& id) const;
 
   // Announces the held registrations in hostfile order once every launched host registered or
@@ -71,6 +76,7 @@ class NodeTracker {
   std::int64_t nextLeave_ = 0;
   std::map<std::string, Node> nodes_;
   std::set<std::string> pendingLost_;
+  std::optional<agent::Time> lastLook_;
 };
 
 }  // namespace stretch::launcher

@@ -86,6 +86,9 @@ void writeAll(int fd, const char* text) {
 
 // ---- the orphan guard ----
 
+// The guard's message that names what its groups are (never a group: pgids are positive).
+constexpr std::int32_t kGroupsMessage = INT32_MIN;
+
 std::mutex gGuardMutex;
 int gGuardFd = -1;       // this process's end of the socket pair with its guard
 pid_t gGuardOwner = -1;  // the process that made the guard (a fork must make its own)
@@ -125,8 +128,9 @@ std::size_t appendText(char* out, std::size_t at, const char* text) {
 }
 
 // The event log's record of a launcher that ended without stopping its workers (the guard
-// killed `groups` process groups), as agent::EventLog writes an "interrupted" record.
-void recordOrphans(int fd, int groups) {
+// killed `groups` process groups of `what`: "worker", "node agent"), as agent::EventLog writes an
+// "interrupted" record.
+void recordOrphans(int fd, int groups, const char* what) {
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
   char line[512];
@@ -138,13 +142,16 @@ void recordOrphans(int fd, int groups) {
                  ",\"event\":\"interrupted\",\"reason\":\"the launcher ended without stopping its "
                  "workers (killed by SIGKILL, or a crash); its orphan guard killed ");
   n = appendNumber(line, n, static_cast<std::uint64_t>(groups));
-  n = appendText(line, n, " worker process group(s)\"}\n");
+  n = appendText(line, n, " ");
+  n = appendText(line, n, what);
+  n = appendText(line, n, " process group(s)\"}\n");
   (void)!::write(fd, line, n);
 }
 
 // The guard's life, forked from a process that may have threads: async-signal-safe calls only.
-// Messages: a positive int32 (guard this group), a negative one (forget it), or 0 followed by
-// an int32 length and that many bytes (the event log to record the end in).
+// Messages: a positive int32 (guard this group), a negative one (forget it), 0 followed by an
+// int32 length and that many bytes (the event log to record the end in; length 0: none), or
+// kGroupsMessage followed by the same (what the groups are, for the record).
 [[noreturn]] void guardMain(int socket) {
   // A session (and so a process group) of its own: a signal to the launcher's process group
   // (`kill -9 -- -PGID`, `timeout -s KILL`, the terminal's Ctrl-C) must not reach the guard,
@@ -173,21 +180,31 @@ void recordOrphans(int fd, int groups) {
   pid_t groups[kMaxGroups];
   int count = 0;
   int events = -1;
+  char what[64] = "worker";
   for (;;) {
     std::int32_t message = 0;
     if (!readExact(keep, &message, sizeof message))
       break;  // the parent is gone
-    if (message == 0) {
+    if (message == 0 || message == kGroupsMessage) {
       std::int32_t length = 0;
-      char path[4096];
-      if (!readExact(keep, &length, sizeof length) || length <= 0 ||
-          length >= static_cast<std::int32_t>(sizeof path) ||
-          !readExact(keep, path, static_cast<std::size_t>(length)))
+      char text[4096];
+      if (!readExact(keep, &length, sizeof length) || length < 0 ||
+          length >= static_cast<std::int32_t>(sizeof text) ||
+          !readExact(keep, text, static_cast<std::size_t>(length)))
         break;
-      path[length] = '\0';
+      text[length] = '\0';
+      if (message == kGroupsMessage) {
+        std::size_t i = 0;
+        for (; i + 1 < sizeof what && text[i] != '\0'; ++i)
+          what[i] = text[i];
+        what[i] = '\0';
+        continue;
+      }
       if (events >= 0)
         ::close(events);
-      events = ::open(path, O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);  // as the launcher did
+      events = -1;
+      if (length > 0)  // as the launcher opened it
+        events = ::open(text, O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
     } else if (message > 0 && count < kMaxGroups) {
       groups[count++] = message;
     } else if (message < 0) {
@@ -202,7 +219,7 @@ void recordOrphans(int fd, int groups) {
   for (int i = 0; i < count; ++i)
     ::kill(-groups[i], SIGKILL);
   if (count > 0 && events >= 0)
-    recordOrphans(events, count);
+    recordOrphans(events, count, what);
   ::_exit(0);
 }
 
@@ -261,6 +278,16 @@ void guardEventLog(const std::string& path) {
   if (path.empty() || path.size() >= 4096)
     return;
   tellGuard(int32Bytes(0) + int32Bytes(static_cast<std::int32_t>(path.size())) + path, true);
+}
+
+void forgetEventLog() {
+  tellGuard(int32Bytes(0) + int32Bytes(0), false);
+}
+
+void nameGuardedGroups(std::string_view what) {
+  const std::string text(what.substr(0, 63));
+  tellGuard(int32Bytes(kGroupsMessage) + int32Bytes(static_cast<std::int32_t>(text.size())) + text,
+            true);
 }
 
 OpenedLog openLogFile(const std::string& path) {

@@ -24,6 +24,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <sys/types.h>
 #include <vector>
 
@@ -125,8 +126,13 @@ ChildProcess spawnProcess(const SpawnOptions& options);
 void guardProcessGroup(pid_t pgid);
 void forgetProcessGroup(pid_t pgid);
 // The event log the guard appends an "interrupted" record to when it had groups to kill (the
-// launcher ended without stopping its workers: SIGKILL, a crash).
+// launcher ended without stopping its workers: SIGKILL, a crash); forgetEventLog: none any more
+// (the job's final record is written, the groups left are being stopped).
 void guardEventLog(const std::string& path);
+void forgetEventLog();
+// What the guarded groups are, for that record ("killed 2 <what> process group(s)"; at most 63
+// characters): "worker" unless said otherwise (a multi-node launcher guards its node agents').
+void nameGuardedGroups(std::string_view what);
 
 // Waits up to `timeout` for every process to end (reaping them); true when all have.
 bool waitForAll(std::vector<ChildProcess*> processes, std::chrono::milliseconds timeout);

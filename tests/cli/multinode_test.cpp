@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <netinet/in.h>
+#include <optional>
 #include <string>
 #include <sys/socket.h>
 #include <vector>
@@ -247,6 +248,143 @@ TEST(MultiNodeLocal, SigtermToTheLauncherStopsEveryAgentAndWorker) {
   ::kill(launch.pid(), SIGTERM);
   EXPECT_EQ(launch.wait(60s), 128 + SIGTERM) << launch.err();
   EXPECT_TRUE(noneLeft(dir.path().string())) << processesMentioning(dir.path().string()).size();
+}
+
+// A hostfile of nodes n0, n1 with one slot each, for the /bin/sh jobs below.
+fs::path oneSlotHosts(const fs::path& dir) {
+  std::ofstream(dir / "hostfile") << "n0 slots=1\nn1 slots=1\n";
+  return dir / "hostfile";
+}
+
+// True once none of `pids` runs any more (gone, or a zombie), within `limit`.
+bool allEnded(const std::vector<pid_t>& pids, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (std::none_of(pids.begin(), pids.end(), stretch::test::processAlive))
+      return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return false;
+}
+
+// SIGKILL of the controller (the multi-node `stretch launch`) used to leave no `interrupted`
+// record: its orphan guard knew no process group (the node agents' were not guarded), so it
+// recorded nothing. The agents' groups are guarded now: the guard kills them (each agent's own
+// guard then kills its workers and what they started) and records the end.
+TEST(MultiNodeLocal, SigkillOfTheControllerRecordsTheEndAndLeavesNothingBehind) {
+  stretch::test::TempDir dir("stretch-mn-sigkill");
+  const fs::path events = dir.path() / "events.jsonl";
+  const std::string children = (dir.path() / "child.").string();
+  Launch launch(dir.path(), {"--hostfile", oneSlotHosts(dir.path()).string(), "--launcher", "local",
+                             "--master_port", std::to_string(freePort()), "--log_dir",
+                             (dir.path() / "logs").string(), "--event_log", events.string(),
+                             "/bin/sh", "-c", "sleep 60 & echo $! > " + children + "$RANK; wait"});
+  ASSERT_TRUE(waitUntil([&] {
+    return !stretch::test::readFileIfAny(children + "0").empty() &&
+           !stretch::test::readFileIfAny(children + "1").empty();
+  })) << launch.err();
+  const std::vector<pid_t> agents = {agentPid(dir.path(), "n0"), agentPid(dir.path(), "n1")};
+  std::vector<pid_t> job = agents;
+  for (const pid_t agent : agents) {
+    for (const pid_t worker : childrenOf(agent))
+      job.push_back(worker);
+  }
+  ASSERT_EQ(job.size(), 4u);  // two agents, a worker each
+  job.push_back(std::stoi(stretch::test::readFileIfAny(children + "0")));
+  job.push_back(std::stoi(stretch::test::readFileIfAny(children + "1")));
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(launch.pid(), SIGKILL), 0);
+  std::optional<double> recordMs;
+  const auto deadline = killed + 10s;
+  while (!recordMs && std::chrono::steady_clock::now() < deadline) {
+    const auto records = eventsOf(events);
+    if (!records.empty() && records.back()["event"] == "interrupted") {
+      recordMs =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed)
+              .count();
+    } else {
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  ASSERT_TRUE(recordMs.has_value()) << "no interrupted record 10 s after the SIGKILL";
+  const bool ended = allEnded(job, 10s);
+  std::printf(
+      "SIGKILLed controller: interrupted record after %.1f ms, the agents, workers and "
+      "their children gone after %.1f ms\n",
+      *recordMs,
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed).count());
+  EXPECT_TRUE(ended) << "an agent, a worker or its child outlived the controller by 10 s";
+  EXPECT_NE(eventsOf(events).back()["reason"].get<std::string>().find(
+                "orphan guard killed 2 node agent process group(s)"),
+            std::string::npos)
+      << eventsOf(events).back().dump();
+  EXPECT_EQ(launch.wait(10s), 128 + SIGKILL);
+  EXPECT_TRUE(noneLeft(dir.path().string())) << processesMentioning(dir.path().string()).size();
+}
+
+// SIGSTOP and SIGCONT of the launcher (the controller of an elastic job on two nodes, a 2 s
+// heartbeat timeout, so the agents' --controller_timeout is 6 s):
+//  - stopped for less than the agents' timeout, the job resumes as if nothing had happened;
+//  - stopped for longer, the agents stop their workers and exit about 6 s after the stop (their
+//    store requests and reconnections used to come on top: 16.5 s here, 22.8-24 s for the
+//    default 15 s; a request cut by the stop could add 5 s more), and on SIGCONT the launcher
+//    ends at once with exit status 1 and a message saying why (it used to wait an undocumented
+//    10 minutes for nodes), its `fail` record last, and no start_workers record after the agents
+//    had gone (one used to name an agent that had already exited).
+TEST(MultiNodeLocal, ALauncherStoppedAndContinuedResumesOrEndsWithinSeconds) {
+  stretch::test::TempDir dir("stretch-mn-sigstop");
+  const fs::path events = dir.path() / "events.jsonl";
+  Launch launch(dir.path(),
+                {"--hostfile", oneSlotHosts(dir.path()).string(), "--launcher", "local",
+                 "--master_port", std::to_string(freePort()), "--elastic", "1:2",
+                 "--heartbeat_timeout", "2", "--log_dir", (dir.path() / "logs").string(),
+                 "--event_log", events.string(), "/bin/sh", "-c", "exec sleep 600"});
+  ASSERT_FALSE(waitForStart(events, [](const auto& s) { return s["world_size"] == 2; }).is_null())
+      << launch.err();
+  const std::vector<pid_t> agents = {agentPid(dir.path(), "n0"), agentPid(dir.path(), "n1")};
+  ASSERT_GT(agents[0], 0);
+  ASSERT_GT(agents[1], 0);
+
+  // A stop shorter than the agents' timeout: nothing changes.
+  ASSERT_EQ(::kill(launch.pid(), SIGSTOP), 0);
+  std::this_thread::sleep_for(1500ms);
+  ASSERT_EQ(::kill(launch.pid(), SIGCONT), 0);
+  std::this_thread::sleep_for(2500ms);
+  EXPECT_TRUE(stretch::test::processAlive(launch.pid())) << launch.err();
+  EXPECT_TRUE(stretch::test::processAlive(agents[0]) && stretch::test::processAlive(agents[1]));
+  EXPECT_EQ(startsOf(events).size(), 1u) << launch.err();
+
+  // A longer one: the agents give up after their timeout.
+  const auto stopped = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(launch.pid(), SIGSTOP), 0);
+  const bool agentsEnded = allEnded(agents, 20s);
+  const double agentsGone =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+  const auto continued = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(launch.pid(), SIGCONT), 0);
+  const int status = launch.wait(30s);
+  const double ended =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - continued).count();
+  std::printf(
+      "launcher stopped: its agents exited %.2f s after SIGSTOP (--controller_timeout "
+      "6 s); after SIGCONT it ended in %.2f s with status %d\n",
+      agentsGone, ended, status);
+  ASSERT_TRUE(agentsEnded) << launch.err();
+  EXPECT_GE(agentsGone, 5.9);
+  EXPECT_LT(agentsGone, 7.5);  // the timeout, the workers' stop and one keep-alive beat
+  EXPECT_EQ(status, 1) << launch.err();
+  EXPECT_LT(ended, 5.0);
+  const std::string err = launch.err();
+  EXPECT_NE(err.find("stretch launch: error: every node agent has ended and none is left to run "
+                     "the job"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("--controller_timeout"), std::string::npos) << err;
+  const auto records = eventsOf(events);
+  ASSERT_FALSE(records.empty());
+  EXPECT_EQ(records.back()["event"], "fail") << records.back().dump();
+  EXPECT_EQ(startsOf(events).size(), 1u) << "a start was logged after the agents had exited";
+  EXPECT_TRUE(noneLeft(dir.path().string()));
 }
 
 // The job store's port taken by another process: a clear error naming it, exit status 1.

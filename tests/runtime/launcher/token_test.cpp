@@ -4,6 +4,7 @@
 #include "runtime/launcher/token.hpp"
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 
 #include "runtime/common/error.hpp"
 #include "runtime/common/file_io.hpp"
+#include "runtime/launcher/node_agent.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace {
@@ -97,6 +99,44 @@ TEST(TokenStrength, ShortBlankAndPaddedTokensAreRefusedNamingTheirSource) {
   EXPECT_EQ(message("0123456789abcdef", "STRETCH_STORE_TOKEN"), "accepted");
   EXPECT_EQ(message("correct horse battery staple", "STRETCH_STORE_TOKEN"), "accepted");
   EXPECT_EQ(message(stretch::launcher::randomToken(), "STRETCH_STORE_TOKEN"), "accepted");
+}
+
+// `stretch agent`'s token (joinJob) is checked before anything connects, and a weak one is
+// named by where it came from: STRETCH_STORE_TOKEN or --token_stdin (they used to be called
+// "--token", a flag that does not exist), and --token_file by its file (it used to say only
+// "--token_file").
+TEST(TokenStrength, AnAgentsWeakTokenIsNamedByWhereItCameFrom) {
+  const auto message = [](stretch::launcher::JoinRequest request) -> std::string {
+    request.rdzv = "127.0.0.1:1";  // never reached: the token is refused first
+    request.nodeRank = 0;
+    try {
+      stretch::launcher::joinJob(request);
+    } catch (const stretch::ConfigError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  stretch::launcher::JoinRequest fromEnv;
+  fromEnv.token = "short";
+  EXPECT_EQ(message(fromEnv),
+            "STRETCH_STORE_TOKEN = a token of 5 character(s): expected at least 16 characters, "
+            "e.g. `openssl rand -hex 16`");
+  stretch::launcher::JoinRequest fromStdin;
+  fromStdin.token = std::string(16, ' ');
+  fromStdin.tokenSource = "--token_stdin";
+  EXPECT_EQ(
+      message(fromStdin).rfind("--token_stdin = a token of 16 character(s), all whitespace", 0), 0u)
+      << message(fromStdin);
+
+  stretch::test::TempDir dir("stretch-token-file");
+  const std::string file = (dir.path() / "job_token").string();
+  std::ofstream(file) << "abc\n";
+  stretch::launcher::JoinRequest fromFile;
+  fromFile.tokenFile = file;
+  EXPECT_EQ(message(fromFile),
+            "--token_file = " + file +
+                ": expected a file whose first line is the job's token, at least 16 characters, "
+                "e.g. `openssl rand -hex 16` (it holds a token of 3 character(s))");
 }
 
 }  // namespace
