@@ -4,17 +4,6 @@
 
 namespace stretch::cli {
 
-namespace {
-
-// Bad input: the user's to fix (a flag, a config, a file that cannot be read, no elastic plan).
-bool isBadInput(const Error& e) {
-  return dynamic_cast<const ConfigError*>(&e) != nullptr ||
-         dynamic_cast<const IoError*>(&e) != nullptr ||
-         dynamic_cast<const ElasticityError*>(&e) != nullptr;
-}
-
-}  // namespace
-
 int exitStatusFor(std::exception_ptr error) {
   try {
     std::rethrow_exception(error);

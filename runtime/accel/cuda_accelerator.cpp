@@ -101,13 +101,12 @@ DeviceProperties CudaAccelerator::deviceProperties(int index) const {
   out.details = fmt::format("compute capability {}.{}, {} SMs", prop.major, prop.minor,
                             prop.multiProcessorCount);
   // As nvidia-smi -L prints it: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
-  const auto* u = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
-  out.uuid = fmt::format(
-      "GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}"
-      "{:02x}"
-      "{:02x}",
-      u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
-      u[15]);
+  out.uuid = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10)
+      out.uuid += '-';
+    out.uuid += fmt::format("{:02x}", static_cast<unsigned char>(prop.uuid.bytes[i]));
+  }
   return out;
 }
 

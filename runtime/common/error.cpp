@@ -15,6 +15,12 @@ std::string formatDetail(const ErrorDetail& detail) {
 
 Error::Error(const std::string& message) : std::runtime_error(message) {}
 
+bool isBadInput(const std::exception& e) noexcept {
+  return dynamic_cast<const ConfigError*>(&e) != nullptr ||
+         dynamic_cast<const IoError*>(&e) != nullptr ||
+         dynamic_cast<const ElasticityError*>(&e) != nullptr;
+}
+
 Error::Error(ErrorDetail detail)
     : std::runtime_error(formatDetail(detail)), detail_(std::move(detail)) {}
 

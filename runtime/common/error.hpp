@@ -61,4 +61,9 @@ STRETCH_DECLARE_ERROR(IoError, Error);
 // A STRETCH_CHECK invariant failed: a bug in Stretch, never caused by input.
 STRETCH_DECLARE_ERROR(InternalError, Error);
 
+// Bad input, the user's to fix (a flag, a config, a file that cannot be read, no elastic plan):
+// ConfigError and its children, IoError, ElasticityError. The commands' exit status 2 and the
+// launcher's `fail` record for an error that ends a job (cli/output.hpp, launcher/agent_loop).
+bool isBadInput(const std::exception& e) noexcept;
+
 }  // namespace stretch

@@ -56,7 +56,9 @@ void Heartbeat::progress(std::int64_t step) {
 bool Heartbeat::write(std::int64_t step, std::int64_t completed) {
   const std::string text = fmt::format("{} {}\n", step, completed);
   // Written beside the file and renamed over it, so the launcher never reads a beat half
-  // written (an empty or cut step, which it would take for the last one).
+  // written (an empty or cut step, which it would take for the last one). Not
+  // writeFileAtomically: a beat after every step needs no fsync, and its one writer needs no
+  // unique temporary name.
   const std::string temporary = path_ + ".tmp";
   const int fd =
       ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);

@@ -49,16 +49,6 @@ std::unique_ptr<EventLog> openEventLog(const std::optional<std::filesystem::path
   return log;
 }
 
-// The exit status the launcher gives an error that ends the job (cli/launch_command.cpp): 2 for
-// bad input, 1 otherwise.
-int exitCodeOf(const std::exception& e) {
-  return dynamic_cast<const ConfigError*>(&e) != nullptr ||
-                 dynamic_cast<const IoError*>(&e) != nullptr ||
-                 dynamic_cast<const ElasticityError*>(&e) != nullptr
-             ? 2
-             : 1;
-}
-
 // One run of the loop: the driver (the machine and the live decisions), the group, the event log
 // and what the result collects.
 class AgentLoop {
@@ -84,7 +74,8 @@ class AgentLoop {
       record.time = clock_();
       record.event = "fail";
       record.generation = driver_.machine().generation();
-      record.exitCode = exitCodeOf(e);
+      // The exit status the launcher gives the error (cli/output.hpp's exitStatusFor).
+      record.exitCode = isBadInput(e) ? 2 : 1;
       record.reason = fmt::format("the launcher failed: {}; every worker was stopped", e.what());
       writeEvent(record);
       throw;

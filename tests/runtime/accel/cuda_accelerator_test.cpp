@@ -67,6 +67,9 @@ TEST_F(CudaAcceleratorTest, MemoryStatisticsSeeAnAllocation) {
   const DeviceProperties props = cuda_.deviceProperties(0);
   EXPECT_FALSE(props.name.empty());
   EXPECT_THAT(props.details, HasSubstr("compute capability"));
+  // As nvidia-smi -L prints it: the identity ranks compare to find a shared device.
+  EXPECT_THAT(props.uuid, ::testing::MatchesRegex(
+                              "GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"));
   const std::uint64_t total = cuda_.totalMemory(0);
   EXPECT_EQ(total, props.totalMemory);
   EXPECT_LE(cuda_.availableMemory(0), total);
