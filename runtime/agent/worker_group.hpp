@@ -43,6 +43,12 @@ class WorkerGroup {
   // group's liveSituation): the kept workers go on, the others stop, the joiners start, the
   // live generations are published. Exits reported afterwards carry action.generation.
   virtual void continueLive(const StartWorkers& /*action*/, const LivePlan& /*plan*/) {}
+  // The nodes of `action` this group already knows are gone (their agent left, or stopped
+  // answering a command), asked before the start is carried out: a start naming them would be
+  // logged for nodes that can run nothing. The loop then skips the start and feeds the machine
+  // these departures instead, so that it plans the start again without them. Default: none (a
+  // group that learns of departures only through the events it reports).
+  virtual std::vector<NodeLeft> goneNodes(const StartWorkers& /*action*/) const { return {}; }
   // Output of the workers that could not be written (a rank log on a full disk), one line per
   // file, since the group was made.
   virtual std::vector<std::string> lostOutput() const { return {}; }

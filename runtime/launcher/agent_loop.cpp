@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -133,6 +134,13 @@ class AgentLoop {
   }
 
   void apply(const Event& event) {
+    // A departure the loop already fed (the group knew it before a start) arrives again with the
+    // node events: the machine has forgotten the node, the second one says nothing new.
+    if (const auto* joined = std::get_if<NodeJoined>(&event)) {
+      departed_.erase(joined->nodeId);
+    } else if (const std::string* gone = goneId(event); gone && departed_.erase(*gone) > 0) {
+      return;
+    }
     if (const auto* exit = std::get_if<WorkerExited>(&event)) {
       if (exit->exitCode != 0 && exit->generation == driver_.machine().generation() &&
           !failureSeen_)
@@ -174,9 +182,32 @@ class AgentLoop {
     }
   }
 
+  static const std::string* goneId(const Event& event) {
+    if (const auto* left = std::get_if<NodeLeft>(&event))
+      return &left->nodeId;
+    if (const auto* lost = std::get_if<HeartbeatLost>(&event))
+      return &lost->nodeId;
+    return nullptr;
+  }
+
   // A start carries out the live plan the driver made at the stop before it, or starts every
-  // worker.
+  // worker. A start naming nodes the group knows are gone (several departures read in one poll:
+  // the first one's restart still names the others; a node lost while the stop before waited for
+  // its acknowledgements) is neither carried out nor logged: the machine learns of the departures
+  // and plans the start again without them.
   void startWorkers(const StartWorkers& start, DriverStep& step) {
+    if (std::vector<NodeLeft> gone = workers_.goneNodes(start); !gone.empty()) {
+      spdlog::info("agent: generation {} not started: {} of its node(s) already gone",
+                   start.generation, gone.size());
+      for (NodeLeft& left : gone) {
+        if (done_)
+          break;
+        std::string id = left.nodeId;
+        apply(Event{std::move(left)});
+        departed_.insert(std::move(id));
+      }
+      return;
+    }
     const bool continued = step.live != nullptr;
     if (continued)
       workers_.continueLive(start, *step.live);
@@ -274,6 +305,9 @@ class AgentLoop {
   AgentDriver driver_;
   AgentResult result_;
   std::optional<Time> failureSeen_;  // when the exit that caused the pending restart was reaped
+  // Nodes whose departure the loop fed before a start (WorkerGroup::goneNodes): their own
+  // NodeLeft / HeartbeatLost from the node events is dropped once.
+  std::set<std::string> departed_;
   bool done_ = false;
 };
 

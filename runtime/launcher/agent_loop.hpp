@@ -11,6 +11,10 @@
 // stop request (the launcher's SIGINT/SIGTERM handler sets the flag) stops every worker and ends
 // the loop.
 //
+// Nodes gone before a start: the loop asks the group (WorkerGroup::goneNodes) before it carries
+// out or logs a StartWorkers; a start naming nodes it knows are gone is skipped, and their
+// departures go to the machine, which plans the start again without them.
+//
 // Resume step: before each start the loop reads <checkpointDir>/latest (when a checkpoint
 // directory is given) to record in the event log which step the workers resume from.
 //

@@ -39,6 +39,7 @@ class NodeTracker {
 
   void markLost(const std::string& id);
 
+  // The registered agents neither gone nor marked lost, sorted by id.
   std::vector<std::string> alive() const;
 
   const NodeRecord* record(const std::string& id) const;

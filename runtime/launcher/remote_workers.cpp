@@ -49,6 +49,18 @@ void RemoteWorkers::stop() {
   running_.reset();
 }
 
+std::vector<NodeLeft> RemoteWorkers::goneNodes(const StartWorkers& action) const {
+  const std::vector<std::string> alive = tracker_.alive();  // sorted (the tracker's map order)
+  std::vector<NodeLeft> out;
+  for (const NodeAssignment& node : action.nodes) {
+    if (!std::binary_search(alive.begin(), alive.end(), node.nodeId))
+      out.push_back(NodeLeft{node.nodeId, fmt::format("its agent was gone before generation {} "
+                                                      "started",
+                                                      action.generation)});
+  }
+  return out;
+}
+
 std::vector<WorkerExited> RemoteWorkers::poll() {
   return {};
 }

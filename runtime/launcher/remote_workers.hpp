@@ -35,6 +35,10 @@ class RemoteWorkers final : public agent::WorkerGroup, private LiveTransport {
 
   void stop() override;
 
+  // The nodes of `action` the tracker no longer counts alive: their departure was read with
+  // another one's (one poll), or they did not answer the stop before this start.
+  std::vector<agent::NodeLeft> goneNodes(const agent::StartWorkers& action) const override;
+
   // Exits are delivered with the node events (runJobController), so that a departure read in the
   // same poll comes first.
   std::vector<agent::WorkerExited> poll() override;

@@ -5,7 +5,10 @@
 #include "runtime/launcher/job_protocol.hpp"
 
 #include <atomic>
+#include <condition_variable>
+#include <fstream>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -236,6 +239,126 @@ TEST(JobController, ANodeThatLeavesShrinksTheWorld) {
   EXPECT_GE(result.generations, 2u);
   EXPECT_EQ(job.agents[1].get().exitCode, 128 + SIGTERM);
   EXPECT_EQ(job.agents[0].get().exitCode, 0);
+}
+
+// The controller's view of the job's store, held still while `closed`: every call waits until the
+// gate opens, so departures written meanwhile are all read in one poll.
+class GatedStore final : public comm::Store {
+ public:
+  explicit GatedStore(std::shared_ptr<comm::Store> inner)
+      : comm::Store(inner->timeout()), inner_(std::move(inner)) {}
+  void close() {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+  }
+  void open() {
+    {
+      std::lock_guard lock(mutex_);
+      closed_ = false;
+    }
+    opened_.notify_all();
+  }
+  void set(const std::string& k, const std::string& v) override { pass()->set(k, v); }
+  std::string get(const std::string& k) override { return pass()->get(k); }
+  std::int64_t add(const std::string& k, std::int64_t d) override { return pass()->add(k, d); }
+  std::string compareSet(const std::string& k, const std::string& e,
+                         const std::string& d) override {
+    return pass()->compareSet(k, e, d);
+  }
+  bool check(const std::vector<std::string>& keys) override { return pass()->check(keys); }
+  void wait(const std::vector<std::string>& keys, std::optional<Duration> timeout) override {
+    pass()->wait(keys, timeout);
+  }
+  bool deleteKey(const std::string& k) override { return pass()->deleteKey(k); }
+  std::int64_t numKeys() override { return pass()->numKeys(); }
+
+ private:
+  comm::Store* pass() {
+    std::unique_lock lock(mutex_);
+    opened_.wait(lock, [&] { return !closed_; });
+    return inner_.get();
+  }
+  std::shared_ptr<comm::Store> inner_;
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool closed_ = false;
+};
+
+TEST(JobController, NodesThatLeaveInOnePollAreNamedByNoStart) {
+  // Three one-slot nodes, elastic 1..3; b and c leave while the controller looks away, so it
+  // reads both departures in one poll. The first one's restart must not start (nor log) a
+  // generation on c: before the fix the event log had a start_workers naming ["a","c"].
+  test::TempDir dir("stretch-gone");
+  ASSERT_FALSE(dir.path().empty());
+  const auto eventLog = dir.path() / "events.jsonl";
+  auto store = std::make_shared<comm::HashStore>(5s);
+  auto gated = std::make_shared<GatedStore>(store);
+  std::atomic<int> controllerStop{0};
+  std::vector<std::unique_ptr<std::atomic<int>>> stops;
+  JobControllerOptions c;
+  c.config.minNodes = 1;
+  c.config.maxNodes = 3;
+  c.config.maxRestarts = 5;
+  c.config.training.batch.microBatchPerGpu = 1;
+  c.config.lastCall = 200ms;
+  c.store = gated;
+  c.eventLog = eventLog;
+  c.monitorInterval = 100ms;
+  c.heartbeatTimeout = 5s;
+  c.commandTimeout = 5s;
+  c.stopSignal = &controllerStop;
+  c.launchHosts = {"a", "b", "c"};
+  auto controller = std::async(std::launch::async, [c] { return runJobController(c); });
+  std::vector<std::future<NodeAgentResult>> agents;
+  for (const std::string id : {"a", "b", "c"}) {
+    stops.push_back(std::make_unique<std::atomic<int>>(0));
+    NodeAgentOptions n;
+    n.connect = [store](Duration) { return std::static_pointer_cast<comm::Store>(store); };
+    n.node = {id, 1, "127.0.0.1", {0}};
+    n.command.argv = {"/bin/sh", "-c", "[ \"$WORLD_SIZE\" = 1 ] && exit 0; exec sleep 30"};
+    n.environment = [](const StartWorkers& s, const NodeAssignment&, std::int64_t,
+                       const std::string&) {
+      return std::map<std::string, std::string>{{"WORLD_SIZE", std::to_string(s.worldSize)}};
+    };
+    n.heartbeatInterval = 100ms;
+    n.stopGrace = 1s;
+    n.stopSignal = stops.back().get();
+    agents.push_back(std::async(std::launch::async, [n] { return runNodeAgent(n); }));
+  }
+  // Generation 1 runs on all three once every agent acknowledged its start.
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  auto acked = [&] {
+    for (const char* id : {"a", "b", "c"}) {
+      const auto ack = tryGet(*store, std::string("ack/") + id);
+      if (!ack || std::stoll(*ack) < 1)
+        return false;
+    }
+    return true;
+  };
+  while (!acked() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(acked());
+  gated->close();
+  stops[1]->store(SIGTERM);
+  stops[2]->store(SIGTERM);
+  ASSERT_EQ(agents[1].wait_for(20s), std::future_status::ready);
+  ASSERT_EQ(agents[2].wait_for(20s), std::future_status::ready);
+  gated->open();
+  ASSERT_EQ(controller.wait_for(60s), std::future_status::ready);
+  const auto result = controller.get();
+  EXPECT_EQ(result.exitCode, 0) << result.message;
+  ASSERT_EQ(agents[0].wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(agents[0].get().exitCode, 0);
+
+  std::ifstream in(eventLog);
+  std::vector<std::string> starts;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"event\":\"start_workers\"") != std::string::npos)
+      starts.push_back(line);
+  }
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_NE(starts[0].find("\"nodes\":[\"a\",\"b\",\"c\"]"), std::string::npos) << starts[0];
+  EXPECT_NE(starts[1].find("\"nodes\":[\"a\"]"), std::string::npos) << starts[1];
 }
 
 }  // namespace
