@@ -1,6 +1,7 @@
 #include "sim/sim_workers.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "runtime/common/check.hpp"
 
@@ -14,6 +15,13 @@ bool contains(const Struck& list, std::uint64_t key, std::int64_t localRank) {
   return std::binary_search(list.begin(), list.end(), std::make_pair(key, localRank)) ||
          std::binary_search(list.begin(), list.end(),
                             std::make_pair(key, SimWorkerGroup::kWholeNode));
+}
+
+// Whether anything struck the node of `key` (list sorted): O(log list).
+bool anyOn(const Struck& list, std::uint64_t key) {
+  const auto it = std::lower_bound(list.begin(), list.end(),
+                                   std::make_pair(key, std::numeric_limits<std::int64_t>::min()));
+  return it != list.end() && it->first == key;
 }
 
 Struck sorted(Struck list) {
@@ -91,7 +99,7 @@ std::optional<agent::LiveSituation> SimWorkerGroup::liveSituation(
   s.group.reserve(static_cast<std::size_t>(holders_.usedSum()));
   for (auto it = holders_.begin(); it != holders_.end(); ++it) {
     for (std::int64_t local = 0; local < it.entry().used; ++local) {
-      s.group.push_back({it.entry().nodeId, local});
+      s.group.emplace_back(it.entry().nodeId, local);
     }
   }
   if (!running_) {
@@ -104,13 +112,15 @@ std::optional<agent::LiveSituation> SimWorkerGroup::liveSituation(
     const agent::NodeEntry& e = it.entry();
     const std::optional<std::size_t> at = holders_.indexOfKey(e.key);
     const std::int64_t held = at ? holders_.entry(*at).used : 0;
+    const bool anyDown = anyOn(down, e.key);
+    const bool anyStruck = anyOn(struck, e.key);
     for (std::int64_t local = 0; local < e.used; ++local) {
-      if (contains(down, e.key, local)) {
+      if (anyDown && contains(down, e.key, local)) {
         continue;  // no longer runs
       }
       // It holds the state when it trained the last completed step and nothing struck it since;
       // otherwise it is a worker started since, not ready: started again.
-      const bool capable = local < held && !contains(struck, e.key, local);
+      const bool capable = local < held && !(anyStruck && contains(struck, e.key, local));
       s.running.push_back({{e.nodeId, local}, 0, capable, !capable});
     }
   }

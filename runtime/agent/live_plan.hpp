@@ -118,7 +118,9 @@ std::vector<WorkerPlace> placesOf(const StartWorkers& start);
 // together hold every partition of the generation that lost workers, so that no survivor left
 // out takes a partition's last copy with it; the first `count` survivors when no choice does.
 // `members` are that generation's workers in rank order, `survivors` those still alive (ids as
-// in `members`, any order), `distance` as for liveBuddyDistance. Returns ids in rank order.
+// in `members`, any order), `distance` as for liveBuddyDistance. Returns ids in rank order
+// (survivors that are not members last, in the order given). O(members + survivors) for the
+// first choice, then O(picks changed) for each further one.
 std::vector<int> interimMembers(const std::vector<int>& members, std::vector<int> survivors,
                                 int distance, std::size_t count);
 
