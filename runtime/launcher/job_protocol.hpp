@@ -24,6 +24,8 @@
 //   leaves/count, leaves/<i>       departures, appended with add(): "<node>\t<why>" (the agent
 //                                  leaving on purpose, or the launcher seeing its process end)
 //   cmd                            the latest Command (the controller overwrites it)
+//   cmd/<sequence>                 set once that command is in `cmd`: an idle agent blocks on a
+//                                  wait for the next one's key instead of polling `cmd`
 //   ack/<node>                     the sequence number of the last command the agent finished
 //   exits/count, exits/<i>         worker exits, appended with add(): an ExitRecord each
 //   workers/<node>                 the node's running workers (NodeWorkersRecord; live jobs)
@@ -62,6 +64,11 @@ namespace stretch::launcher {
 STRETCH_DECLARE_ERROR(ProtocolError, Error);
 
 inline constexpr const char* kJobPrefix = "stretch/job";
+
+// The key set once command `sequence` is published (agents wait on it).
+inline std::string commandKey(std::uint64_t sequence) {
+  return "cmd/" + std::to_string(sequence);
+}
 
 struct NodeRecord {
   std::string nodeId;

@@ -1,8 +1,12 @@
 #include "runtime/launcher/node_agent.hpp"
 
+#include <atomic>
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -42,12 +46,120 @@ std::uint64_t registerNode(comm::Store& store, const NodeAgentOptions& options) 
   return done;
 }
 
+using SteadyClock = std::chrono::steady_clock;
+
+// When the job's store last answered any of the agent's threads (steady clock, nanoseconds
+// since its epoch): the controller timeout counts from it.
+class Contact {
+ public:
+  Contact() { touch(); }
+  void touch() { last_.store(SteadyClock::now().time_since_epoch().count()); }
+  SteadyClock::time_point last() const {
+    return SteadyClock::time_point(SteadyClock::duration(last_.load()));
+  }
+
+ private:
+  std::atomic<SteadyClock::rep> last_;
+};
+
+// How long one wait of the command watch lasts: an idle agent sends one wait (and its cancel)
+// per period besides its keep-alives.
+constexpr Duration kCommandWaitPeriod = std::chrono::seconds(4);
+
+// The wait for the next command, on its own thread and store connection: it blocks on the key
+// the controller sets once command `done + 1` is published (commandKey), so that an idle agent
+// sends no request but this wait and its keep-alives. The agent's loop asks take() each turn.
+// The thread is left to end on its own (it holds what it uses): the agent's end never waits for
+// a wait in flight, a store that does not answer included.
+class CommandWatch {
+ public:
+  CommandWatch(const NodeAgentOptions& options, std::uint64_t done,
+               std::shared_ptr<Contact> contact)
+      : state_(std::make_shared<State>()) {
+    state_->done = done;
+    std::thread(run, state_, options.connect, options.controllerTimeout, std::move(contact))
+        .detach();
+  }
+  ~CommandWatch() {
+    {
+      std::lock_guard lock(state_->mutex);
+      state_->stop = true;
+    }
+    state_->changed.notify_all();
+  }
+  CommandWatch(const CommandWatch&) = delete;
+  CommandWatch& operator=(const CommandWatch&) = delete;
+
+  // Waits at most `timeout` for a command newer than the last one carried out (or for the
+  // watch to lose its store, when the loop should look itself); true then, once.
+  bool take(Duration timeout) {
+    std::unique_lock lock(state_->mutex);
+    state_->changed.wait_for(lock, timeout, [&] { return state_->fresh; });
+    return std::exchange(state_->fresh, false);
+  }
+  // The loop carried out (or skipped) every command up to `sequence`.
+  void carriedOut(std::uint64_t sequence) {
+    {
+      std::lock_guard lock(state_->mutex);
+      if (sequence <= state_->done)
+        return;
+      state_->done = sequence;
+    }
+    state_->changed.notify_all();
+  }
+
+ private:
+  struct State {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::uint64_t done = 0;
+    bool fresh = false;
+    bool stop = false;
+  };
+
+  static void run(std::shared_ptr<State> state, StoreFactory connect, Duration controllerTimeout,
+                  std::shared_ptr<Contact> contact) {
+    std::shared_ptr<comm::Store> store;
+    std::unique_lock lock(state->mutex);
+    while (!state->stop) {
+      const std::uint64_t next = state->done + 1;
+      lock.unlock();
+      bool found = false;
+      bool failed = false;
+      try {
+        if (!store)
+          store = connect(std::min<Duration>(controllerTimeout, kCommandWaitPeriod));
+        store->wait({commandKey(next)}, kCommandWaitPeriod);
+        found = true;
+        contact->touch();
+      } catch (const comm::StoreTimeoutError&) {
+        // No command, or no answer: the contact is not renewed (the keep-alive's answers are).
+      } catch (const std::exception&) {
+        store.reset();
+        failed = true;
+      }
+      lock.lock();
+      if (found || failed) {
+        state->fresh = true;
+        state->changed.notify_all();
+        // Until the loop has read the command (after a failure: a pause before connecting again).
+        state->changed.wait_for(
+            lock, failed ? Duration(std::chrono::milliseconds(200)) : kCommandWaitPeriod,
+            [&] { return state->stop || state->done >= next; });
+      }
+    }
+  }
+
+  std::shared_ptr<State> state_;
+};
+
 // Keep-alives from their own thread and connection, so that a worker stop that takes the grace
 // period does not look like a dead node; they stop when this is destroyed.
 class KeepAlive {
  public:
-  explicit KeepAlive(const NodeAgentOptions& options)
+  KeepAlive(const NodeAgentOptions& options, Contact& contact)
       : options_(options),
+        contact_(contact),
         task_("keep-alive of " + options.node.nodeId, options.heartbeatInterval, [this] {
           beat();
           return PeriodicTask::Next::Continue;
@@ -65,12 +177,14 @@ class KeepAlive {
             std::max<Duration>(kMinKeepAliveRequestTimeout, options_.heartbeatInterval)));
       }
       hb_->add("hb/" + options_.node.nodeId, 1);
+      contact_.touch();
     } catch (const std::exception&) {
       hb_.reset();
     }
   }
 
   const NodeAgentOptions& options_;
+  Contact& contact_;
   std::shared_ptr<comm::Store> hb_;  // the task's thread's only
   PeriodicTask task_;                // last: it starts once the others are set
 };
@@ -208,8 +322,11 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
   auto store = options.connect(options.controllerTimeout);
   LoopState state;
   state.done = registerNode(*store, options);
+  // The controller timeout counts from the store's last answer to any of the agent's threads.
+  auto contactPtr = std::make_shared<Contact>();
+  Contact& contact = *contactPtr;
   // Declared before the workers: their stop, when the agent ends, runs under keep-alives.
-  KeepAlive keepAlive(options);
+  KeepAlive keepAlive(options, contact);
 
   NodeWorkers workers(
       id, options.command,
@@ -220,12 +337,13 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
   workers.detectHangs(options.hang);
   NodeAgentResult result;
   result.nodeId = id;
-  // The controller timeout counts from the store's last answer. The loop's requests wait at
-  // most the timeout its connection was made with: the whole timeout for the first, what was
-  // left of it for a reconnection; so no request or connect attempt runs past the deadline.
-  using SteadyClock = std::chrono::steady_clock;
-  auto lastContact = SteadyClock::now();
-  std::string lastError;
+  CommandWatch watch(options, state.done, contactPtr);
+  // The loop reads `cmd` only when the watch saw the next command's key (or lost its store), or
+  // after a failure of its own; it reaps its workers every turn (local: no store request unless
+  // something changed). Its requests wait at most the timeout its connection was made with: the
+  // whole timeout for the first, what was left of it for a reconnection.
+  bool look = true;  // read `cmd` this turn
+  std::string lastError = "no answer";
   while (true) {
     if (options.stopSignal != nullptr && options.stopSignal->load() != 0) {
       leaveOnSignal(store.get(), id, workers, options.stopSignal->load(), result);
@@ -234,38 +352,48 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
     try {
       if (!store)
         throw comm::StoreError(lastError);
-      if (followCommand(options, *store, workers, state, result))
-        return result;
+      if (look) {
+        if (followCommand(options, *store, workers, state, result))
+          return result;
+        contact.touch();
+        look = false;
+        watch.carriedOut(state.done);
+      }
       reportExits(options, *store, workers, state);
-      lastContact = SteadyClock::now();
     } catch (const ProtocolError&) {
       throw;
     } catch (const std::exception& e) {
       lastError = e.what();
+      look = true;
       const auto left = std::chrono::duration_cast<Duration>(
-          lastContact + options.controllerTimeout - SteadyClock::now());
-      if (left <= Duration(0)) {
-        spdlog::error(
-            "agent {}: no answer from the job controller's store for {} (--controller_timeout "
-            "{}); stopping this node's workers",
-            id, formatDuration(SteadyClock::now() - lastContact),
-            formatDuration(options.controllerTimeout));
-        workers.stop();
-        result.exitCode = 1;
-        result.message = fmt::format(
-            "lost the job controller's store: no answer for {} (--controller_timeout) ({}); "
-            "this node's workers were stopped",
-            formatDuration(options.controllerTimeout), lastError);
-        return result;
-      }
-      store.reset();  // a connection that failed is not tried again
-      try {
-        store = options.connect(left);
-      } catch (const std::exception& again) {
-        lastError = again.what();
+          contact.last() + options.controllerTimeout - SteadyClock::now());
+      if (left > Duration(0)) {
+        store.reset();  // a connection that failed is not tried again
+        try {
+          store = options.connect(left);
+        } catch (const std::exception& again) {
+          lastError = again.what();
+        }
       }
     }
-    std::this_thread::sleep_for(milliseconds(10));
+    if (SteadyClock::now() - contact.last() > options.controllerTimeout) {
+      spdlog::error(
+          "agent {}: no answer from the job controller's store for {} (--controller_timeout "
+          "{}); stopping this node's workers",
+          id, formatDuration(SteadyClock::now() - contact.last()),
+          formatDuration(options.controllerTimeout));
+      workers.stop();
+      result.exitCode = 1;
+      result.message = fmt::format(
+          "lost the job controller's store: no answer for {} (--controller_timeout) ({}); "
+          "this node's workers were stopped",
+          formatDuration(options.controllerTimeout), lastError);
+      return result;
+    }
+    // Workers' exits are reaped every 10 ms (waitpid, no store request); a new command wakes
+    // the loop at once.
+    if (watch.take(milliseconds(10)))
+      look = true;
   }
 }
 

@@ -138,6 +138,7 @@ void RemoteWorkers::exit(int code, const std::string& reason) {
 void RemoteWorkers::send(Command c) {
   c.sequence = ++sequence_;
   store_.set("cmd", encode(c));
+  store_.set(commandKey(c.sequence), "1");  // wakes the agents waiting for it
   const Time began = options_.clock();
   std::vector<std::string> pending = tracker_.alive();
   while (!pending.empty()) {
