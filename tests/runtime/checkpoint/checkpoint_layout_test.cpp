@@ -95,7 +95,7 @@ TEST(CheckpointTags, DefaultTagsAreGlobalStepAndAPlainDecimalNumber) {
   EXPECT_EQ(checkpointErrorOf([] { validateTag("a/b"); }),
             "checkpoint tag = 'a/b': expected a non-empty directory name without '/', NUL or "
             "line breaks, not '.' or '..'");
-  for (const std::string bad :
+  for (const std::string& bad :
        std::vector<std::string>{"", ".", "..", "a/b", "a\nb", "a\rb", std::string("a\0b", 3)})
     EXPECT_NE(checkpointErrorOf([&] { validateTag(bad); }), "<no CheckpointError>") << bad;
   EXPECT_NO_THROW(validateTag("global_step10"));
@@ -117,7 +117,7 @@ TEST(CheckpointLatest, StripsWhitespaceAndRefusesWhatIsNoTag) {
   EXPECT_NE(
       checkpointErrorOf([&] { readLatest(d); }).find("expected the tag of a checkpoint directory"),
       std::string::npos);
-  for (const std::string bad : {"../elsewhere", "a/b", "a\nb", ".", ".."}) {
+  for (const std::string& bad : {"../elsewhere", "a/b", "a\nb", ".", ".."}) {
     writeBytes(under(dir, "latest"), bad);
     EXPECT_NE(checkpointErrorOf([&] { readLatest(d); }), "<no CheckpointError>") << bad;
   }
