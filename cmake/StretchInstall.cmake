@@ -1,0 +1,96 @@
+# `cmake --install` of the C++ side (docs/install.md): the `stretch` CLI, the runtime's static
+# libraries, their headers and a CMake package, so that a user's program outside this tree writes
+#
+#   find_package(Stretch REQUIRED)
+#   target_link_libraries(my_job PRIVATE Stretch::stretch)
+#
+# Components: `runtime` (the CLI), `dev` (libraries, headers, CMake package) and `python`
+# (python/CMakeLists.txt); a plain `cmake --install build` installs all three. Included by the
+# top-level CMakeLists.txt after every module exists.
+
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(STRETCH_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/Stretch CACHE STRING
+    "Where cmake --install puts StretchConfig.cmake, relative to the prefix")
+# Headers keep the root-relative paths the code uses ("runtime/engine/engine.hpp") under their own
+# folder, so that the prefix's include/ gets no top-level `runtime`.
+set(STRETCH_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/stretch)
+
+# The modules a program needs to train with the engine under `stretch launch` (live recovery,
+# initDistributed, the backends' registration) or to use the launcher as a library, in layer
+# order; those this build lacks (no LibTorch, Gloo, NCCL or hiredis) are left out. sim/, planner/
+# and tools/ are for the CLI only.
+set(_modules common checkpoint config comm live accel elasticity agent launcher comm_gloo comm_nccl
+             comm_redis comm_builtin engine)
+set(_targets "")
+foreach(module IN LISTS _modules)
+  if(TARGET stretch_${module})
+    set_target_properties(stretch_${module} PROPERTIES EXPORT_NAME ${module})
+    list(APPEND _targets stretch_${module})
+  endif()
+endforeach()
+
+# Stretch::runtime, everything but the engine (no LibTorch); Stretch::stretch, everything. The
+# JSON reader's header includes nlohmann/json.hpp, so the umbrella targets bring its include path.
+add_library(stretch_package_runtime INTERFACE)
+target_link_libraries(stretch_package_runtime INTERFACE stretch_launcher stretch_comm_builtin
+                                                        nlohmann_json::nlohmann_json)
+set_target_properties(stretch_package_runtime PROPERTIES EXPORT_NAME runtime)
+add_library(stretch_package_all INTERFACE)
+target_link_libraries(stretch_package_all INTERFACE stretch_package_runtime)
+if(TARGET stretch_engine)
+  target_link_libraries(stretch_package_all INTERFACE stretch_engine)
+endif()
+set_target_properties(stretch_package_all PROPERTIES EXPORT_NAME stretch)
+
+install(TARGETS ${_targets} stretch_package_runtime stretch_package_all
+  EXPORT StretchTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+  INCLUDES DESTINATION ${STRETCH_INSTALL_INCLUDEDIR})
+
+# Public headers of the installed modules; the backends' own headers only when they were built.
+set(_header_excludes "")
+foreach(module comm/gloo comm/nccl comm/redis engine)
+  string(REPLACE "/" "_" target_module ${module})
+  if(NOT TARGET stretch_${target_module})
+    list(APPEND _header_excludes PATTERN "runtime/${module}" EXCLUDE)
+  endif()
+endforeach()
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime
+  DESTINATION ${STRETCH_INSTALL_INCLUDEDIR}
+  COMPONENT dev
+  FILES_MATCHING PATTERN "*.hpp" ${_header_excludes})
+
+install(EXPORT StretchTargets
+  NAMESPACE Stretch::
+  DESTINATION ${STRETCH_INSTALL_CMAKEDIR}
+  COMPONENT dev)
+
+# What StretchConfig.cmake must find again for the static libraries' link lines.
+set(STRETCH_PACKAGE_HAS_ENGINE OFF)
+if(TARGET stretch_engine)
+  set(STRETCH_PACKAGE_HAS_ENGINE ON)
+endif()
+set(STRETCH_PACKAGE_HAS_OPENSSL OFF)
+if(TARGET OpenSSL::Crypto)
+  set(STRETCH_PACKAGE_HAS_OPENSSL ON)
+endif()
+set(STRETCH_PACKAGE_HAS_CUDA ${STRETCH_WITH_NCCL_ENABLED})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/StretchConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/package/StretchConfig.cmake
+  INSTALL_DESTINATION ${STRETCH_INSTALL_CMAKEDIR})
+# 0.x: a minor version may change the API, so only the same minor version is compatible.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/package/StretchConfigVersion.cmake
+  VERSION ${PROJECT_VERSION}
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/package/StretchConfig.cmake
+              ${PROJECT_BINARY_DIR}/package/StretchConfigVersion.cmake
+  DESTINATION ${STRETCH_INSTALL_CMAKEDIR}
+  COMPONENT dev)
+
+# The CLI. Its build RPATH names the CUDA and MPI library folders; the installed copy keeps them
+# (the linker's folders outside the system's), or `stretch` would not start where they are not on
+# the loader's path.
+set_target_properties(stretch PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+install(TARGETS stretch RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
