@@ -115,6 +115,21 @@ stretch_resolve_optional(STRETCH_WITH_NCCL _nccl_found "NCCL + CUDA"
                          "${STRETCH_NCCL_LIBRARY}, CUDA ${CUDAToolkit_VERSION}"
                          "needs nccl.h, libnccl and the CUDA toolkit")
 
+# Gloo, hiredis and NCCL have no CMake package: the backends link them as imported targets, which
+# the installed CMake package defines again from the libraries it finds where it is used
+# (cmake/StretchConfig.cmake.in), instead of naming this machine's files.
+foreach(_lib GLOO:gloo REDIS:hiredis NCCL:nccl)
+  string(REPLACE ":" ";" _lib "${_lib}")
+  list(GET _lib 0 _option)
+  list(GET _lib 1 _name)
+  if(STRETCH_WITH_${_option}_ENABLED)
+    string(TOUPPER ${_name} _upper)
+    add_library(Stretch::${_name}_library UNKNOWN IMPORTED)
+    set_target_properties(Stretch::${_name}_library PROPERTIES
+      IMPORTED_LOCATION ${STRETCH_${_upper}_LIBRARY})
+  endif()
+endforeach()
+
 # MPI (Monte Carlo over ranks: mpirun -n K stretch sim|plan); the C API from C++ (the project
 # enables no C compiler), not the deprecated C++ bindings.
 set(_mpi_found FALSE)

@@ -77,6 +77,12 @@ if(TARGET OpenSSL::Crypto)
   set(STRETCH_PACKAGE_HAS_OPENSSL ON)
 endif()
 set(STRETCH_PACKAGE_HAS_CUDA ${STRETCH_WITH_NCCL_ENABLED})
+foreach(_option GLOO REDIS NCCL)
+  set(STRETCH_PACKAGE_HAS_${_option} OFF)
+  if(STRETCH_WITH_${_option}_ENABLED)
+    set(STRETCH_PACKAGE_HAS_${_option} ON)
+  endif()
+endforeach()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/StretchConfig.cmake.in
   ${PROJECT_BINARY_DIR}/package/StretchConfig.cmake
   INSTALL_DESTINATION ${STRETCH_INSTALL_CMAKEDIR})

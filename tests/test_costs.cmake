@@ -13,6 +13,7 @@ set(_stretch_test_costs
   LiveLaunchMultiNode.ANodeLostAndANodeJoiningKeepTheJobTraining 34
   SimCalibrate.WritesAScenarioTheSimulatorRunsWithTheMeasuredFigures 30
   LiveLaunch.TheReplacementArrivesForTheLastStepOrAfterIt 30
+  install_find_package 26
   LiveLaunchMultiNode.AKilledWorkersPeersOnBothNodesTrainOn 24
   SlurmLauncher.ANodesAgentKilledTheJobRestartsOnTheOtherNode 23
   SimToReal.TheTransformerJobTrainsAsLongAsTheSimulatorPredicts 22
