@@ -16,8 +16,6 @@ namespace stretch::launcher {
 
 using namespace agent;
 
-using std::chrono::milliseconds;
-
 AgentResult runJobController(const JobControllerOptions& options) {
   if (!options.store)
     throw InternalError("runJobController: no store");
@@ -28,7 +26,7 @@ AgentResult runJobController(const JobControllerOptions& options) {
         "the job's store already holds a command ('{}'): another job uses this rendezvous port",
         old->substr(0, old->find('\n'))));
   NodeTracker tracker(store, options.heartbeatTimeout, options.launchHosts,
-                      options.registrationWindow);
+                      options.registrationWindow, options.keepAliveCheck);
   RemoteWorkers workers(options, tracker);
 
   AgentLoopOptions loop;
@@ -44,11 +42,11 @@ AgentResult runJobController(const JobControllerOptions& options) {
     const LaunchersStatus launchers =
         options.pollLaunchers ? options.pollLaunchers() : LaunchersStatus{};
     // Exits first, then departures (job_protocol.hpp, "Order"); keep-alives, a store round trip
-    // per node, every 50 ms (plenty next to second-scale timeouts).
+    // per node, at the tracker's check interval (the agents beat no more often).
     const std::vector<WorkerExited> exits = workers.readExits();
     if (options.liveStore)
       workers.pollLive();
-    const bool heartbeats = now - lastNodePoll >= milliseconds(50);
+    const bool heartbeats = now - lastNodePoll >= tracker.checkInterval();
     if (heartbeats)
       lastNodePoll = now;
     std::vector<Event> events = tracker.poll(now, heartbeats);

@@ -47,6 +47,9 @@ struct JobControllerOptions {
   Duration monitorInterval = kDefaultMonitorInterval;
   Duration heartbeatTimeout = std::chrono::seconds(10);
   Duration commandTimeout = std::chrono::seconds(30);
+  // How often the controller reads a node's keep-alive counter (one request per node): the
+  // agents' keep-alive interval, at most heartbeatTimeout / 5.
+  Duration keepAliveCheck = kDefaultKeepAliveInterval;
   // MASTER_ADDR for the workers; empty: the address node rank 0 registered with.
   std::string masterAddr;
   // The hosts the launcher started agents on, in hostfile order: their registrations are

@@ -19,8 +19,10 @@ inline constexpr agent::Duration kDefaultMonitorInterval = std::chrono::seconds(
 inline constexpr agent::Duration kDefaultNodeHeartbeatTimeout = std::chrono::seconds(5);
 // --last_call: how long a multi-node elastic job waits for more nodes before (re)starting.
 inline constexpr agent::Duration kDefaultLastCall = std::chrono::seconds(2);
-// stretch agent --heartbeat_interval: between a node agent's keep-alives.
-inline constexpr agent::Duration kDefaultKeepAliveInterval = std::chrono::milliseconds(500);
+// stretch agent --heartbeat_interval: between a node agent's keep-alives (the only periodic
+// request of an idle agent, with its command wait's; the controller reads each node's counter
+// as often, at most every heartbeat timeout / 5).
+inline constexpr agent::Duration kDefaultKeepAliveInterval = std::chrono::seconds(1);
 // stretch agent --controller_timeout: this long after the job's store last answered, a node
 // agent stops its workers and exits (every connect attempt and store request within it is
 // bounded by what is left of it, so the timeout is what the agent applies).

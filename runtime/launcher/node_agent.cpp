@@ -2,8 +2,12 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <fstream>
 #include <mutex>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <thread>
 #include <unistd.h>
 #include <utility>
@@ -91,10 +95,29 @@ class CommandWatch {
   CommandWatch& operator=(const CommandWatch&) = delete;
 
   // Waits at most `timeout` for a command newer than the last one carried out (or for the
-  // watch to lose its store, when the loop should look itself); true then, once.
-  bool take(Duration timeout) {
-    std::unique_lock lock(state_->mutex);
-    state_->changed.wait_for(lock, timeout, [&] { return state_->fresh; });
+  // watch to lose its store, when the loop should look itself), or for one of `workers` to end
+  // (a pidfd each, opened before they are reaped); true when the loop should read `cmd`, once.
+  // Without pidfds (a kernel before 5.3) it waits at most `fallback`.
+  bool take(Duration timeout, const std::vector<std::pair<int, pid_t>>& workers,
+            Duration fallback) {
+    std::vector<pollfd> fds{{state_->wakeFd, POLLIN, 0}};
+    for (const auto& [local, pid] : workers) {
+      const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+      if (fd < 0) {
+        timeout = std::min(timeout, fallback);
+        continue;
+      }
+      fds.push_back({fd, POLLIN, 0});
+    }
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
+    ::poll(fds.data(), fds.size(), static_cast<int>(ms));
+    for (std::size_t i = 1; i < fds.size(); ++i)
+      ::close(fds[i].fd);
+    std::uint64_t count = 0;
+    if (::read(state_->wakeFd, &count, sizeof count) < 0) {
+      // nothing written since the last look
+    }
+    std::lock_guard lock(state_->mutex);
     return std::exchange(state_->fresh, false);
   }
   // The loop carried out (or skipped) every command up to `sequence`.
@@ -110,6 +133,14 @@ class CommandWatch {
 
  private:
   struct State {
+    State() : wakeFd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+      if (wakeFd < 0)
+        throw Error(fmt::format("node agent: eventfd: {}", std::strerror(errno)));
+    }
+    ~State() { ::close(wakeFd); }
+    State(const State&) = delete;
+    State& operator=(const State&) = delete;
+    const int wakeFd;  // written when `fresh` turns true: wakes the loop's poll
     std::mutex mutex;
     std::condition_variable changed;
     std::uint64_t done = 0;
@@ -141,7 +172,10 @@ class CommandWatch {
       lock.lock();
       if (found || failed) {
         state->fresh = true;
-        state->changed.notify_all();
+        const std::uint64_t one = 1;
+        if (::write(state->wakeFd, &one, sizeof one) < 0) {
+          // the counter is full: the loop wakes anyway
+        }
         // Until the loop has read the command (after a failure: a pause before connecting again).
         state->changed.wait_for(
             lock, failed ? Duration(std::chrono::milliseconds(200)) : kCommandWaitPeriod,
@@ -390,9 +424,9 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
           formatDuration(options.controllerTimeout), lastError);
       return result;
     }
-    // Workers' exits are reaped every 10 ms (waitpid, no store request); a new command wakes
-    // the loop at once.
-    if (watch.take(milliseconds(10)))
+    // A new command or a worker's exit wakes the loop at once; it looks at its workers (hang
+    // checks, no store request) at least every 100 ms.
+    if (watch.take(milliseconds(100), workers.runningWorkers(), milliseconds(10)))
       look = true;
   }
 }

@@ -5,13 +5,14 @@
 // Node agent (runNodeAgent, `stretch agent`): registers the node, sends a keep-alive every
 // heartbeatInterval from its own thread and store connection (so a worker stop that takes the
 // grace period does not look like a dead node), carries out each new command with its
-// NodeWorkers and reports its workers' exits. It ends on the Exit command (with the job's exit
-// code), on a stop signal (records its departure, then stops its
-// workers and exits 128 + signal) and when the controller's store has not answered for
-// controllerTimeout (stops its workers, exits 1). That timeout is what the agent applies: it
-// counts from the store's last answer, and every reconnection and request after it waits only
-// for what is left of it.
-// Its workers die with it even when it is SIGKILLed (spawnProcess's parent-death signal).
+// NodeWorkers and reports its workers' exits. Idle, it sends no other request than its
+// keep-alives and a blocking wait for the next command's key (its own thread and connection):
+// a new command, or a worker's exit (pidfd), wakes its loop at once. It ends on the Exit command
+// (with the job's exit code), on a stop signal (records its departure, then stops its workers and
+// exits 128 + signal) and when the controller's store has not answered for controllerTimeout (stops
+// its workers, exits 1). That timeout is what the agent applies: it counts from the store's last
+// answer, and every reconnection and request after it waits only for what is left of it. Its
+// workers die with it even when it is SIGKILLed (spawnProcess's parent-death signal).
 
 #include <atomic>
 #include <cstdint>

@@ -11,11 +11,13 @@ namespace stretch::launcher {
 using namespace agent;
 
 NodeTracker::NodeTracker(comm::Store& store, Duration heartbeatTimeout,
-                         std::vector<std::string> launchHosts, Duration window)
+                         std::vector<std::string> launchHosts, Duration window,
+                         Duration checkInterval)
     : store_(store),
       heartbeatTimeout_(heartbeatTimeout),
       launchHosts_(std::move(launchHosts)),
       window_(window),
+      checkInterval_(std::min(checkInterval, heartbeatTimeout / 5)),
       holding_(!launchHosts_.empty()) {}
 
 std::vector<Event> NodeTracker::poll(Time now, bool withHeartbeats) {
@@ -31,6 +33,7 @@ std::vector<Event> NodeTracker::poll(Time now, bool withHeartbeats) {
     node.alive = true;
     node.counter = -1;
     node.lastChange = now;
+    node.lastRead.reset();
     spdlog::info("controller: node {} registered ({} slot(s), address {})", record.nodeId,
                  record.slots, record.address);
     if (holding_) {
@@ -105,6 +108,9 @@ const NodeRecord* NodeTracker::record(const std::string& id) const {
 }
 
 bool NodeTracker::silent(const std::string& id, Node& node, Time now) {
+  if (node.lastRead && now - *node.lastRead < checkInterval_)
+    return now - node.lastChange > heartbeatTimeout_;
+  node.lastRead = now;
   const std::int64_t counter = store_.add("hb/" + id, 0);
   if (counter != node.counter) {
     node.counter = counter;

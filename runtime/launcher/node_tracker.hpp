@@ -26,15 +26,21 @@ class NodeTracker {
   // registrations are held (up to `window`) until every one of them has registered or is known
   // to be gone, then announced in that order, so node ranks follow the hostfile (and MASTER_ADDR
   // is the first host's) whatever order the agents come up in.
+  // checkInterval: a node's keep-alive counter is read at most this often (at most
+  // heartbeatTimeout / 5), by poll and silent alike.
   NodeTracker(comm::Store& store, agent::Duration heartbeatTimeout,
-              std::vector<std::string> launchHosts, agent::Duration window);
+              std::vector<std::string> launchHosts, agent::Duration window,
+              agent::Duration checkInterval = std::chrono::seconds(1));
+
+  agent::Duration checkInterval() const noexcept { return checkInterval_; }
 
   // New registrations and departures since the last call, and (withHeartbeats) silent nodes.
   // Exits read before this call that a departure explains are applied after it (see
   // job_protocol.hpp, "Order").
   std::vector<agent::Event> poll(agent::Time now, bool withHeartbeats);
 
-  // Reads the node's keep-alive counter; true when it has not moved for heartbeatTimeout.
+  // Reads the node's keep-alive counter (unless read within checkInterval); true when it has not
+  // moved for heartbeatTimeout.
   bool silent(const std::string& id, agent::Time now);
 
   void markLost(const std::string& id);
@@ -50,6 +56,7 @@ class NodeTracker {
     bool alive = false;
     std::int64_t counter = -1;
     agent::Time lastChange{0};
+    std::optional<agent::Time> lastRead;  // of the counter
   };
 
   bool silent(const std::string& id, Node& node, agent::Time now);
@@ -69,6 +76,7 @@ class NodeTracker {
   agent::Duration heartbeatTimeout_;
   std::vector<std::string> launchHosts_;
   agent::Duration window_;
+  agent::Duration checkInterval_;
   bool holding_ = false;
   std::optional<agent::Time> holdSince_;
   std::vector<std::string> held_;
