@@ -100,3 +100,33 @@ install(FILES ${PROJECT_BINARY_DIR}/package/StretchConfig.cmake
 # the loader's path.
 set_target_properties(stretch PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(TARGETS stretch RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+
+# `cpack -G DEB` in the build tree (docs/install.md): one Debian package of the same install, all
+# three components, under /usr. Its Depends are the shared libraries the CLI and the Python module
+# load (dpkg-shlibdeps; the CUDA and NCCL libraries under /usr/local/cuda come from no Debian
+# package and are left to the machine) and the -dev packages StretchConfig.cmake finds again.
+set(CPACK_PACKAGE_NAME stretch)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT "Stretch developers <stretch-dev@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+    "Elastic distributed deep-learning training: DeepSpeed-style elasticity, live recovery, simulator")
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION science)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(_deb_depends libfmt-dev nlohmann-json3-dev)
+if(STRETCH_PACKAGE_HAS_OPENSSL)
+  list(APPEND _deb_depends libssl-dev)
+endif()
+if(STRETCH_PACKAGE_HAS_ENGINE)
+  list(APPEND _deb_depends libtorch-dev)
+endif()
+if(STRETCH_PACKAGE_HAS_GLOO)
+  list(APPEND _deb_depends libgloo-dev)
+endif()
+if(STRETCH_PACKAGE_HAS_REDIS)
+  list(APPEND _deb_depends libhiredis-dev)
+endif()
+list(JOIN _deb_depends ", " CPACK_DEBIAN_PACKAGE_DEPENDS)
+include(CPack)

@@ -14,6 +14,7 @@ set(_stretch_test_costs
   SimCalibrate.WritesAScenarioTheSimulatorRunsWithTheMeasuredFigures 30
   LiveLaunch.TheReplacementArrivesForTheLastStepOrAfterIt 30
   install_find_package 26
+  install_deb 24
   LiveLaunchMultiNode.AKilledWorkersPeersOnBothNodesTrainOn 24
   SlurmLauncher.ANodesAgentKilledTheJobRestartsOnTheOtherNode 23
   SimToReal.TheTransformerJobTrainsAsLongAsTheSimulatorPredicts 22

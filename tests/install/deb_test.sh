@@ -1,0 +1,61 @@
+#!/bin/sh
+# install_deb (tests/install/CMakeLists.txt): `cpack -G DEB` of the build tree
+# (cmake/StretchInstall.cmake), then the package's control data and files checked, the package
+# unpacked under a temporary root (dpkg-deb -x: what `apt install ./stretch_*.deb` would put under
+# /), and examples/find_package built against that tree and run, and the Python package imported
+# from it. Exits 77 (skipped) without dpkg-deb or dpkg-shlibdeps.
+#
+# Arguments: CPACK CMAKE BUILD_DIR SOURCE_DIR GENERATOR MAKE_PROGRAM CXX_COMPILER
+set -eu
+cpack=$1 cmake=$2 build=$3 source=$4 generator=$5 make_program=$6 cxx=$7
+
+for tool in dpkg-deb dpkg-shlibdeps; do
+  command -v "$tool" >/dev/null || { echo "SKIP: no $tool"; exit 77; }
+done
+work=$(mktemp -d "${TMPDIR:-/tmp}/stretch-deb.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+"$cpack" -G DEB --config "$build/CPackConfig.cmake" -B "$work/out" >"$work/cpack.log" 2>&1 ||
+  { cat "$work/cpack.log"; fail "cpack -G DEB exited non-zero"; }
+deb=$(ls "$work"/out/stretch_*_*.deb 2>/dev/null | head -n 1)
+[ -n "$deb" ] || { cat "$work/cpack.log"; fail "no stretch_*.deb in $work/out"; }
+echo "package: $(basename "$deb") ($(wc -c <"$deb") bytes)"
+
+control=$(dpkg-deb -f "$deb" Package Version Architecture Depends)
+echo "$control"
+echo "$control" | grep -q "^Package: stretch$" || fail "the package is not named stretch"
+depends=$(dpkg-deb -f "$deb" Depends)
+# The -dev packages find_package needs, and the shared libraries dpkg-shlibdeps found.
+for needed in libfmt-dev nlohmann-json3-dev libfmt9 libstdc++6; do
+  echo "$depends" | grep -q "\(^\|, \)$needed\( \|,\|$\)" || fail "Depends lacks $needed: $depends"
+done
+
+dpkg-deb -x "$deb" "$work/root"
+prefix=$work/root/usr
+for file in bin/stretch lib/cmake/Stretch/StretchConfig.cmake lib/cmake/Stretch/StretchTargets.cmake \
+  lib/libstretch_engine.a include/stretch/runtime/engine/engine.hpp; do
+  [ -f "$prefix/$file" ] || fail "not in the package: usr/$file"
+done
+"$prefix/bin/stretch" elastic --help >/dev/null 2>&1 || fail "the packaged stretch does not run"
+
+cp -r "$source/examples/find_package" "$work/consumer"
+"$cmake" -S "$work/consumer" -B "$work/consumer-build" -G "$generator" \
+  -DCMAKE_MAKE_PROGRAM="$make_program" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" >"$work/configure.log" 2>&1 ||
+  { cat "$work/configure.log"; fail "the consumer project did not configure against the package"; }
+"$cmake" --build "$work/consumer-build" >"$work/build.log" 2>&1 ||
+  { cat "$work/build.log"; fail "the consumer project did not build against the package"; }
+alone=$("$work/consumer-build/train_linear" 2>&1) || { echo "$alone"; fail "train_linear exited non-zero"; }
+echo "$alone" | grep -q "^ok rank 0 of 1: micro batch 4 x accumulation 4" || fail "no training"
+
+site=$(dirname "$(find "$prefix/lib" -path '*/dist-packages/stretch/__init__.py' | head -n 1)")
+[ -d "$site" ] || fail "no Python package under usr/lib/python3.*/dist-packages"
+batch=$(cd "$work" && PYTHONPATH=$(dirname "$site") python3 -c \
+  'import stretch; print(stretch.__file__.startswith("'"$work"'"))' 2>&1) ||
+  { echo "$batch"; fail "the packaged Python module does not import"; }
+[ "$batch" = "True" ] || fail "python3 imported stretch from elsewhere than the package"
+echo "PASS: the .deb holds the CLI, the CMake package and the Python module; a program builds against it"
