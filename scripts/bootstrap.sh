@@ -71,6 +71,8 @@ if [[ "$mode" == "test" ]]; then
   packages+=(clang libclang-rt-14-dev python3 python3-numpy redis-server python3-torch)
   # The Python package's tests; python3-venv: the offline `pip install .` into a venv.
   packages+=(python3-pytest python3-venv)
+  # The Debian package's test (install_deb): dpkg-shlibdeps computes its Depends.
+  packages+=(dpkg-dev)
   # Multi-node launch tests: network namespaces (iproute2), sshd inside them for the ssh, pdsh
   # and mpirun runners (skipped without root).
   packages+=(iproute2 openssh-server openssh-client pdsh openmpi-bin)
