@@ -258,6 +258,7 @@ class GatedStore final : public comm::Store {
     }
     opened_.notify_all();
   }
+  std::int64_t requests() const { return requests_.load(); }
   void set(const std::string& k, const std::string& v) override { pass()->set(k, v); }
   std::string get(const std::string& k) override { return pass()->get(k); }
   std::int64_t add(const std::string& k, std::int64_t d) override { return pass()->add(k, d); }
@@ -274,6 +275,7 @@ class GatedStore final : public comm::Store {
 
  private:
   comm::Store* pass() {
+    ++requests_;
     std::unique_lock lock(mutex_);
     opened_.wait(lock, [&] { return !closed_; });
     return inner_.get();
@@ -282,6 +284,7 @@ class GatedStore final : public comm::Store {
   std::mutex mutex_;
   std::condition_variable opened_;
   bool closed_ = false;
+  std::atomic<std::int64_t> requests_{0};
 };
 
 TEST(JobController, NodesThatLeaveInOnePollAreNamedByNoStart) {
@@ -359,6 +362,49 @@ TEST(JobController, NodesThatLeaveInOnePollAreNamedByNoStart) {
   ASSERT_EQ(starts.size(), 2u);
   EXPECT_NE(starts[0].find("\"nodes\":[\"a\",\"b\",\"c\"]"), std::string::npos) << starts[0];
   EXPECT_NE(starts[1].find("\"nodes\":[\"a\"]"), std::string::npos) << starts[1];
+}
+
+// An idle agent waits for its next command instead of polling for it (issue 43): its requests
+// are its keep-alives (1 s) and one wait for the next command's key. It made about 200 a second
+// (a check and a get of `cmd` every 10 ms) before.
+TEST(JobController, AnIdleAgentSendsAtMostTwoRequestsASecond) {
+  auto store = std::make_shared<comm::HashStore>(5s);
+  auto agentStore = std::make_shared<GatedStore>(store);  // counts the agent's requests
+  std::atomic<int> controllerStop{0}, agentStop{0};
+  JobControllerOptions c;
+  c.config.training.batch.microBatchPerGpu = 1;
+  c.store = store;
+  c.monitorInterval = 100ms;
+  c.stopSignal = &controllerStop;
+  auto controller = std::async(std::launch::async, [c] { return runJobController(c); });
+  NodeAgentOptions n;
+  n.connect = [agentStore](Duration) { return std::static_pointer_cast<comm::Store>(agentStore); };
+  n.node = {"a", 1, "127.0.0.1", {0}};
+  n.command.argv = {"/bin/sh", "-c", "exec sleep 30"};
+  n.environment = [](const StartWorkers&, const NodeAssignment&, std::int64_t, const std::string&) {
+    return std::map<std::string, std::string>{};
+  };
+  n.stopGrace = 1s;
+  n.stopSignal = &agentStop;
+  auto agent = std::async(std::launch::async, [n] { return runNodeAgent(n); });
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  auto started = [&] {
+    const auto ack = tryGet(*store, "ack/a");
+    return ack && std::stoll(*ack) >= 1;
+  };
+  while (!started() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(started());
+  std::this_thread::sleep_for(500ms);  // the start's own requests (exit and worker records) done
+  const std::int64_t before = agentStore->requests();
+  std::this_thread::sleep_for(4s);
+  const double perSecond = static_cast<double>(agentStore->requests() - before) / 4.0;
+  std::printf("idle agent: %.2f store requests a second\n", perSecond);
+  EXPECT_LE(perSecond, 2.0);
+  controllerStop.store(SIGTERM);
+  ASSERT_EQ(controller.wait_for(30s), std::future_status::ready);
+  ASSERT_EQ(agent.wait_for(30s), std::future_status::ready);
+  EXPECT_EQ(agent.get().exitCode, 128 + SIGTERM);
 }
 
 }  // namespace
