@@ -18,6 +18,7 @@ fail() {
   echo "FAIL: $*" >&2
   exit 1
 }
+. "$(dirname "$0")/consumer.sh"
 
 "$cpack" -G DEB --config "$build/CPackConfig.cmake" -B "$work/out" >"$work/cpack.log" 2>&1 ||
   { cat "$work/cpack.log"; fail "cpack -G DEB exited non-zero"; }
@@ -42,13 +43,7 @@ for file in bin/stretch lib/cmake/Stretch/StretchConfig.cmake lib/cmake/Stretch/
 done
 "$prefix/bin/stretch" elastic --help >/dev/null 2>&1 || fail "the packaged stretch does not run"
 
-cp -r "$source/examples/find_package" "$work/consumer"
-"$cmake" -S "$work/consumer" -B "$work/consumer-build" -G "$generator" \
-  -DCMAKE_MAKE_PROGRAM="$make_program" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$prefix" >"$work/configure.log" 2>&1 ||
-  { cat "$work/configure.log"; fail "the consumer project did not configure against the package"; }
-"$cmake" --build "$work/consumer-build" >"$work/build.log" 2>&1 ||
-  { cat "$work/build.log"; fail "the consumer project did not build against the package"; }
+build_consumer "$prefix"
 alone=$("$work/consumer-build/train_linear" 2>&1) || { echo "$alone"; fail "train_linear exited non-zero"; }
 echo "$alone" | grep -q "^ok rank 0 of 1: micro batch 4 x accumulation 4" || fail "no training"
 

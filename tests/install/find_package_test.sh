@@ -15,6 +15,7 @@ fail() {
   echo "FAIL: $*" >&2
   exit 1
 }
+. "$(dirname "$0")/consumer.sh"
 
 # The default install: every component (runtime, dev, python).
 "$cmake" --install "$build" --prefix "$work/staged" >"$work/install.log" 2>&1 ||
@@ -33,13 +34,7 @@ if grep -rlF -e "$build" -e "$source" -e "$work/staged" "$prefix/$libdir/cmake/S
   fail "the CMake package above names the build tree, the source tree or the install prefix"
 fi
 
-cp -r "$source/examples/find_package" "$work/consumer"
-"$cmake" -S "$work/consumer" -B "$work/consumer-build" -G "$generator" \
-  -DCMAKE_MAKE_PROGRAM="$make_program" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$prefix" >"$work/configure.log" 2>&1 ||
-  { cat "$work/configure.log"; fail "the consumer project did not configure"; }
-"$cmake" --build "$work/consumer-build" >"$work/build.log" 2>&1 ||
-  { cat "$work/build.log"; fail "the consumer project did not build"; }
+build_consumer "$prefix"
 
 program=$work/consumer-build/train_linear
 alone=$("$program" 2>&1) || { echo "$alone"; fail "train_linear exited non-zero"; }
