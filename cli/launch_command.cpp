@@ -123,8 +123,10 @@ Command addLaunchCommand(CLI::App& app) {
   sub->add_option("--rdzv_port", options->rdzvPort,
                   "multi-node: port of the job's store (default: --master_port + 1)")
       ->check(CLI::Range(1, 65535));
-  sub->add_option("--heartbeat_timeout", options->heartbeatTimeout,
-                  "multi-node: seconds without a node's keep-alive before it counts as lost")
+  // Keep-alive for nodes, heartbeat for workers (--hang_timeout); the old name stays accepted.
+  sub->add_option("--keepalive_timeout,--heartbeat_timeout", options->heartbeatTimeout,
+                  "multi-node: seconds without a node's keep-alive before it counts as lost "
+                  "(--heartbeat_timeout is its old name)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   sub->add_option("--last_call", options->lastCall,

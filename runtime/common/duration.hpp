@@ -16,7 +16,7 @@ using Duration = std::chrono::nanoseconds;
 // "12.5 s", "250 ms", "3 min 5 s", "10 min", "800 ns": how durations appear in messages.
 std::string formatDuration(Duration d);
 
-// A count of seconds (a command-line value such as --heartbeat_timeout 2.5) as a Duration.
+// A count of seconds (a command-line value such as --keepalive_timeout 2.5) as a Duration.
 Duration fromSeconds(double seconds);
 
 // A Duration as a count of seconds: the command-line structs' defaults, taken from a Duration

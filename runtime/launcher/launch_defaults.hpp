@@ -15,11 +15,11 @@ namespace stretch::launcher {
 inline constexpr agent::Duration kDefaultHangTimeout = agent::kDefaultHangTimeout;
 // --monitor_interval: between an agent's looks at its workers.
 inline constexpr agent::Duration kDefaultMonitorInterval = std::chrono::seconds(1);
-// --heartbeat_timeout: a node whose keep-alives stop this long counts as lost.
+// --keepalive_timeout: a node whose keep-alives stop this long counts as lost.
 inline constexpr agent::Duration kDefaultNodeHeartbeatTimeout = std::chrono::seconds(5);
 // --last_call: how long a multi-node elastic job waits for more nodes before (re)starting.
 inline constexpr agent::Duration kDefaultLastCall = std::chrono::seconds(2);
-// stretch agent --heartbeat_interval: between a node agent's keep-alives (the only periodic
+// stretch agent --keepalive_interval: between a node agent's keep-alives (the only periodic
 // request of an idle agent, with its command wait's; the controller reads each node's counter
 // as often, at most every heartbeat timeout / 5).
 inline constexpr agent::Duration kDefaultKeepAliveInterval = std::chrono::seconds(1);
@@ -27,7 +27,7 @@ inline constexpr agent::Duration kDefaultKeepAliveInterval = std::chrono::second
 // agent stops its workers and exits (every connect attempt and store request within it is
 // bounded by what is left of it, so the timeout is what the agent applies).
 inline constexpr agent::Duration kDefaultControllerTimeout = std::chrono::seconds(30);
-// The agents `stretch launch` starts get --controller_timeout = this many --heartbeat_timeout.
+// The agents `stretch launch` starts get --controller_timeout = this many --keepalive_timeout.
 inline constexpr int kControllerTimeoutHeartbeats = 3;
 // A node agent's keep-alive gives up on one beat (its connect or its request) after its
 // interval, at least this long, and tries again at the next beat: an agent that ends waits for

@@ -115,6 +115,25 @@ TEST_F(StretchCli, UsageErrorsExit2AndHelpExits0) {
   EXPECT_NE(help.out.find("--world-size"), std::string::npos);
 }
 
+// Keep-alive names the nodes' liveness, heartbeat the workers'; the old flag names still parse.
+TEST_F(StretchCli, KeepAliveFlagsKeepTheirOldNames) {
+  for (const std::string command : {"launch", "agent"}) {
+    const Result help = runStretch(command + " --help");
+    EXPECT_EQ(help.exitCode, 0) << help.out;
+    EXPECT_NE(help.out.find(command == "launch" ? "--keepalive_timeout" : "--keepalive_interval"),
+              std::string::npos)
+        << help.out;
+  }
+  for (const std::string flag : {"--keepalive_timeout", "--heartbeat_timeout"}) {
+    const Result bad = runStretch("launch " + flag + " 0 true");
+    EXPECT_EQ(bad.exitCode, 2) << bad.out;
+    EXPECT_NE(bad.out.find("keepalive_timeout"), std::string::npos) << bad.out;
+  }
+  const Result agent = runStretch("agent --heartbeat_interval 0");
+  EXPECT_EQ(agent.exitCode, 2) << agent.out;
+  EXPECT_NE(agent.out.find("keepalive_interval"), std::string::npos) << agent.out;
+}
+
 TEST_F(StretchCli, BundledExampleRuns) {
   const Result r = runStretch("elastic --json -c " +
                               test::fixturePath("examples/ds_config_elastic.json").string());
