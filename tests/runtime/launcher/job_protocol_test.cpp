@@ -176,7 +176,7 @@ struct Job {
     controller = std::async(std::launch::async, [c] { return runJobController(c); });
     for (const std::string id : {"a", "b"}) {
       NodeAgentOptions n;
-      n.connect = [this](Duration) { return std::static_pointer_cast<comm::Store>(store); };
+      n.connect = [s = store](Duration) { return std::static_pointer_cast<comm::Store>(s); };
       n.node = {id, 2, "127.0.0.1", {0, 1}};
       n.command.argv = {"/bin/sh", "-c", script};
       n.environment = [](const StartWorkers& s, const NodeAssignment& node, std::int64_t local,
