@@ -286,8 +286,13 @@ TEST(MultiNodeLocal, SigkillOfTheControllerRecordsTheEndAndLeavesNothingBehind) 
   const std::vector<pid_t> agents = {agentPid(dir.path(), "n0"), agentPid(dir.path(), "n1")};
   std::vector<pid_t> job = agents;
   for (const pid_t agent : agents) {
-    for (const pid_t worker : childrenOf(agent))
-      job.push_back(worker);
+    // The worker: the agent's child running /bin/sh (not an orphan guard being forked, which is
+    // briefly the agent's child too).
+    for (const pid_t child : childrenOf(agent)) {
+      if (stretch::test::readFileIfAny("/proc/" + std::to_string(child) + "/cmdline")
+              .rfind("/bin/sh", 0) == 0)
+        job.push_back(child);
+    }
   }
   ASSERT_EQ(job.size(), 4u);  // two agents, a worker each
   job.push_back(std::stoi(stretch::test::readFileIfAny(children + "0")));
