@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <string_view>
-#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>

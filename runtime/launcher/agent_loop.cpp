@@ -221,13 +221,15 @@ class AgentLoop {
     else
       ++result_.liveRecoveries;
     reportProblems(start.generation);
-    spdlog::info(
-        "agent: generation {}: world size {} on {} node(s), batch {} = micro {} x "
-        "accumulation {} x {}{} ({}{})",
-        start.generation, start.worldSize, start.nodes.size(), start.batch.trainBatchSize,
-        start.batch.microBatchPerGpu, start.batch.gradientAccumulation, start.dataParallelSize,
-        resume ? fmt::format(", resuming from step {}", *resume) : std::string(), start.reason,
-        continued ? "; live: the running workers continue" : "");
+    spdlog::info("agent: generation {}: world size {} on {} node(s){}{} ({}{})", start.generation,
+                 start.worldSize, start.nodes.size(),
+                 options_.batchContract
+                     ? fmt::format(", batch {} = micro {} x accumulation {} x {}",
+                                   start.batch.trainBatchSize, start.batch.microBatchPerGpu,
+                                   start.batch.gradientAccumulation, start.dataParallelSize)
+                     : std::string(),
+                 resume ? fmt::format(", resuming from step {}", *resume) : std::string(),
+                 start.reason, continued ? "; live: the running workers continue" : "");
     if (failureSeen_) {
       result_.recoveryTimes.push_back(clock_() - *failureSeen_);
       failureSeen_.reset();
@@ -272,7 +274,9 @@ class AgentLoop {
   }
 
   // An event-log record; a failed write is reported once, and the job goes on.
-  void writeEvent(const EventRecord& record) {
+  void writeEvent(EventRecord record) {
+    if (!options_.batchContract)
+      record.batch.reset();
     if (!log_ || log_->write(record) || log_->lost() > 1)
       return;
     spdlog::error(

@@ -68,6 +68,10 @@ struct AgentLoopOptions {
   // out); the plan's reason goes to the agent's log. Off: every restart stops every worker (no
   // "recovery" key in the event log).
   bool liveRecovery = false;
+  // The job's batch comes from the launcher's --config. Without one every world size is valid
+  // and the machine plans one sample per rank and step only to have a world to start: that
+  // triple is nobody's batch, so the event log's records and the agent's log leave it out.
+  bool batchContract = true;
 };
 
 // Runs the machine to Finish or Fail (or a stop request). Never throws for worker failures

@@ -36,6 +36,7 @@ AgentResult runJobController(const JobControllerOptions& options) {
   loop.monitorInterval = options.monitorInterval;
   loop.clock = options.clock;
   loop.liveRecovery = options.liveStore != nullptr;
+  loop.batchContract = options.batchContract;
   Time lastNodePoll{0};
   bool registered = false;  // an agent has registered at some point
   loop.nodeEvents = [&](Time now) -> std::vector<Event> {

@@ -20,6 +20,7 @@ AgentResult runLocalAgent(const LocalAgentOptions& options) {
   loop.stopSignal = options.stopSignal;
   loop.clock = options.clock;
   loop.liveRecovery = options.liveStore != nullptr;
+  loop.batchContract = options.batchContract;
   AgentResult result = runAgentLoop(loop, workers);
   // The program's own error where the user looks: under the launcher's last line.
   if (result.exitCode != 0 && !workers.lastFailure().empty())

@@ -547,14 +547,35 @@ TEST(Launch, WorkersAreToldTheirGenerationAndItsBatch) {
     }
   }
 
-  // Without a config there is no batch to promise.
-  Launch bare(
-      dir.path(),
-      {"--num_gpus", "1", "--log_dir", (dir.path() / "b/logs").string(), "/bin/sh", "-c", report},
-      "launch", "b-");
+  // Without a config there is no batch to promise: not to the workers, not in the event log's
+  // records, not in the agent's log (the machine's one-sample-per-rank world is nobody's batch).
+  Launch bare(dir.path(),
+              {"--num_gpus", "1", "--log_dir", (dir.path() / "b/logs").string(), "--event_log",
+               (dir.path() / "b/events.jsonl").string(), "/bin/sh", "-c", report},
+              "launch", "b-");
   ASSERT_EQ(bare.wait(60s), 0) << bare.err();
   EXPECT_EQ(stretch::test::readFileIfAny(dir.path() / "b/logs/attempt_1/rank_0.log"),
             "1 1 none none none\n");
+  int starts = 0;
+  for (const auto& e : eventsOf(dir.path() / "b/events.jsonl")) {
+    EXPECT_FALSE(e.contains("batch")) << e.dump();
+    starts += e["event"] == "start_workers" ? 1 : 0;
+  }
+  EXPECT_EQ(starts, 1);
+  EXPECT_EQ(bare.out().find("batch"), std::string::npos) << bare.out();
+  // With a config the records carry the batch the workers were told.
+  Launch told(dir.path(),
+              {"--num_gpus", "2", "--elastic", "1:1", "--config", config.string(), "--log_dir",
+               (dir.path() / "d/logs").string(), "--event_log",
+               (dir.path() / "d/events.jsonl").string(), "/bin/sh", "-c", "exit 0"},
+              "launch", "d-");
+  ASSERT_EQ(told.wait(60s), 0) << told.err();
+  for (const auto& e : eventsOf(dir.path() / "d/events.jsonl")) {
+    if (e["event"] == "start_workers") {
+      EXPECT_EQ(e["batch"]["train_batch_size"], 48) << e.dump();
+    }
+  }
+  EXPECT_NE(told.out().find("batch 48"), std::string::npos) << told.out();
 }
 
 TEST(Launch, BadInputIsExitStatusTwoWithTheFlagNamed) {
