@@ -4,7 +4,8 @@ For each N (default 1,024 / 4,096 / 16,384) runs stretch-bench-store (bench/stor
 store_peer/torch_store_bench.py in the same run, one after the other (the first side alternates
 from one N to the next), each under bounded_run.py's time limit, and prints per N the time to
 connect every client, the barrier time (go -> every client has added, waited for the last one's
-key, set its own key and read its neighbour's) and the ratio torch / stretch. Target: the ratio
+key, set its own key and read its neighbour's), the server's CPU time over the barrier per
+client, and the ratio torch / stretch of the barrier times. Target: the ratio
 is at least 1 at every N. Both sides check their answers (every get returns the neighbour's
 value and the counter ends at N); a wrong answer fails the comparison.
 
@@ -69,7 +70,8 @@ def main():
     rows = []
     status = 0
     header = (f"{'clients':>8}  {'stretch connect':>15}  {'stretch barrier':>15}  "
-              f"{'torch connect':>13}  {'torch barrier':>13}  {'torch/stretch':>13}  target")
+              f"{'server us/client':>16}  {'torch connect':>13}  {'torch barrier':>13}  "
+              f"{'server us/client':>16}  {'torch/stretch':>13}  target")
     print(header, flush=True)
     for index, n in enumerate(sizes):
         common = ["--clients", str(n), "--per-proc", str(args.per_proc), "--timeout", store_timeout]
@@ -82,6 +84,13 @@ def main():
 
         def cell(r, key, width):
             return f"{r[key]:>{width - 2}.3f} s" if isinstance(r, dict) else f"{'-':>{width}}"
+
+        def per_client(r, width):
+            # The server's CPU over the barrier per client: flat across N when its per-request
+            # cost is O(1).
+            if not isinstance(r, dict):
+                return f"{'-':>{width}}"
+            return f"{r['server_cpu_s'] / r['clients'] * 1e6:>{width}.1f}"
 
         verdict = ""
         if not isinstance(ours, dict):
@@ -108,7 +117,8 @@ def main():
             verdict = verdict or f"torch {theirs}"
             status = max(status, 3)
         print(f"{n:>8}  {cell(ours, 'connect_s', 15)}  {cell(ours, 'barrier_s', 15)}  "
-              f"{cell(theirs, 'connect_s', 13)}  {cell(theirs, 'barrier_s', 13)}  {ratio_text}  "
+              f"{per_client(ours, 16)}  {cell(theirs, 'connect_s', 13)}  "
+              f"{cell(theirs, 'barrier_s', 13)}  {per_client(theirs, 16)}  {ratio_text}  "
               f"{verdict}", flush=True)
         rows.append(row)
     if args.json:

@@ -9,9 +9,10 @@
 //   add("count", 1); the one that reaches N sets "done"; wait({"done"});
 //   set("v/<i>", "<i>"); get("v/<(i+1) % N>") (checked: "<(i+1) % N>");
 // and records when it finished (CLOCK_MONOTONIC, shared by all processes). The barrier time is
-// the last finish minus t0. Afterwards the coordinator reads "count" back (must be N).
-// Prints one JSON line: {"store": "stretch", "clients", "workers", "connect_s", "barrier_s",
-// "wrong", "rejected", "count"}; --json FILE writes it there too.
+// the last finish minus t0, and the server's CPU time over it is the coordinator's (its main
+// thread only reads the workers' pipes). Afterwards the coordinator reads "count" back (must be
+// N). Prints one JSON line: {"store": "stretch", "clients", "workers", "connect_s", "barrier_s",
+// "server_cpu_s", "wrong", "failed", "rejected", "count"}; --json FILE writes it there too.
 //
 // Exit status: 0 done and every answer right, 1 a wrong answer, 2 bad options or setup error
 // (descriptors), 3 a worker failed.
@@ -182,6 +183,16 @@ Worker spawnWorker(const std::string& self, const std::vector<std::string>& args
   return w;
 }
 
+// CPU time of this whole process (user + system), seconds.
+double processCpuSeconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 int runCoordinator(int clients, int perProc, double timeoutSeconds, const std::string& jsonPath) {
   // The server holds one descriptor per client.
   const rlim_t need = static_cast<rlim_t>(clients) + 256;
@@ -233,6 +244,8 @@ int runCoordinator(int clients, int perProc, double timeoutSeconds, const std::s
     if (connectFailures > 0)
       return fail(fmt::format("worker {}: {} client(s) could not connect", i, connectFailures));
   }
+  // The coordinator's main thread sleeps in fgets from here on: its CPU is the server's.
+  const double cpu0 = processCpuSeconds();
   const std::int64_t t0 = monotonicNs();
   for (auto& w : workers) {
     if (::write(w.in, "go\n", 3) != 3)
@@ -252,6 +265,7 @@ int runCoordinator(int clients, int perProc, double timeoutSeconds, const std::s
     wrong += w;
     failed += f;
   }
+  const double serverCpu = processCpuSeconds() - cpu0;
   int status = 0;
   for (auto& w : workers) {
     int ws = 0;
@@ -277,6 +291,7 @@ int runCoordinator(int clients, int perProc, double timeoutSeconds, const std::s
       {"workers", workers.size()},
       {"connect_s", static_cast<double>(t0 - spawnStart) / 1e9},
       {"barrier_s", static_cast<double>(lastEnd - t0) / 1e9},
+      {"server_cpu_s", serverCpu},
       {"wrong", wrong},
       {"failed", failed},
       {"rejected", server.rejectedConnections()},

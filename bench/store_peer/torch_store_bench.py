@@ -8,7 +8,8 @@ the coordinator takes t0 (time.monotonic(), CLOCK_MONOTONIC like the C++ side) a
 worker to go. Each client then
   add("count", 1); the one that reaches N sets "done"; wait(["done"]);
   set("v/<i>", "<i>"); get("v/<(i+1) % N>") (checked: "<(i+1) % N>");
-and records when it finished. The barrier time is the last finish minus t0. Afterwards the
+and records when it finished. The barrier time is the last finish minus t0, and the master's CPU
+time over it is this process's (its main thread only reads the workers' pipes). Afterwards the
 coordinator reads "count" back (must be N).
 
 PyTorch 1.13's client opens two connections (its own and a watchKey callback client with its own
@@ -147,6 +148,8 @@ def run_coordinator(args):
             return fail(f"worker {i} exited before its clients connected")
         if int(parts[1]) > 0:
             return fail(f"worker {i}: {parts[1]} client(s) could not connect")
+    # The main thread only reads the workers' pipes from here on: the process's CPU is the master's.
+    cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
     t0 = time.monotonic()
     for w in workers:
         w.stdin.write("go\n")
@@ -159,6 +162,7 @@ def run_coordinator(args):
         last_end = max(last_end, float(parts[1]))
         wrong += int(parts[2])
         failed += int(parts[3])
+    server_cpu = sum(resource.getrusage(resource.RUSAGE_SELF)[:2]) - cpu0
     status = 0
     for w in workers:
         if w.wait() != 0:
@@ -167,7 +171,8 @@ def run_coordinator(args):
     if count != args.clients:
         wrong += 1
     result = {"store": "torch", "clients": args.clients, "workers": len(workers),
-              "connect_s": t0 - spawn_start, "barrier_s": last_end - t0, "wrong": wrong,
+              "connect_s": t0 - spawn_start, "barrier_s": last_end - t0, "server_cpu_s": server_cpu,
+              "wrong": wrong,
               "failed": failed, "count": count, "torch": torch.__version__}
     print(json.dumps(result), flush=True)
     if args.json:
