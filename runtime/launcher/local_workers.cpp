@@ -17,13 +17,13 @@
 
 namespace stretch::launcher {
 
-LocalWorkerGroup::~LocalWorkerGroup() {
+WorkerProcesses::~WorkerProcesses() {
   stop(std::chrono::seconds(2));
 }
 
-void LocalWorkerGroup::start(const std::vector<std::string>& argv,
-                             const std::vector<WorkerProcessSpec>& workers,
-                             const std::filesystem::path& logDir, int attempt) {
+void WorkerProcesses::start(const std::vector<std::string>& argv,
+                            const std::vector<WorkerProcessSpec>& workers,
+                            const std::filesystem::path& logDir, int attempt) {
   if (argv.empty() && std::any_of(workers.begin(), workers.end(),
                                   [](const WorkerProcessSpec& w) { return w.argv.empty(); }))
     throw ConfigError("worker command: empty (expected a program and its arguments)");
@@ -78,7 +78,7 @@ void LocalWorkerGroup::start(const std::vector<std::string>& argv,
 // The attempt's log directory, a real directory: a symbolic link planted in its place is
 // removed (never followed) and the directory made. A directory that cannot be made (a full disk)
 // is reported; the workers start all the same, their logs counted as lost (LogPump::add).
-void LocalWorkerGroup::makeAttemptDirectory(const std::filesystem::path& dir) {
+void WorkerProcesses::makeAttemptDirectory(const std::filesystem::path& dir) {
   struct stat st {};
   if (::lstat(dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
     std::string problem = fmt::format(
@@ -102,11 +102,11 @@ void LocalWorkerGroup::makeAttemptDirectory(const std::filesystem::path& dir) {
   }
 }
 
-std::vector<std::string> LocalWorkerGroup::takeProblems() {
+std::vector<std::string> WorkerProcesses::takeProblems() {
   return std::exchange(problems_, {});
 }
 
-void LocalWorkerGroup::detectHangs(std::filesystem::path dir, agent::HangPolicy policy) {
+void WorkerProcesses::detectHangs(std::filesystem::path dir, agent::HangPolicy policy) {
   heartbeatDir_ = std::move(dir);
   hangPolicy_ = policy;
 }
@@ -145,7 +145,7 @@ agent::Time steadyNow() {
 
 }  // namespace
 
-void LocalWorkerGroup::observe(Worker& w) {
+void WorkerProcesses::observe(Worker& w) {
   if (w.heartbeat.empty())
     return;
   const Beat beat = readHeartbeat(w.heartbeat);
@@ -154,7 +154,7 @@ void LocalWorkerGroup::observe(Worker& w) {
   w.advanced = w.advanced || w.beats.advanced();
 }
 
-void LocalWorkerGroup::killHung(Worker& w) {
+void WorkerProcesses::killHung(Worker& w) {
   if (w.heartbeat.empty() || !w.hung.empty() || !w.process.running())
     return;
   observe(w);
@@ -167,7 +167,7 @@ void LocalWorkerGroup::killHung(Worker& w) {
   }
 }
 
-std::vector<WorkerExit> LocalWorkerGroup::poll() {
+std::vector<WorkerExit> WorkerProcesses::poll() {
   std::vector<WorkerExit> exits;
   // Heartbeats are read at most every kHangCheckPeriod: the limits are seconds.
   const bool checkHangs = hangPolicy_.enabled() &&
@@ -209,7 +209,7 @@ std::string WorkerExit::describe() const {
   return hung.empty() ? exit.describe() : fmt::format("hung ({}): killed", hung);
 }
 
-void LocalWorkerGroup::stop(std::chrono::milliseconds grace) {
+void WorkerProcesses::stop(std::chrono::milliseconds grace) {
   std::vector<ChildProcess*> processes;
   for (auto& w : workers_)
     processes.push_back(&w.process);
@@ -217,7 +217,7 @@ void LocalWorkerGroup::stop(std::chrono::milliseconds grace) {
   workers_.clear();
 }
 
-std::vector<std::pair<int, pid_t>> LocalWorkerGroup::runningWorkers() const {
+std::vector<std::pair<int, pid_t>> WorkerProcesses::runningWorkers() const {
   std::vector<std::pair<int, pid_t>> out;
   for (const auto& w : workers_) {
     if (w.process.running())
@@ -226,8 +226,8 @@ std::vector<std::pair<int, pid_t>> LocalWorkerGroup::runningWorkers() const {
   return out;
 }
 
-void LocalWorkerGroup::stopLocalRanks(const std::vector<int>& localRanks,
-                                      std::chrono::milliseconds grace) {
+void WorkerProcesses::stopLocalRanks(const std::vector<int>& localRanks,
+                                     std::chrono::milliseconds grace) {
   std::vector<ChildProcess*> processes;
   for (auto& w : workers_) {
     if (std::find(localRanks.begin(), localRanks.end(), w.spec.localRank) != localRanks.end())
@@ -239,7 +239,7 @@ void LocalWorkerGroup::stopLocalRanks(const std::vector<int>& localRanks,
   });
 }
 
-void LocalWorkerGroup::signalLocalRanks(const std::vector<int>& localRanks, int signal) {
+void WorkerProcesses::signalLocalRanks(const std::vector<int>& localRanks, int signal) {
   for (auto& w : workers_) {
     if (w.process.running() &&
         std::find(localRanks.begin(), localRanks.end(), w.spec.localRank) != localRanks.end())
@@ -247,18 +247,18 @@ void LocalWorkerGroup::signalLocalRanks(const std::vector<int>& localRanks, int 
   }
 }
 
-std::vector<std::string> LocalWorkerGroup::lostOutput() const {
+std::vector<std::string> WorkerProcesses::lostOutput() const {
   return logs_ ? logs_->lost() : std::vector<std::string>{};
 }
 
-int LocalWorkerGroup::running() const {
+int WorkerProcesses::running() const {
   int n = 0;
   for (const auto& w : workers_)
     n += w.process.running() ? 1 : 0;
   return n;
 }
 
-std::vector<pid_t> LocalWorkerGroup::pids() const {
+std::vector<pid_t> WorkerProcesses::pids() const {
   std::vector<pid_t> out;
   for (const auto& w : workers_) {
     if (w.process.running())

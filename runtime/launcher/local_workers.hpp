@@ -17,6 +17,9 @@
 //    group of one whose beat stopped for longer than its limit (agent/hang_rule.hpp); its exit
 //    then carries the reason in WorkerExit::hung.
 //
+// Processes only, no job: the agent::WorkerGroup a node's agent drives is NodeWorkers
+// (node_workers.hpp), which starts a generation's workers through this class.
+//
 // Not thread-safe: one thread (the agent's) drives it.
 
 #include <chrono>
@@ -56,12 +59,12 @@ struct WorkerExit {
   std::string describe() const;
 };
 
-class LocalWorkerGroup {
+class WorkerProcesses {
  public:
-  LocalWorkerGroup() = default;
-  ~LocalWorkerGroup();
-  LocalWorkerGroup(const LocalWorkerGroup&) = delete;
-  LocalWorkerGroup& operator=(const LocalWorkerGroup&) = delete;
+  WorkerProcesses() = default;
+  ~WorkerProcesses();
+  WorkerProcesses(const WorkerProcesses&) = delete;
+  WorkerProcesses& operator=(const WorkerProcesses&) = delete;
 
   // Starts one process per spec running argv (argv[0] is looked up in PATH when it has no '/').
   // logDir empty: the workers inherit the agent's stdout and stderr. A log directory or file

@@ -1,7 +1,7 @@
 #pragma once
 // NodeWorkers: the worker processes one node runs for a job, as the agent::WorkerGroup the agent
 // loop drives. start() launches this node's part (its NodeAssignment) of a generation through a
-// LocalWorkerGroup, each worker with the variables `environment` gives it; poll() turns process
+// WorkerProcesses, each worker with the variables `environment` gives it; poll() turns process
 // exits into WorkerExited events (a signal k as exit code -k). Used by the single-node agent
 // (local_agent.hpp) and by each node agent of a multi-node job (node_agent.hpp). Not
 // thread-safe.
@@ -40,7 +40,7 @@ struct LiveRecoveryOptions {
   bool batchContract = true;                  // LiveExecutor's: the launcher's --config given
 };
 
-// The worker processes one node runs for a job: a WorkerGroup over LocalWorkerGroup that starts
+// The worker processes one node runs for a job: a WorkerGroup over WorkerProcesses that starts
 // this node's part (its NodeAssignment) of every generation.
 //
 // With LiveRecoveryOptions (one node only), a failure need not restart every worker:
@@ -57,7 +57,7 @@ class NodeWorkers final : public agent::WorkerGroup, private LiveTransport {
 
   void start(const agent::StartWorkers& action) override;
   void stop() override;
-  // Hang detection for the workers started from now on (LocalWorkerGroup::detectHangs): their
+  // Hang detection for the workers started from now on (WorkerProcesses::detectHangs): their
   // heartbeat files live in a private temporary directory that goes with this object. Does
   // nothing when the policy is off.
   void detectHangs(const agent::HangPolicy& policy);
@@ -107,7 +107,7 @@ class NodeWorkers final : public agent::WorkerGroup, private LiveTransport {
   std::string heartbeatDir_;  // detectHangs's directory, removed after the workers
   std::string lastFailure_;
   std::uint64_t failureGeneration_ = 0;  // the generation lastFailure_ comes from
-  LocalWorkerGroup workers_;
+  WorkerProcesses workers_;
   std::shared_ptr<GenerationConfigs> configs_;  // reportConfigs
 
   std::chrono::milliseconds grace() const;

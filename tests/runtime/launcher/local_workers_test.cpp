@@ -1,4 +1,4 @@
-// LocalWorkerGroup: environment, logs, exit codes and signals, stop() leaving nothing behind
+// WorkerProcesses: environment, logs, exit codes and signals, stop() leaving nothing behind
 // (not the workers, not their children), and hang detection killing a frozen worker only.
 
 #include "runtime/launcher/local_workers.hpp"
@@ -24,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-std::vector<WorkerExit> waitAll(LocalWorkerGroup& group, std::chrono::seconds limit = 20s) {
+std::vector<WorkerExit> waitAll(WorkerProcesses& group, std::chrono::seconds limit = 20s) {
   std::vector<WorkerExit> exits;
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (group.running() > 0 && std::chrono::steady_clock::now() < deadline) {
@@ -37,7 +37,7 @@ std::vector<WorkerExit> waitAll(LocalWorkerGroup& group, std::chrono::seconds li
 
 TEST(LocalWorkers, EachWorkerGetsItsEnvironmentAndItsOwnLog) {
   stretch::test::TempDir dir("stretch-workers");
-  LocalWorkerGroup group;
+  WorkerProcesses group;
   group.start(
       {"/bin/sh", "-c", "echo rank=$RANK local=$LOCAL_RANK; exit $RANK"},
       {{0, 4, {{"RANK", "4"}, {"LOCAL_RANK", "0"}}}, {1, 5, {{"RANK", "5"}, {"LOCAL_RANK", "1"}}}},
@@ -55,7 +55,7 @@ TEST(LocalWorkers, EachWorkerGetsItsEnvironmentAndItsOwnLog) {
 }
 
 TEST(LocalWorkers, AKilledWorkerReportsTheSignal) {
-  LocalWorkerGroup group;
+  WorkerProcesses group;
   group.start({"/bin/sh", "-c", "kill -9 $$"}, {{0, 0, {}}}, {}, 0);
   auto exits = waitAll(group);
   ASSERT_EQ(exits.size(), 1u);
@@ -67,7 +67,7 @@ TEST(LocalWorkers, AKilledWorkerReportsTheSignal) {
 
 TEST(LocalWorkers, AMissingProgramExitsWith127AndSaysWhyInTheLog) {
   stretch::test::TempDir dir("stretch-workers");
-  LocalWorkerGroup group;
+  WorkerProcesses group;
   group.start({"/nonexistent/program"}, {{0, 0, {}}}, dir.path(), 0);
   auto exits = waitAll(group);
   ASSERT_EQ(exits.size(), 1u);
@@ -80,7 +80,7 @@ TEST(LocalWorkers, AMissingProgramExitsWith127AndSaysWhyInTheLog) {
 TEST(LocalWorkers, StopKillsWorkersAndTheirChildrenEvenWhenTheyIgnoreSigterm) {
   stretch::test::TempDir dir("stretch-workers");
   const fs::path pidFile = dir.path() / "grandchild.pid";
-  LocalWorkerGroup group;
+  WorkerProcesses group;
   // The worker ignores SIGTERM and starts a child that does too.
   group.start(
       {"/bin/sh", "-c",
@@ -114,7 +114,7 @@ TEST(LocalWorkers, WorkersAndWhatTheyStartedDieWithTheirAgent) {
   const pid_t agent = ::fork();
   ASSERT_GE(agent, 0);
   if (agent == 0) {
-    LocalWorkerGroup group;
+    WorkerProcesses group;
     group.start({"/bin/sh", "-c",
                  "sleep 60 & echo $! > " + childFile.string() + "; echo $$ > " + pidFile.string() +
                      "; wait"},
@@ -174,7 +174,7 @@ TEST(LocalWorkers, ALinkPlantedAtARankLogIsNeverWrittenThrough) {
   std::ofstream(victim) << "precious\n";
   fs::create_directories(dir.path() / "attempt_0");
   fs::create_symlink(victim, dir.path() / "attempt_0" / "rank_1.log");
-  LocalWorkerGroup group;
+  WorkerProcesses group;
   group.start({"/bin/sh", "-c", "echo done $RANK"},
               {{0, 0, {{"RANK", "0"}}}, {1, 1, {{"RANK", "1"}}}}, dir.path(), 0);
   const auto exits = waitAll(group);
@@ -192,7 +192,7 @@ TEST(LocalWorkers, ALinkPlantedAtARankLogIsNeverWrittenThrough) {
 
 TEST(LocalWorkers, AWorkerWhoseHeartbeatStopsIsKilledAsHungAndTheOthersAreLeftAlone) {
   stretch::test::TempDir beats("stretch-beats");
-  LocalWorkerGroup group;
+  WorkerProcesses group;
   agent::HangPolicy policy;
   policy.floor = 1s;
   group.detectHangs(beats.path(), policy);
@@ -230,7 +230,7 @@ TEST(LocalWorkers, AWorkerWhoseHeartbeatStopsIsKilledAsHungAndTheOthersAreLeftAl
 TEST(LocalWorkers, AFailureBeforeTheFirstStepIsEarly) {
   const auto earlyOf = [](const std::vector<std::string>& scripts) {
     stretch::test::TempDir beats("stretch-beats");
-    LocalWorkerGroup group;
+    WorkerProcesses group;
     agent::HangPolicy policy;
     policy.floor = 30s;
     group.detectHangs(beats.path(), policy);

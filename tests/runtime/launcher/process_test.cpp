@@ -1,6 +1,6 @@
 // The one process spawner: environment, log files, pipes, stdin data, exit statuses, process
 // group teardown by the destructor. (Process groups under stopAll and the parent-death signal:
-// local_workers_test.cpp, which drives them through LocalWorkerGroup.)
+// local_workers_test.cpp, which drives them through WorkerProcesses.)
 
 #include "runtime/launcher/process.hpp"
 
