@@ -285,6 +285,9 @@ std::string workerBatch() {
 
 }  // namespace
 
+// python/live.cpp: the store client and live recovery's protocol, for stretch.torch.
+void registerLive(py::module_& m);
+
 }  // namespace stretch::python
 
 PYBIND11_MODULE(_stretch, m) {
@@ -341,4 +344,5 @@ PYBIND11_MODULE(_stretch, m) {
   m.attr("max_plan_seeds") = stretch::planner::kMaxSeeds;
   m.attr("compatible_deepspeed_version") =
       std::string(stretch::elasticity::kCompatibleDeepspeedVersion);
+  registerLive(m);
 }

@@ -2,12 +2,16 @@ from os import PathLike
 from typing import Any, Callable, Dict, List, Optional, TypedDict, Union
 
 from ._errors import (
+    CommError as CommError,
+    CommTimeoutError as CommTimeoutError,
     ConfigError as ConfigError,
     ElasticityConfigError as ElasticityConfigError,
     ElasticityError as ElasticityError,
     ElasticityIncompatibleWorldSize as ElasticityIncompatibleWorldSize,
     InternalError as InternalError,
     IoError as IoError,
+    StoreError as StoreError,
+    StoreTimeoutError as StoreTimeoutError,
     StretchError as StretchError,
 )
 

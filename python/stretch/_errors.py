@@ -36,6 +36,23 @@ class ElasticityIncompatibleWorldSize(ElasticityError):
     ``ElasticityIncompatibleWorldSize``)."""
 
 
+class CommError(StretchError, RuntimeError):
+    """Communication failed: a store that cannot be reached, a rejected client, a malformed live
+    generation record."""
+
+
+class CommTimeoutError(CommError, TimeoutError):
+    """An operation or rendezvous did not finish within its timeout."""
+
+
+class StoreError(CommError):
+    """A key-value store failed (unreachable server, rejected token, oversized key or value)."""
+
+
+class StoreTimeoutError(StoreError, TimeoutError):
+    """A store wait or get did not see its keys within the timeout."""
+
+
 __all__ = [
     "StretchError",
     "ConfigError",
@@ -44,4 +61,8 @@ __all__ = [
     "ElasticityError",
     "ElasticityConfigError",
     "ElasticityIncompatibleWorldSize",
+    "CommError",
+    "CommTimeoutError",
+    "StoreError",
+    "StoreTimeoutError",
 ]

@@ -1,0 +1,69 @@
+"""Type stubs of stretch.torch (live recovery for PyTorch DDP programs; docs/python.md)."""
+
+import contextlib
+import datetime
+from typing import Any, Callable, ContextManager, Iterator, Optional, Sequence, Tuple, Union
+import os
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from ._errors import StretchError
+
+RENDEZVOUS_TIMEOUT_S: float
+
+class CannotContinueLive(StretchError, RuntimeError): ...
+
+class StoreBridge(dist.Store):
+    def __init__(self, client: Any, generation: int, timeout_s: float) -> None: ...
+    def set(self, key: str, value: Union[bytes, str]) -> None: ...
+    def get(self, key: str) -> bytes: ...
+    def add(self, key: str, value: int) -> int: ...
+    def compare_set(self, key: str, expected: Union[bytes, str],
+                    desired: Union[bytes, str]) -> bytes: ...
+    def delete_key(self, key: str) -> bool: ...
+    def num_keys(self) -> int: ...
+    def check(self, keys: Sequence[str]) -> bool: ...
+    def set_timeout(self, timeout: datetime.timedelta) -> None: ...
+    def wait(self, keys: Sequence[str], timeout: Optional[datetime.timedelta] = ...) -> None: ...
+
+_Config = Union[dict, str, os.PathLike]
+
+class LiveJob:
+    module: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    model: Optional[DistributedDataParallel]
+    checkpoint_dir: Optional[str]
+    ds_config: Optional[_Config]
+    timeout: float
+    live: bool
+    joined: bool
+    rank: int
+    world_size: int
+    generation: int
+    step: int
+    resumed_from: int
+    train_batch_size: int
+    micro_batch_size: int
+    gradient_accumulation_steps: int
+    batch_source: str
+    recoveries: int
+    last_recovery_s: Optional[float]
+    def steps(self, total: int) -> Iterator[int]: ...
+    def attempt(self) -> ContextManager["LiveJob"]: ...
+    def no_sync(self, micro_step: int) -> ContextManager[Any]: ...
+    def micro_batches(self, step: int, dataset_size: int,
+                      seed: Optional[int] = ...) -> list[torch.Tensor]: ...
+    def finish(self) -> None: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any], rng: bool = ...) -> None: ...
+    def save_checkpoint(self, checkpoint_dir: Optional[str] = ...) -> Optional[str]: ...
+    def load_checkpoint(self, checkpoint_dir: Optional[str] = ...) -> Optional[int]: ...
+
+def init(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any = ..., *,
+         checkpoint_dir: Optional[str] = ..., ds_config: Optional[_Config] = ...,
+         global_batch: Optional[int] = ..., timeout: float = ...,
+         ddp_options: Optional[dict[str, Any]] = ...,
+         extra_state: Optional[Tuple[Callable[[], Any], Callable[[Any], None]]] = ...) -> LiveJob: ...
