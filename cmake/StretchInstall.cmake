@@ -4,8 +4,9 @@
 #   find_package(Stretch REQUIRED)
 #   target_link_libraries(my_job PRIVATE Stretch::stretch)
 #
-# Components: `runtime` (the CLI), `dev` (libraries, headers, CMake package) and `python`
-# (python/CMakeLists.txt); a plain `cmake --install build` installs all three. Included by the
+# Components: `runtime` (the CLI), `dev` (libraries, headers, CMake package), `python`
+# (python/CMakeLists.txt) and `gui` (the planner's desktop app, with Qt); a plain
+# `cmake --install build` installs them all. Included by the
 # top-level CMakeLists.txt after every module exists.
 
 include(GNUInstallDirs)
@@ -101,10 +102,19 @@ install(FILES ${PROJECT_BINARY_DIR}/package/StretchConfig.cmake
 set_target_properties(stretch PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(TARGETS stretch RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 
-# `cpack -G DEB` in the build tree (docs/install.md): one Debian package of the same install, all
-# three components, under /usr. Its Depends are the shared libraries the CLI and the Python module
-# load (dpkg-shlibdeps; the CUDA and NCCL libraries under /usr/local/cuda come from no Debian
-# package and are left to the machine) and the -dev packages StretchConfig.cmake finds again.
+# The planner's desktop app, when Qt 6 was found (gui/): its own component, so that its Qt
+# libraries stay out of the CLI's package.
+if(TARGET stretch-planner)
+  install(TARGETS stretch-planner RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT gui)
+endif()
+
+# `cpack -G DEB` in the build tree (docs/install.md): Debian packages of the same install under
+# /usr. `stretch` holds the CLI, the libraries, headers, CMake package and the Python module
+# (components runtime, dev and python); `stretch-planner` the desktop app (component gui), built
+# only with Qt, depending on `stretch` of the same version. Depends are the shared libraries each
+# package's programs load (dpkg-shlibdeps; the CUDA and NCCL libraries under /usr/local/cuda come
+# from no Debian package and are left to the machine) and, for `stretch`, the -dev packages
+# StretchConfig.cmake finds again.
 set(CPACK_PACKAGE_NAME stretch)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "Stretch developers <stretch-dev@localhost>")
@@ -125,5 +135,20 @@ foreach(_pair OPENSSL:libssl-dev ENGINE:libtorch-dev GLOO:libgloo-dev REDIS:libh
     list(APPEND _deb_depends ${_package})
   endif()
 endforeach()
-list(JOIN _deb_depends ", " CPACK_DEBIAN_PACKAGE_DEPENDS)
+list(JOIN _deb_depends ", " CPACK_DEBIAN_MAIN_PACKAGE_DEPENDS)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_GROUPING ONE_PER_GROUP)
+set(CPACK_DEBIAN_MAIN_PACKAGE_NAME stretch)
+set(CPACK_DEBIAN_GUI_PACKAGE_NAME stretch-planner)
+set(CPACK_DEBIAN_GUI_PACKAGE_DEPENDS "stretch (= ${PROJECT_VERSION})")
+set(CPACK_DEBIAN_GUI_DESCRIPTION
+    "Stretch's planner as a desktop app: batch choices, GPU counts, checkpoint intervals and goodput under failures")
 include(CPack)
+cpack_add_component_group(main)
+cpack_add_component(runtime GROUP main)
+cpack_add_component(dev GROUP main)
+cpack_add_component(python GROUP main)
+if(TARGET stretch-planner)
+  cpack_add_component_group(gui)
+  cpack_add_component(gui GROUP gui)
+endif()

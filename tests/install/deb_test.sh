@@ -53,4 +53,20 @@ batch=$(cd "$work" && PYTHONPATH=$(dirname "$site") python3 -c \
   'import stretch; print(stretch.__file__.startswith("'"$work"'"))' 2>&1) ||
   { echo "$batch"; fail "the packaged Python module does not import"; }
 [ "$batch" = "True" ] || fail "python3 imported stretch from elsewhere than the package"
+# The desktop app's own package, when the build has the GUI: its Depends name `stretch` of the same
+# version and Qt's libraries, which the CLI's package must not need.
+gui=$(ls "$work"/out/stretch-planner_*_*.deb 2>/dev/null | head -n 1)
+if [ -n "$gui" ]; then
+  version=$(dpkg-deb -f "$deb" Version)
+  gui_depends=$(dpkg-deb -f "$gui" Depends)
+  echo "$gui_depends" | grep -q "stretch (= $version)" ||
+    fail "stretch-planner does not depend on stretch (= $version): $gui_depends"
+  echo "$gui_depends" | grep -q "libqt6widgets6" || fail "stretch-planner's Depends lack Qt: $gui_depends"
+  echo "$depends" | grep -q "libqt6" && fail "the CLI's package depends on Qt: $depends"
+  dpkg-deb -x "$gui" "$work/root"
+  QT_QPA_PLATFORM=offscreen "$prefix/bin/stretch-planner" --screenshot "$work/planner.png" --no-run \
+    >"$work/planner.log" 2>&1 || { cat "$work/planner.log"; fail "the packaged stretch-planner failed"; }
+  [ -s "$work/planner.png" ] || fail "the packaged stretch-planner wrote no screenshot"
+  echo "stretch-planner: $(basename "$gui"), its window rendered"
+fi
 echo "PASS: the .deb holds the CLI, the CMake package and the Python module; a program builds against it"
