@@ -57,14 +57,16 @@ comm::Duration secondsToDuration(double seconds, const char* what) {
 // bridge while the main thread looks at the protocol's keys).
 class StoreClient {
  public:
-  StoreClient(const std::string& host, int port, const std::string& token, double timeout) {
-    if (port < 1 || port > 65535)
+  StoreClient(const std::string& host, int port, const std::string& token, double timeout,
+              bool server) {
+    if (port < (server ? 0 : 1) || port > 65535)
       throw ConfigError(ErrorDetail{"port", std::to_string(port), "a TCP port in [1, 65535]"});
     comm::TcpStoreOptions options;
     options.host = host;
     options.port = port;
     options.token = token;
     options.timeout = secondsToDuration(timeout, "timeout");
+    options.isServer = server;
     const py::gil_scoped_release release;
     store_ = std::make_shared<comm::TcpStore>(options);
   }
@@ -96,7 +98,7 @@ py::object agentStoreFromEnvironment(double timeout) {
     throw ConfigError(ErrorDetail{worker_env::kAgentStore, text, "HOST:PORT"});
   const char* token = std::getenv(worker_env::kStoreToken);
   return py::cast(std::make_unique<StoreClient>(text.substr(0, colon), port,
-                                                token != nullptr ? token : "", timeout));
+                                                token != nullptr ? token : "", timeout, false));
 }
 
 // "finished" once the job finished (live/finished), "superseded" once a generation newer than
@@ -217,8 +219,11 @@ void registerLive(py::module_& m) {
   py::class_<StoreClient>(m, "StoreClient",
                           "A client of a Stretch TcpStore (the launcher's agent store). Values "
                           "are bytes; blocking calls release the GIL.")
-      .def(py::init<const std::string&, int, const std::string&, double>(), py::arg("host"),
-           py::arg("port"), py::arg("token") = "", py::arg("timeout") = 30.0)
+      .def(py::init<const std::string&, int, const std::string&, double, bool>(), py::arg("host"),
+           py::arg("port"), py::arg("token") = "", py::arg("timeout") = 30.0,
+           py::arg("server") = false,
+           "Connects to HOST:PORT; with server=True, first serves a store there in this process "
+           "(port 0: a free one, see .port), as the launcher's agent does.")
       .def_static("from_environment", &agentStoreFromEnvironment, py::arg("timeout") = 30.0,
                   "The agent's store named by STRETCH_AGENT_STORE (and STRETCH_STORE_TOKEN), or "
                   "None when it is unset.")

@@ -1,0 +1,303 @@
+"""stretch.torch (docs/python.md, "Live recovery for PyTorch"): examples/python/train_ddp_live.py on
+4 ranks under `stretch launch --elastic_training`, on loopback, with Debian's python3-torch.
+
+- The bindings speak runtime/live's protocol (records, keys, the engine's waits) and a
+  ProcessGroupGloo forms over the Python store bridged to Stretch's store client.
+- kill -9 of a rank mid-run (rank 1; rank 0, which also served the start's rendezvous store):
+  the launcher keeps the survivors (no restart from the checkpoint), they log the re-split batch
+  (micro 16 x accumulation 1 x 3 for the global batch 48), the replacement joins with the state of
+  a survivor and the job grows back to 4; every step 1..N is trained, at most the step in flight
+  twice; the final loss is the undisturbed run's within floating-point summation order.
+- With `--recovery restart` (live recovery off) the same script restarts from its DeepSpeed-layout
+  checkpoint and ends with the same loss.
+
+Skipped when /usr/bin/python3 (this interpreter) cannot import torch. Every wait is bounded."""
+
+import datetime
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import CLI, SOURCE
+
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError:  # pragma: no cover - depends on the machine
+    torch = None
+
+pytestmark = pytest.mark.skipif(torch is None, reason="python3-torch is absent: torch is not "
+                                "importable")
+
+SCRIPT = SOURCE / "examples" / "python" / "train_ddp_live.py"
+CONFIG = SOURCE / "examples" / "python" / "ds_config_elastic.json"
+GLOBAL_BATCH = 48
+# The elastic solver's (micro, accumulation) of CONFIG by world size (`stretch elastic`).
+SOLVER = {1: (16, 3), 2: (8, 3), 3: (16, 1), 4: (4, 3)}
+STEPS = 200
+KILL_AFTER = 50
+LIMIT_S = 300
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(directory, recovery="live", steps=STEPS, step_sleep=0.03):
+    if not CLI:
+        pytest.skip("STRETCH_CLI is not set (run through ctest)")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    command = [CLI, "launch", "--num_gpus", "4", "--elastic_training", "--master_port",
+               str(free_port()), "--config", str(CONFIG), "--recovery", recovery, "--log_dir",
+               str(directory / "logs"), "--event_log", str(directory / "events.jsonl"),
+               sys.executable, "-u", str(SCRIPT), "--steps", str(steps), "--checkpoint_dir",
+               str(directory / "ckpt"), "--checkpoint_every", "20", "--ds_config", str(CONFIG),
+               "--step_sleep", str(step_sleep)]
+    out = open(directory / "launch.out", "w")
+    err = open(directory / "launch.err", "w")
+    return subprocess.Popen(command, cwd=directory, env=env, stdout=out, stderr=err,
+                            start_new_session=True)
+
+
+def finish(process, directory):
+    try:
+        status = process.wait(timeout=LIMIT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        pytest.fail(f"the launch did not end within {LIMIT_S} s:\n{everything(directory)}")
+    return status
+
+
+def everything(directory):
+    """The launcher's stderr and the tail of every worker log, for failure messages."""
+    text = (directory / "launch.err").read_text(errors="replace")[-3000:]
+    for log in sorted((directory / "logs").rglob("*.log")):
+        body = log.read_text(errors="replace")
+        text += f"\n--- {log.relative_to(directory)}:\n{body[-1500:]}"
+    return text
+
+
+def lines_of(directory):
+    """The script's key=value lines of every worker log: dicts with 'kind' and 'file'."""
+    out = []
+    for log in sorted((directory / "logs").rglob("*.log")):
+        for text in log.read_text(errors="replace").splitlines():
+            fields = {}
+            kind = None
+            for word in text.split():
+                key, eq, value = word.partition("=")
+                if not eq:
+                    kind = kind or word
+                    continue
+                kind = kind or key
+                fields[key] = value
+            if "time" in fields and "generation" in fields:
+                fields["kind"] = kind
+                fields["file"] = str(log.relative_to(directory))
+                out.append(fields)
+    return out
+
+
+def events_of(directory):
+    path = directory / "events.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def wait_for(predicate, limit, what, directory):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.02)
+    pytest.fail(f"{what}: not within {limit} s\n{everything(directory)}")
+
+
+def worker_with_rank(launcher, rank):
+    """The launcher's child whose environment says RANK=rank."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = pathlib.Path(f"/proc/{entry}/stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid != launcher.pid:
+                continue
+            env = pathlib.Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if f"RANK={rank}".encode() in env:
+            return int(entry)
+    return None
+
+
+def done_line(lines):
+    done = [l for l in lines if l["kind"] == "done"]
+    return done[-1] if done else None
+
+
+@pytest.fixture(scope="module")
+def undisturbed(tmp_path_factory):
+    """The reference: the same job, never interrupted."""
+    directory = tmp_path_factory.mktemp("undisturbed")
+    status = finish(launch(directory), directory)
+    assert status == 0, everything(directory)
+    done = done_line(lines_of(directory))
+    assert done is not None, everything(directory)
+    assert int(done["steps"]) == STEPS
+    return done
+
+
+def test_bindings_speak_runtime_live_and_bridge_a_gloo_group():
+    from stretch import CommError, _stretch
+    from stretch.torch import StoreBridge
+
+    record = _stretch.make_live_generation(3, 2, [("n1", 0), ("n1", 2), ("n2", 1)], 48, 16, 1)
+    text = _stretch.format_live_generation(record)
+    assert text.splitlines()[0] == "3 2 3 48 16 1"
+    back = _stretch.parse_live_generation(text)
+    assert back == record
+    assert back.nodes == [("n1", 0, [0, 2]), ("n2", 2, [1])]
+    assert (back.rank_of("n1", 2), back.rank_of("n2", 1), back.rank_of("n2", 0)) == (1, 2, -1)
+    with pytest.raises(CommError, match="live generation record: line '3 2 0 48 16 1'"):
+        _stretch.parse_live_generation("3 2 0 48 16 1\n")
+    assert _stretch.live_keys.capable("n1", 42) == "live/capable/n1/42"
+    assert _stretch.live_keys.group_prefix(3) == "live/pg/3"
+
+    server = _stretch.StoreClient("127.0.0.1", 0, "secret-token-0123456789", 5.0, server=True)
+    store = _stretch.StoreClient("127.0.0.1", server.port, "secret-token-0123456789", 5.0)
+    assert _stretch.latest_live_generation(store) == 0
+    assert _stretch.live_capability(store, "n1", 42) == "none"
+    store.set(_stretch.live_keys.capable("n1", 42), b"1")
+    assert _stretch.live_capability(store, "n1", 42) == "capable"
+    _stretch.publish_live_generation(server, record)
+    assert _stretch.latest_live_generation(store) == 3
+    assert _stretch.wait_for_generation(store, 2, 1.0, "test") == record
+    assert _stretch.supersession(store, 3) == ""
+    assert _stretch.supersession(store, 2) == "superseded"
+    assert _stretch.wait_unless_superseded(store, ["nothing"], 2, 5.0) == "superseded"
+    with pytest.raises(TimeoutError, match="nothing"):
+        _stretch.wait_unless_superseded(store, ["nothing"], 3, 0.1)
+
+    # Two ranks (threads) of a ProcessGroupGloo over the bridge, under generation 3's prefix.
+    groups = {}
+
+    def rank(r):
+        client = _stretch.StoreClient("127.0.0.1", server.port, "secret-token-0123456789", 5.0)
+        bridge = StoreBridge(client, 3, 10.0)
+        prefixed = dist.PrefixStore(_stretch.live_keys.group_prefix(3), bridge)
+        groups[r] = (dist.ProcessGroupGloo(prefixed, r, 2, datetime.timedelta(seconds=10)),
+                     bridge, prefixed)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(groups) == [0, 1]
+    tensors = [torch.full((4,), float(r + 1)) for r in range(2)]
+    works = [groups[r][0].allreduce([tensors[r]]) for r in range(2)]
+    for w in works:
+        w.wait()
+    assert tensors[0].tolist() == [3.0] * 4 and tensors[1].tolist() == [3.0] * 4
+    assert store.check(["live/pg/3/0"]) or store.num_keys() > 3  # the group's keys are there
+
+
+@pytest.mark.parametrize("victim", [1, 0])
+def test_kill_9_costs_at_most_the_step_in_flight(tmp_path, undisturbed, victim):
+    launcher = launch(tmp_path)
+    wait_for(lambda: any(l["kind"] == "step" and int(l["step"]) >= KILL_AFTER
+                         for l in lines_of(tmp_path)), 180, f"step {KILL_AFTER}", tmp_path)
+    pid = worker_with_rank(launcher, victim)
+    assert pid is not None, f"no worker with RANK={victim}"
+    killed_at = time.time()
+    os.kill(pid, signal.SIGKILL)
+    status = finish(launcher, tmp_path)
+    assert status == 0, everything(tmp_path)
+    lines = lines_of(tmp_path)
+    events = events_of(tmp_path)
+
+    # Live, never from the checkpoint: one process per rank of the start, one replacement.
+    assert not [e for e in events if e.get("recovery") == "checkpoint"], events
+    plans = [e for e in events if e["event"] == "live_plan"]
+    assert plans and plans[0]["world_size"] == 3, plans
+
+    # Every step trained, at most the step in flight twice, the global batch always 48 split as
+    # the solver says for the world size.
+    steps = [l for l in lines if l["kind"] == "step"]
+    done_steps = sorted(int(l["step"]) for l in steps)
+    assert set(done_steps) == set(range(1, STEPS + 1)), everything(tmp_path)
+    assert len(done_steps) - len(set(done_steps)) <= 1, [s for s in set(done_steps)
+                                                         if done_steps.count(s) > 1]
+    for l in steps:
+        world = int(l["world_size"])
+        assert int(l["global_batch"]) == GLOBAL_BATCH, l
+        assert (int(l["micro"]), int(l["accum"])) == SOLVER[world], l
+    worlds = [int(l["world_size"]) for l in steps]
+    assert 3 in worlds and worlds[-1] == 4, worlds
+
+    # The survivors' logs say what they did: the step abandoned, the batch re-split.
+    survivor_logs = "".join(p.read_text(errors="replace")
+                            for p in (tmp_path / "logs" / "attempt_1").glob("rank_*.log"))
+    assert "abandoned in live generation 0" in survivor_logs
+    assert ("live generation 1 continues at step" in survivor_logs and
+            "train_batch_size 48 = micro 16 x accumulation 1 x 3 (elastic solver)"
+            in survivor_logs), survivor_logs[-3000:]
+
+    # The replacement took the state of a survivor and trained.
+    joined = [l for l in lines if l["kind"] == "resumed_from" and l.get("joined") == "1"]
+    assert len(joined) == 1, joined
+    assert int(joined[0]["resumed_from"]) > KILL_AFTER
+    assert int(joined[0]["world_size"]) == 4
+
+    first_after = min((l for l in steps if int(l["generation"]) >= 1), key=lambda l: float(l["time"]))
+    grown = min((l for l in steps if int(l["generation"]) >= 2), key=lambda l: float(l["time"]))
+    done = done_line(lines)
+    assert done is not None and int(done["steps"]) == STEPS, everything(tmp_path)
+    print(f"\nkilled rank {victim} after step >= {KILL_AFTER}: kill -> survivors' next step "
+          f"{float(first_after['time']) - killed_at:.3f} s (step {first_after['step']} at world "
+          f"3); the replacement started {float(joined[0]['process_start']) - killed_at:.3f} s "
+          f"after the kill, its generation's first step "
+          f"{float(grown['time']) - float(joined[0]['process_start']):.3f} s after its start; "
+          f"steps trained twice: {len(done_steps) - len(set(done_steps))}; final loss "
+          f"{done['loss']} (undisturbed {undisturbed['loss']})")
+    assert abs(float(done["loss"]) - float(undisturbed["loss"])) < 1e-4
+
+
+def test_recovery_restart_resumes_from_the_deepspeed_layout_checkpoint(tmp_path, undisturbed):
+    launcher = launch(tmp_path, recovery="restart")
+    wait_for(lambda: any(l["kind"] == "step" and int(l["step"]) >= KILL_AFTER
+                         for l in lines_of(tmp_path)), 180, f"step {KILL_AFTER}", tmp_path)
+    pid = worker_with_rank(launcher, 1)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    status = finish(launcher, tmp_path)
+    assert status == 0, everything(tmp_path)
+    lines = lines_of(tmp_path)
+    starts = [l for l in lines if l["kind"] == "resumed_from" and "attempt_2" in l["file"]]
+    assert starts and all(l["live"] == "0" for l in starts), starts
+    resumed = int(starts[0]["resumed_from"])
+    assert resumed >= 40 and resumed % 20 == 0, starts
+    done = done_line(lines)
+    assert done is not None and int(done["steps"]) == STEPS, everything(tmp_path)
+    assert abs(float(done["loss"]) - float(undisturbed["loss"])) < 1e-4
+    # DeepSpeed's layout, which torch.load opens.
+    ckpt = tmp_path / "ckpt"
+    assert (ckpt / "latest").read_text() == f"global_step{STEPS}"
+    state = torch.load(ckpt / f"global_step{STEPS}" / "mp_rank_00_model_states.pt")
+    assert state["global_steps"] == STEPS
+    assert set(state["module"]) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+    assert state["lr_scheduler"]["last_epoch"] == STEPS
