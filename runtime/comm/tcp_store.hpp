@@ -33,6 +33,12 @@ struct TcpStoreOptions {
   std::size_t maxKeyBytes = 4096;
   std::size_t maxValueBytes = std::size_t{64} << 20;  // 64 MiB
   int maxConnections = 16384;
+  // Server: connections from one address that may wait at once for their handshake (no whole
+  // Hello yet) or for the verdict on a wrong token; one more rejects that address's oldest
+  // silent one (as ConnectionLimit, which clients retry). 64 keeps one host's flood from filling
+  // the connection limit (issue 42). Raise it only where many real clients share one address
+  // and connect at once (NAT, a benchmark's thousands of clients on 127.0.0.1).
+  int maxPendingPerAddress = 64;
 };
 
 // The server alone (the agent runs one without being a client). Stops on destruction.

@@ -23,7 +23,7 @@
 //
 // Connections that send nothing cost their sender too (issue 42 follow-up: 16,384 silent
 // connections from one address, each held for the 10 s handshake deadline, filled the
-// connection limit and locked the job out). An address holds at most kMaxHeldPerAddress
+// connection limit and locked the job out). An address holds at most maxPendingPerAddress (64)
 // connections waiting for something, silent ones (no whole Hello yet) and held wrong tokens
 // together; one more from it makes room by rejecting its oldest silent connection (as
 // ConnectionLimit, which a real client retries), or when it has none its oldest held wrong token.
@@ -78,7 +78,6 @@ constexpr std::uint64_t kWakeTag = 1;
 constexpr auto kFirstPenalty = std::chrono::milliseconds(5);
 constexpr auto kMaxPenalty = std::chrono::seconds(1);
 constexpr std::size_t kMaxThrottledPeers = 4096;
-constexpr std::size_t kMaxHeldPerAddress = 64;
 constexpr auto kForgetAfter = std::chrono::seconds(60);
 
 // How long a wrong token waits for its verdict after `failures` wrong tokens in a row from its
@@ -123,6 +122,10 @@ TcpStoreServer::Impl::Impl(const TcpStoreOptions& opts)
     : options(opts),
       name(fmt::format("TCPStore server {}", detail::formatEndpoint(opts.host, opts.port))) {
   validateOptions(options, name);
+  if (options.maxPendingPerAddress < 1) {
+    throw StoreError(fmt::format("{}: maxPendingPerAddress = {}: expected a positive count", name,
+                                 options.maxPendingPerAddress));
+  }
   maxFrame = frameLimit(options);
   listenFd = detail::listenOn(options.host, options.port, name);
   port = detail::localPort(listenFd.get());
@@ -528,7 +531,7 @@ void TcpStoreServer::Impl::makeRoomFor(const std::string& peer) {
     const auto silent = silentByPeer.find(peer);
     const std::size_t silentCount = silent == silentByPeer.end() ? 0 : silent->second.size();
     const std::size_t heldCount = held == nullptr ? 0 : held->size();
-    if (silentCount + heldCount < kMaxHeldPerAddress)
+    if (silentCount + heldCount < static_cast<std::size_t>(options.maxPendingPerAddress))
       return;
     if (silentCount > 0) {
       // Silent connections go first: they have not even tried, and a real client whose
@@ -547,7 +550,7 @@ void TcpStoreServer::Impl::makeRoomFor(const std::string& peer) {
       reject(*oldest, RejectReason::ConnectionLimit,
              fmt::format("no Hello yet while {} connections from {} waited for their handshake "
                          "or verdict (at most {} may)",
-                         silentCount + heldCount, peer, kMaxHeldPerAddress));
+                         silentCount + heldCount, peer, options.maxPendingPerAddress));
     } else {
       Conn* oldest = find(held->front());
       held->pop_front();

@@ -191,7 +191,7 @@ bool TcpStoreServer::Impl::handleWait(Conn& conn, FrameReader& reader) {
   std::size_t missing = 0;
   for (const auto& key : keys) {
     if (!data.contains(key) && seen.insert(key).second) {
-      waiters[key].push_back(conn.id);
+      waiters[key].insert(conn.id);
       ++missing;
     }
   }
@@ -244,7 +244,7 @@ void TcpStoreServer::Impl::notify(const std::string& key) {
   const auto it = waiters.find(key);
   if (it == waiters.end())
     return;
-  const std::vector<std::uint64_t> ids = std::move(it->second);
+  const std::unordered_set<std::uint64_t> ids = std::move(it->second);
   waiters.erase(it);
   for (const std::uint64_t id : ids) {
     Conn* conn = find(id);
@@ -263,7 +263,7 @@ void TcpStoreServer::Impl::unregisterWait(Conn& conn) {
     const auto it = waiters.find(key);
     if (it == waiters.end())
       continue;
-    std::erase(it->second, conn.id);
+    it->second.erase(conn.id);
     if (it->second.empty())
       waiters.erase(it);
   }

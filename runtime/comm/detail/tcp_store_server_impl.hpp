@@ -14,6 +14,7 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -116,7 +117,7 @@ struct TcpStoreServer::Impl {
   // Rejects the held wrong tokens whose penalty has passed.
   void releaseHeld();
   // Makes room for one more connection from `peer` waiting for a Hello or for its verdict: an
-  // address holds at most kMaxHeldPerAddress such connections, silent ones and held wrong
+  // address holds at most options.maxPendingPerAddress such connections, silent ones and held wrong
   // tokens together, and its oldest silent one goes first, then its oldest held wrong token.
   void makeRoomFor(const std::string& peer);
   // `conn` sent its Hello or is gone: it no longer counts as silent.
@@ -146,7 +147,11 @@ struct TcpStoreServer::Impl {
   std::unordered_map<std::string, std::deque<std::uint64_t>> silentByPeer;
   std::multimap<SteadyClock::time_point, std::uint64_t> heldWrongTokens;
   std::unordered_map<std::string, std::string> data;
-  std::unordered_map<std::string, std::vector<std::uint64_t>> waiters;
+  // Per missing key, the connections whose Wait is parked on it. A set, so that a waiter that
+  // leaves (CancelWait when its timeout passes, or a closed connection) costs O(1), not a scan
+  // of every waiter of that key: N agents re-waiting on one command key would otherwise cost
+  // the server O(N) per cancel, O(N^2) per round.
+  std::unordered_map<std::string, std::unordered_set<std::uint64_t>> waiters;
   std::vector<char> scratch;
 
   std::thread thread;

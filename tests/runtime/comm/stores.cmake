@@ -35,6 +35,13 @@ stretch_add_test(tcp_store_security_test
   DEPS stretch_comm rapidcheck
   LABELS unit)
 
+# TCPStore at scale (issue 43): many waiters woken by one set, withdrawn waiters forgotten, a
+# connection storm from one address, the per-address cap option.
+stretch_add_test(tcp_store_scale_test
+  SOURCES tcp_store_scale_test.cpp
+  DEPS stretch_comm
+  LABELS unit)
+
 # initDistributed("redis://...") as a user reaches it (registerBuiltinBackends), in forked ranks
 # against a private redis-server.
 if(TARGET stretch_comm_redis)
