@@ -154,6 +154,7 @@ def main(argv):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--limit", type=float, default=300.0, help="seconds per launch")
     args = p.parse_args(argv)
+    args.cli = os.path.abspath(args.cli)
     rng = random.Random(args.seed)
     print(f"stretch bench ddp_live: 4 ranks, {args.steps} steps, global batch 48, step sleep "
           f"{args.step_sleep} s, checkpoint every {args.checkpoint_every}; "

@@ -297,6 +297,9 @@ class LiveJob:
         self._stepped = False
         self._announced = False
         self._heartbeat_stop = threading.Event()
+        self._heartbeat_path = None
+        self._completed = 0  # optimizer steps this process completed
+        self._beaten = 0
 
         self._node = os.environ.get("STRETCH_NODE_ID") or "localhost"
         self._local_rank = _env_int("LOCAL_RANK", 0)
@@ -324,6 +327,9 @@ class LiveJob:
         the same step again when a recovery abandoned it. Joins a newer generation at a step
         boundary when the agent announced one (SIGUSR1)."""
         while True:
+            if self._completed != self._beaten:
+                self._beaten = self._completed
+                self._beat()
             if self._announced:
                 self._announced = False
                 if self.live and _stretch.latest_live_generation(self._store) > self.generation:
@@ -390,7 +396,11 @@ class LiveJob:
             dist.barrier()
         except RuntimeError:
             pass  # a peer died after the last step: nothing is left to train
+        # What a worker does after training is not a hang: the launcher stops watching.
         self._heartbeat_stop.set()
+        if self._heartbeat_path:
+            with contextlib.suppress(OSError):
+                os.remove(self._heartbeat_path)
 
     # ---- checkpoints, in DeepSpeed's layout -------------------------------------------------
 
@@ -475,6 +485,7 @@ class LiveJob:
         def step(*args, **kwargs):
             out = inner(*args, **kwargs)
             self.step += 1
+            self._completed += 1
             self._stepped = True
             return out
 
@@ -601,16 +612,24 @@ class LiveJob:
              "from its checkpoint")
 
     def _start_heartbeat(self):
-        path = os.environ.get("STRETCH_HEARTBEAT_FILE")
-        if not path:
+        """The launcher's hang detection (runtime/engine/heartbeat.hpp's file): "STEP COMPLETED"
+        (the last completed step, and how many this process completed) after every step and
+        every second, so that a long step or a recovery is not taken for a hang but a frozen
+        process is."""
+        self._heartbeat_path = os.environ.get("STRETCH_HEARTBEAT_FILE") or None
+        if not self._heartbeat_path:
             return
 
         def beat():
             while not self._heartbeat_stop.wait(1.0):
-                _write_heartbeat(path, self.step)
+                self._beat()
 
-        _write_heartbeat(path, self.step)
+        self._beat()
         threading.Thread(target=beat, name="stretch.torch heartbeat", daemon=True).start()
+
+    def _beat(self):
+        if self._heartbeat_path and not self._heartbeat_stop.is_set():
+            _write_heartbeat(self._heartbeat_path, f"{self.step} {self._completed}")
 
     def _join_running_job(self):
         """A replacement or a new node's worker: says it is ready, joins the first generation that
@@ -782,11 +801,11 @@ class LiveJob:
                  f"({self.batch_source})")
 
 
-def _write_heartbeat(path, step):
+def _write_heartbeat(path, text):
     tmp = f"{path}.tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            f.write(f"{step}\n")
+            f.write(f"{text}\n")
         os.replace(tmp, path)
     except OSError:
         pass
