@@ -193,7 +193,8 @@ double processCpuSeconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
-int runCoordinator(int clients, int perProc, double timeoutSeconds, const std::string& jsonPath) {
+int runCoordinator(int clients, int perProc, int maxPending, double timeoutSeconds,
+                   const std::string& jsonPath) {
   // The server holds one descriptor per client.
   const rlim_t need = static_cast<rlim_t>(clients) + 256;
   if (const rlim_t got = raiseFdLimit(need); got < need) {
@@ -209,6 +210,8 @@ int runCoordinator(int clients, int perProc, double timeoutSeconds, const std::s
   options.token = kToken;
   // A documented option: the default (16,384) is exactly the largest N; leave a little room.
   options.maxConnections = std::max(options.maxConnections, clients + 64);
+  if (maxPending > 0)
+    options.maxPendingPerAddress = maxPending;
   TcpStoreServer server(options);
 
   char selfPath[4096] = {};
@@ -311,6 +314,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Rendezvous barrier of N clients on Stretch's TcpStore (issue 43)"};
   int clients = 1024;
   int perProc = 1024;
+  int maxPending = 0;
   double timeoutSeconds = 120;
   std::string jsonPath;
   bool worker = false;
@@ -321,6 +325,9 @@ int main(int argc, char** argv) {
   app.add_option("-n,--clients", clients, "number of store clients")->check(CLI::Range(1, 1 << 20));
   app.add_option("--per-proc", perProc, "clients (threads) per worker process")
       ->check(CLI::Range(1, 1 << 16));
+  app.add_option("--max-pending-per-address", maxPending,
+                 "the server's TcpStoreOptions::maxPendingPerAddress (default: its default, 64)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--timeout", timeoutSeconds, "store timeout of every client, seconds")
       ->check(CLI::PositiveNumber);
   app.add_option("--json", jsonPath, "also write the result to FILE");
@@ -337,7 +344,7 @@ int main(int argc, char** argv) {
   try {
     if (worker)
       return runWorker(host, port, first, count, clients, timeoutSeconds);
-    return runCoordinator(clients, perProc, timeoutSeconds, jsonPath);
+    return runCoordinator(clients, perProc, maxPending, timeoutSeconds, jsonPath);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stretch-bench-store: %s\n", e.what());
     return 3;

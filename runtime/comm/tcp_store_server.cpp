@@ -284,8 +284,15 @@ void TcpStoreServer::Impl::readFrom(Conn& conn) {
         drop(conn, /*rejected=*/false);
       return;
     }
-    budget -= static_cast<std::size_t>(n);
-    consume(conn, scratch.data(), static_cast<std::size_t>(n));
+    const auto got = static_cast<std::size_t>(n);
+    const bool drained = got < std::min(scratch.size(), budget);
+    budget -= got;
+    consume(conn, scratch.data(), got);
+    // A short read emptied the socket: asking again would only return EAGAIN, one wasted system
+    // call per request. The epoll registration is level-triggered, so bytes that arrive after
+    // this read bring us back.
+    if (drained)
+      return;
   }
 }
 
