@@ -57,6 +57,7 @@ struct SimOptions {
   std::string config;          // --config CFG
   int repeat = 3;              // --repeat N
   std::string checkpointArgs;  // --checkpoint-args "ARGS..."
+  std::string controlPlane;    // --control-plane FILE
 };
 
 // "a b  c" -> {"a", "b", "c"}
@@ -159,9 +160,61 @@ void printHuman(const sim::Scenario& s, const sim::MonteCarloResult& r, const Si
   }
 }
 
+// The control-plane benchmark's cost as text: "0.67 s at 256 nodes (2-core VM, 2026-11-29);
+// fit 0 s + 0.00262 s per node".
+std::string controlPlaneText(const tools::ControlPlaneBench& b) {
+  std::string points;
+  for (const sim::NodeCostPoint& p : b.cost) {
+    points += fmt::format("{}{:.3g} s at {} nodes", points.empty() ? "" : ", ", p.seconds, p.nodes);
+  }
+  return fmt::format("{} ({}, {}); fit {:.3g} s + {:.3g} s per node", points, b.machine, b.date,
+                     b.fit.fixedSeconds, b.fit.perNodeSeconds);
+}
+
+// --calibrate --control-plane FILE SCENARIO: no runs; the benchmark's cost is added to the
+// scenario's own restart and reconfiguration costs.
+int addControlPlaneToScenario(const SimOptions& o) {
+  return runCommand("sim", ErrorStyle{.kind = false}, [&] {
+    const tools::ControlPlaneBench bench = tools::readControlPlane(o.controlPlane);
+    std::vector<std::string> changed;
+    const std::string scenario =
+        tools::scenarioWithControlPlane(o.scenario, bench, o.presets, changed);
+    if (!o.calibrationOut.empty()) {
+      std::ofstream out(o.calibrationOut);
+      out << scenario;
+      if (!out.flush()) {
+        throw IoError(fmt::format("{}: cannot write the scenario", o.calibrationOut));
+      }
+    }
+    if (o.json || o.calibrationOut.empty()) {
+      std::cout << scenario;
+    } else {
+      std::cout << fmt::format("stretch sim --calibrate: control plane {}\n",
+                               controlPlaneText(bench));
+      for (const std::string& key : changed) {
+        std::cout << fmt::format("  {} now grows with the nodes\n", key);
+      }
+      for (const std::string& note : bench.notes) {
+        std::cout << fmt::format("  note: {}\n", note);
+      }
+      std::cout << fmt::format("  scenario written   {}\n", o.calibrationOut);
+    }
+    return kExitOk;
+  });
+}
+
 int runCalibrate(const SimOptions& o) {
+  if (!o.scenario.empty()) {
+    if (o.controlPlane.empty()) {
+      std::cerr << "stretch sim: error: --calibrate runs a job and takes no SCENARIO, except with "
+                   "--control-plane FILE (then it adds the benchmark's cost to that scenario's)\n";
+      return kExitUsage;
+    }
+    return addControlPlaneToScenario(o);
+  }
   return runCommand("sim", ErrorStyle{.kind = false}, [&] {
     tools::CalibrationOptions options;
+    options.controlPlane = o.controlPlane;
     options.progress = !o.quiet;
     options.job = splitAtSpaces(o.job);
     options.checkpointArgs = splitAtSpaces(o.checkpointArgs);
@@ -219,6 +272,11 @@ int runCalibrate(const SimOptions& o) {
             run["predicted_step_seconds"].get<double>() * 1e3,
             run["measured_step_seconds"].get<double>() * 1e3,
             run["relative_error"].get<double>() * 100, run["role"].get<std::string>());
+      }
+      if (!o.controlPlane.empty()) {
+        std::cout << fmt::format("  control plane      {}, added to {}\n",
+                                 controlPlaneText(tools::readControlPlane(o.controlPlane)),
+                                 c["control_plane"]["added_to"].dump());
       }
       if (!o.calibrationOut.empty()) {
         std::cout << fmt::format("  scenario written   {} (stretch sim {})\n", o.calibrationOut,
@@ -340,7 +398,8 @@ Command addSimCommand(CLI::App& app) {
       "failures, restarts, checkpoints and time at each world size; with --seeds N, their mean "
       "and 95 % confidence interval over N independent replicas. Schema: docs/simulator.md; "
       "examples: fixtures/scenarios/.");
-  sub->add_option("SCENARIO", o->scenario, "scenario file (JSON); not with --calibrate");
+  sub->add_option("SCENARIO", o->scenario,
+                  "scenario file (JSON); with --calibrate only with --control-plane");
   sub->add_flag("--calibrate", o->calibrate,
                 "run a training job (the example, or --job) on 1 and 2 workers with the engine's "
                 "step timings, fit the step model (compute, its spread across ranks, all-reduce "
@@ -366,6 +425,13 @@ Command addSimCommand(CLI::App& app) {
                   "batch and accumulation and drop train_batch_size and elasticity");
   sub->add_option("--calibration-out", o->calibrationOut,
                   "with --calibrate: write the fitted scenario (cluster, job, measurements)");
+  sub->add_option("--control-plane", o->controlPlane,
+                  "with --calibrate: a control-plane benchmark result (bench/control_plane.sh's "
+                  "JSON: {machine, date, points: [{nodes, launch_s, kill_to_running_s, "
+                  "stop_noticed_s, ...}]}); its kill_to_running_s + stop_noticed_s per node count "
+                  "is added to the restart and reconfiguration costs, which then grow with the "
+                  "nodes (docs/simulator.md). With a SCENARIO: no runs, added to that scenario's "
+                  "costs (--calibration-out FILE, else the scenario on stdout)");
   sub->add_option("--seeds", o->seeds,
                   "independent replicas (Monte Carlo); replica i is seeded from the scenario's "
                   "seed and i, so results do not depend on --threads, nor on the ranks of "

@@ -420,8 +420,7 @@ Plan makePlan(const PlanInput& input, const PlanOptions& options) {
                    plan.threads,
                    effectiveConfig(input),
                    expectedSizes(input),
-                   sc.job.checkpoint.saveSeconds,
-                   sc.job.restartOverheadSeconds + sc.job.checkpoint.loadSeconds};
+                   sc.job.checkpoint.saveSeconds};
   plan.batch = batchSection(p);
   reporter.checkCancel();
   reporter.report("scale", 0.08);

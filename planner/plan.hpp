@@ -215,10 +215,16 @@ struct RecoveryMode {
   std::optional<double> timeToTrainHours;  // samples / (failure-free throughput x mean ETTR)
 };
 struct RecoverySection {
-  bool compared = false;  // false: the job does not set recovery.mode live
-  std::int64_t gpus = 0;  // the recommended world size
+  bool compared = false;   // false: the job does not set recovery.mode live
+  std::int64_t gpus = 0;   // the recommended world size
+  std::int64_t nodes = 0;  // its nodes: the costs below are the scenario's at this count
   double reconfigureSeconds = 0.0;
+  double restartSeconds = 0.0;   // restart overhead + checkpoint load
   double transferSeconds = 0.0;  // the state to a joiner: state_bytes at transfer_GBps
+  // Where each cost comes from (sim::SecondsByNodes::describe): "given as a constant", or
+  // measured up to some node count and extrapolated beyond it.
+  std::string reconfigureSource;
+  std::string restartSource;
   std::int64_t seeds = 0;
   // Checkpoint-restart at Daly's interval (its optimum for exponential failures); live recovery
   // at the plan's recommended interval (section 2's sweep ran with live recovery).

@@ -95,7 +95,7 @@ class IntervalSweep {
  private:
   ReducedScenario scenarioAt(double minutes) const {
     return evaluationScenario(p_.input.scenario, p_.config, chosen_.nodes, chosen_.gpus, minutes,
-                              longest_, chosen_.jobMtbfHours, p_.restartSeconds);
+                              longest_, chosen_.jobMtbfHours, p_.restartSeconds(chosen_.nodes));
   }
 
   // Replicas: asked for, else kDefaultSweepSeeds unless one pilot run shows the sweep would
@@ -197,7 +197,7 @@ class IntervalSweep {
       return;
     }
     const double cMin = p_.saveSeconds / 60.0;
-    const double rMin = p_.restartSeconds / 60.0;
+    const double rMin = p_.restartSeconds(chosen_.nodes) / 60.0;
     const double mMin = chosen_.jobMtbfHours * 60.0;
     const auto results = runBatch(scenarios, 0);
     for (std::size_t i = 0; i < todo.size(); ++i) {
@@ -329,11 +329,11 @@ CheckpointSection checkpointSection(const Planning& p, const ScaleRow& chosen,
   ck.failures = !std::isinf(chosen.jobMtbfHours);
   ck.jobMtbfHours = chosen.jobMtbfHours;
   ck.saveSeconds = p.saveSeconds;
-  ck.restartSeconds = p.restartSeconds;
+  ck.restartSeconds = p.restartSeconds(chosen.nodes);
   ck.stepSeconds = chosen.stepSeconds;
   ck.configuredMinutes = configuredInterval(sc, chosen.stepSeconds);
   const double cMin = p.saveSeconds / 60.0;
-  const double rMin = p.restartSeconds / 60.0;
+  const double rMin = ck.restartSeconds / 60.0;
   const double mMin = chosen.jobMtbfHours * 60.0;
   const double stepMin = chosen.stepSeconds / 60.0;
   ck.youngMinutes = youngInterval(cMin, mMin);
@@ -381,7 +381,13 @@ RecoverySection recoverySection(const Planning& p, const Plan& plan, const Scale
   }
   r.compared = true;
   r.gpus = chosen.gpus;
-  r.reconfigureSeconds = sc.job.recovery.reconfigureSeconds;
+  // Both costs at the recommended size's nodes, and where they come from (given, measured,
+  // extrapolated: sim/node_cost.hpp).
+  r.nodes = chosen.nodes;
+  r.reconfigureSeconds = sc.job.recovery.reconfigureSeconds.at(chosen.nodes);
+  r.restartSeconds = p.restartSeconds(chosen.nodes);
+  r.reconfigureSource = sc.job.recovery.reconfigureSeconds.describe(chosen.nodes);
+  r.restartSource = sc.job.restartOverheadSeconds.describe(chosen.nodes);
   r.transferSeconds = sim::stateTransferSeconds(sc);
   const PlanSettings& settings = p.input.settings;
   r.seeds = ck.seeds > 0 ? ck.seeds : settings.seeds > 0 ? settings.seeds : kDefaultSweepSeeds;
@@ -400,7 +406,7 @@ RecoverySection recoverySection(const Planning& p, const Plan& plan, const Scale
   auto at = [&](const sim::Scenario& base, double minutes) {
     return evaluationScenario(base, p.config, chosen.nodes, chosen.gpus,
                               std::isinf(minutes) ? std::nullopt : std::optional<double>(minutes),
-                              longest, chosen.jobMtbfHours, p.restartSeconds)
+                              longest, chosen.jobMtbfHours, p.restartSeconds(chosen.nodes))
         .scenario;
   };
   ReplicaOptions ro;

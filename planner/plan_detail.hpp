@@ -59,7 +59,13 @@ struct Planning {
   config::DsConfig config;             // effectiveConfig(input)
   std::vector<ExpectedSize> expected;  // expectedSizes(input)
   double saveSeconds = 0.0;            // C
-  double restartSeconds = 0.0;         // R = restart overhead + checkpoint load
+
+  // R = restart overhead + checkpoint load for a job of `nodes` nodes: the scenario's
+  // restart_overhead_seconds may grow with the nodes (sim/node_cost.hpp).
+  double restartSeconds(std::int64_t nodes) const {
+    return input.scenario.job.restartOverheadSeconds.at(nodes) +
+           input.scenario.job.checkpoint.loadSeconds;
+  }
 };
 
 // A one-line summary of the failure model, for the checkpoint section and the reasons.

@@ -154,8 +154,8 @@ ScaleRow analyticRow(const Planning& p, const SizeOracle& oracle, std::int64_t w
   }
   if (interval) {
     row.intervalMinutes = quantizedInterval(std::max(*interval, stepMinutes), stepMinutes);
-    row.ettr.mean = dalyEttr(row.intervalMinutes, p.saveSeconds / 60.0, p.restartSeconds / 60.0,
-                             row.jobMtbfHours * 60.0);
+    row.ettr.mean = dalyEttr(row.intervalMinutes, p.saveSeconds / 60.0,
+                             p.restartSeconds(row.nodes) / 60.0, row.jobMtbfHours * 60.0);
   } else {
     row.intervalMinutes = inf();  // never saves, never fails
     row.ettr.mean = 1.0;
@@ -205,7 +205,7 @@ void simulateScale(const Planning& p, ScaleSection& scale) {
     const bool saves = !std::isinf(r.intervalMinutes);
     ReducedScenario e = evaluationScenario(
         sc, p.config, r.nodes, r.gpus, saves ? std::optional(r.intervalMinutes) : std::nullopt,
-        saves ? r.intervalMinutes : 0.0, r.jobMtbfHours, p.restartSeconds);
+        saves ? r.intervalMinutes : 0.0, r.jobMtbfHours, p.restartSeconds(r.nodes));
     indices.push_back(i);
     scenarios.push_back(std::move(e.scenario));
     factors.push_back(e.factor);
@@ -328,9 +328,10 @@ std::string reasons(const Planning& p, const Plan& plan, const Recommendation& r
                   "under live recovery costs the step in flight and {:g} s of reconfiguration "
                   "(a {:.0f} s restart plus the work since the last checkpoint only when no worker "
                   "survives, or a ZeRO partition is lost with its copy)",
-                  p.input.scenario.job.recovery.reconfigureSeconds, p.restartSeconds)
+                  p.input.scenario.job.recovery.reconfigureSeconds.at(chosen.nodes),
+                  p.restartSeconds(chosen.nodes))
             : fmt::format("costs a {:.0f} s restart plus the work since the last checkpoint",
-                          p.restartSeconds);
+                          p.restartSeconds(chosen.nodes));
     failuresText = fmt::format(
         ". At this size the job is interrupted every {} on average ({}), and each interruption "
         "{}; saving every {} ({} steps; {}) balances the {:.0f} s save against that loss, leaving "

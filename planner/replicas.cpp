@@ -172,6 +172,10 @@ ReducedScenario reduceForMonteCarlo(const sim::Scenario& scenario, std::int64_t 
     return out;
   }
   sim::Scenario& s = out.scenario;
+  // Every start of a stationary job is at its n nodes: the costs that grow with the nodes keep
+  // their value at n, not at the n / k nodes of the stand-in.
+  s.job.restartOverheadSeconds = scenario.job.restartOverheadSeconds.at(n);
+  s.job.recovery.reconfigureSeconds = scenario.job.recovery.reconfigureSeconds.at(n);
   s.cluster.nodes = n / best;
   s.cluster.gpusPerNode = g * best;
   if (s.failures.model == sim::FailureModelKind::Exponential) {

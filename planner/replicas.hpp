@@ -92,8 +92,10 @@ bool isStationary(const sim::Scenario& scenario) noexcept;
 // back, so the ETTR is the same; only the collective cost (more peers share a node), hence the
 // step time, differs, and the planner takes throughput from the real cluster instead. k is the
 // smallest divisor of n that leaves at most maxNodes nodes with k * gpus_per_node <=
-// sim::kMaxGpusPerNode, else the largest divisor within that GPU limit. The scenario comes back
-// unchanged (k = 1) when it is not stationary or not every node runs workers.
+// sim::kMaxGpusPerNode, else the largest divisor within that GPU limit. Costs that grow with the
+// nodes (restart_overhead_seconds, reconfigure_seconds) become constants at their value at n,
+// where every start of the real job is. The scenario comes back unchanged (k = 1) when it is not
+// stationary or not every node runs workers.
 struct ReducedScenario {
   sim::Scenario scenario;
   std::int64_t factor = 1;

@@ -6,8 +6,10 @@
 //
 // The timeline:
 //  - t = 0: the cluster's nodes join (NodeJoined); the agent decides when to start and with which
-//    world and batch (StartWorkers). Every start costs restart_overhead_seconds, plus
-//    load_seconds when a checkpoint exists; then the workers train from the latest checkpoint.
+//    world and batch (StartWorkers). Every start costs restart_overhead_seconds at the node
+//    count of the generation it starts (a constant, or a function of the nodes:
+//    sim/node_cost.hpp), plus load_seconds when a checkpoint exists; then the workers train
+//    from the latest checkpoint.
 //  - Training advances step by step at the plan's step time. Aggregate mode jumps from one
 //    boundary (checkpoint, scripted fault, end of the job) to the next analytically: a few events
 //    per checkpoint interval. Step-level mode schedules every micro step and every bucket's

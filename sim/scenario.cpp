@@ -353,7 +353,8 @@ void parseJob(const ObjectReader& r, const std::filesystem::path& baseDir, Scena
     ck.loadSeconds = nonNegativeSeconds(*c, "load_seconds").value_or(0.0);
     c->warnUnread(s.warnings);
   }
-  job.restartOverheadSeconds = nonNegativeSeconds(r, "restart_overhead_seconds").value_or(0.0);
+  job.restartOverheadSeconds =
+      readSecondsByNodes(r, "restart_overhead_seconds", s.warnings).value_or(0.0);
   if (const auto rec = r.readObject("recovery", "a JSON object")) {
     RecoverySpec& live = job.recovery;
     const std::string mode = rec->readString("mode").value_or("checkpoint");
@@ -361,12 +362,12 @@ void parseJob(const ObjectReader& r, const std::filesystem::path& baseDir, Scena
       rec->fail("mode", "\"checkpoint\" or \"live\"");
     }
     live.live = mode == "live";
-    const auto reconfigure = nonNegativeSeconds(*rec, "reconfigure_seconds");
+    const auto reconfigure = readSecondsByNodes(*rec, "reconfigure_seconds", s.warnings);
     if (live.live && !reconfigure) {
       rec->fail("reconfigure_seconds",
                 "seconds from a failure to the survivors training again (live mode)");
     }
-    live.reconfigureSeconds = reconfigure.value_or(0.0);
+    live.reconfigureSeconds = reconfigure.value_or(SecondsByNodes{});
     live.transferGBps = bandwidth(*rec, "transfer_GBps").value_or(0.0);
     if (const auto bytes = nonNegative(*rec, "state_bytes", "bytes", kMaxScenarioBytes)) {
       live.stateBytes = static_cast<std::uint64_t>(*bytes);

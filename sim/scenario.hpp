@@ -10,7 +10,8 @@
 //                  "total_samples": n | "total_steps": s | "horizon_hours": h,
 //                  "checkpoint": {"interval_minutes": t | "every_steps": k,
 //                                 "save_seconds": c, "load_seconds": l},
-//                  "restart_overhead_seconds": r},
+//                  "restart_overhead_seconds": r | {"fixed_seconds", "per_node_seconds",
+//                                                    "points": [{"nodes", "seconds"}]}},
 //     "agent":    {"min_nodes", "max_nodes", "max_restarts", "last_call_seconds",
 //                  "monitor_interval_seconds", "wait_timeout_seconds", "node_selection"},
 //     "failures": {"model": "none" | "exponential" | "weibull" | "trace",
@@ -43,6 +44,7 @@
 #include "runtime/agent/world_plan.hpp"
 #include "runtime/config/ds_config.hpp"
 #include "sim/cluster.hpp"
+#include "sim/node_cost.hpp"
 
 namespace stretch::sim {
 
@@ -90,7 +92,9 @@ struct CheckpointSpec {
 //              rank and the one holding its copy are lost together.
 struct RecoverySpec {
   bool live = false;
-  double reconfigureSeconds = 0.0;
+  // A number, or a function of the generation's node count (sim/node_cost.hpp); the simulator
+  // charges its value at the nodes of each live start.
+  SecondsByNodes reconfigureSeconds;
   double transferGBps = 0.0;     // default: the cluster's inter-node bandwidth per GPU
   std::uint64_t stateBytes = 0;  // default: 3 x gradient_bytes (7 x with fp16/bf16)
 };
@@ -127,8 +131,10 @@ struct JobSpec {
   std::optional<std::int64_t> totalSteps;
   std::optional<double> horizonHours;
   CheckpointSpec checkpoint;
-  // Cost of every start of the workers (rendezvous, process start, initialisation), seconds.
-  double restartOverheadSeconds = 0.0;
+  // Cost of every start of the workers (rendezvous, process start, initialisation), seconds: a
+  // number, or a function of the generation's node count (sim/node_cost.hpp) that the simulator
+  // evaluates at the nodes of each start.
+  SecondsByNodes restartOverheadSeconds;
   RecoverySpec recovery;
 };
 

@@ -45,6 +45,9 @@
 //     new group, re-slicing and the step redone, which the simulator charges a live start. A run
 //     whose kill did not happen or whose job restarted instead (its event log says "recovery":
 //     "checkpoint") measures nothing, and the scenario keeps checkpoint-restart.
+//  6. with --control-plane FILE, a benchmark of the control plane at many node agents: its cost
+//     per node count is added to restart_overhead_seconds and reconfigure_seconds
+//     (sim_calibrate_control_plane.cpp).
 //
 // This file resolves the job and runs it (and the benchmark); reading what the runs wrote and
 // the fits are in sim_calibrate_fit.cpp, what both share in sim_calibrate_detail.hpp.
@@ -432,9 +435,18 @@ nlohmann::json Calibration::run() {
 
 nlohmann::json runCalibration(CalibrationOptions options) {
   const fs::path self = fs::read_symlink("/proc/self/exe");
+  // A bad control-plane file is refused before minutes of runs.
+  std::optional<ControlPlaneBench> controlPlane;
+  if (!options.controlPlane.empty()) {
+    controlPlane = readControlPlane(options.controlPlane);
+  }
   CalibrationJob job = resolveJob(self, options);
   Calibration calibration(std::move(options), self, std::move(job));
-  return calibration.run();
+  nlohmann::json result = calibration.run();
+  if (controlPlane) {
+    addControlPlane(result, *controlPlane);
+  }
+  return result;
 }
 
 }  // namespace stretch::tools

@@ -3,10 +3,14 @@
 // real training job measures on this machine (the engine's STRETCH_TIMINGS_FILE) and checks the
 // fit on a run it was not fitted to.
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "sim/node_cost.hpp"
 
 namespace stretch::tools {
 
@@ -27,13 +31,70 @@ struct CalibrationOptions {
   // measured save, load and restart costs. Empty: those costs are not measured (0), except for
   // the example, which saves every 50 steps.
   std::vector<std::string> checkpointArgs;
+  // A control-plane benchmark result (bench/control_plane.sh, readControlPlane below): read and
+  // checked before any run, then its cost per node count is added to the measured restart and
+  // reconfiguration costs (addControlPlane). Empty: the costs stay constants.
+  std::string controlPlane;
 };
+
+// One row of a control-plane benchmark: the control plane alone (`stretch launch --launcher
+// local`, one slot per host, `sleep` workers) at `nodes` node agents. Seconds; nullopt where the
+// benchmark wrote null (not measured).
+struct ControlPlanePoint {
+  std::int64_t nodes = 0;
+  std::optional<double> launchSeconds;       // launch_s: launch -> every worker running
+  double killToRunningSeconds = 0.0;         // kill_to_running_s: SIGKILL of one agent -> the
+                                             // next generation's workers all running
+  std::optional<double> stopNoticedSeconds;  // stop_noticed_s: SIGSTOP of one agent -> its loss
+                                             // noticed (the keep-alive timeout)
+  std::optional<double> idleRequestsPerNodeSecond;  // idle_requests_per_node_s (not used)
+  std::optional<double> agentRssMib;                // agent_rss_mib (not used)
+};
+
+// A control-plane benchmark result and the cost the simulator gets from it: per node count,
+// noticing a failure and restarting = kill_to_running_s + stop_noticed_s (0 where not measured,
+// with a note), fitted as fixed + per node (sim::fitLine).
+struct ControlPlaneBench {
+  std::string file;  // where it was read ("" when parsed from memory)
+  std::string machine;
+  std::string date;
+  std::vector<ControlPlanePoint> points;  // by node count
+  std::vector<sim::NodeCostPoint> cost;   // kill_to_running_s + stop_noticed_s, by node count
+  sim::NodeCostLine fit;                  // least squares over `cost`
+  std::vector<std::string> notes;         // what was not measured
+};
+
+// Checks and reads the benchmark's JSON: {"machine": str, "date": str, "points": [{"nodes": N,
+// "launch_s", "kill_to_running_s", "stop_noticed_s", "idle_requests_per_node_s",
+// "agent_rss_mib"}, ...]} (kill_to_running_s a number; the others a number or null; other keys
+// ignored). Throws ConfigError naming `source`, the key, the value and what was expected
+// ("dev_vm.json: points[0].kill_to_running_s = -1: expected ...").
+ControlPlaneBench parseControlPlane(const nlohmann::json& root, const std::string& source);
+// The same from a file; IoError when it cannot be read, ConfigError for bad JSON.
+ControlPlaneBench readControlPlane(const std::string& path);
+
+// Adds the benchmark's cost to a scenario (JSON): job.restart_overhead_seconds, and
+// job.recovery.reconfigure_seconds when the job recovers live, become {"fixed_seconds": the
+// value they had (the per-job cost measured on this machine's CPU), "points": the benchmark's
+// cost per node count, "source": the machine and date} (an object keeps its fixed and per-node
+// parts; its points are replaced), and "calibration"."control_plane" records the benchmark, its
+// fit and its notes. Returns the keys it changed.
+std::vector<std::string> addControlPlane(nlohmann::json& scenario, const ControlPlaneBench& bench);
+
+// The scenario (or planner job) file at `path` with addControlPlane applied, as JSON text in the
+// file's key order (indent 2), checked as `stretch sim` checks a scenario (presetDir: as
+// ScenarioOptions; "" for the default). `changed` gets addControlPlane's keys. Throws IoError /
+// ConfigError.
+std::string scenarioWithControlPlane(const std::string& path, const ControlPlaneBench& bench,
+                                     const std::string& presetDir,
+                                     std::vector<std::string>& changed);
 
 // A scenario for the job on this machine ("cluster", "job", "failures") plus a "calibration"
 // object: the fitted figures, the restart and checkpoint costs and, per run (1 and 2 workers at the
 // config's accumulation, and 2 workers at twice it, the held-out check), the predicted and measured
-// median step. Throws ConfigError for a missing job or a config without a micro batch, Error when a
-// run fails (naming the log with its output).
+// median step; with options.controlPlane, the costs grow with the nodes (addControlPlane). Throws
+// ConfigError for a missing job, a config without a micro batch or a bad control-plane file,
+// Error when a run fails (naming the log with its output).
 nlohmann::json runCalibration(CalibrationOptions options);
 
 }  // namespace stretch::tools

@@ -238,7 +238,11 @@ json renderJsonValue(const Plan& p) {
   if (p.recovery.compared) {
     const RecoverySection& r = p.recovery;
     json rec{{"gpus", r.gpus},
+             {"nodes", r.nodes},
              {"reconfigure_seconds", r.reconfigureSeconds},
+             {"reconfigure_source", r.reconfigureSource},
+             {"restart_seconds", r.restartSeconds},
+             {"restart_source", r.restartSource},
              {"transfer_seconds", r.transferSeconds},
              {"seeds", r.seeds},
              {"gain", sim::metricSummaryToJson(r.gain)}};

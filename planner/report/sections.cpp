@@ -253,11 +253,17 @@ Table portabilityTable(const Plan& p, std::size_t limit) {
 
 std::string recoveryHeader(const Plan& p) {
   const RecoverySection& r = p.recovery;
+  // Where the two costs come from: given, or measured up to some node count and extrapolated
+  // (sim::SecondsByNodes::describe).
+  const std::string sources = r.reconfigureSource == r.restartSource
+                                  ? fmt::format("both {}", r.reconfigureSource)
+                                  : fmt::format("reconfiguration {}; restart overhead {}",
+                                                r.reconfigureSource, r.restartSource);
   return fmt::format(
       "at {} GPUs, {} fresh replicas each: live recovery costs {:g} s to reconfigure, plus {:.3g} "
       "s to send the state to nodes that join; checkpoint-restart costs R = {:g} s and the work "
-      "since the last save",
-      r.gpus, r.seeds, r.reconfigureSeconds, r.transferSeconds, p.checkpoint.restartSeconds);
+      "since the last save (the costs at {} nodes: {})",
+      r.gpus, r.seeds, r.reconfigureSeconds, r.transferSeconds, r.restartSeconds, r.nodes, sources);
 }
 
 Table recoveryTable(const Plan& p) {

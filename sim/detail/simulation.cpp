@@ -27,9 +27,8 @@ Simulation::Simulation(const Scenario& scenario, const RunOptions& options)
   monitorNs_ = std::max<SimTime>(1, secondsToNanos(s_.agent.monitorIntervalSeconds));
   lastCallNs_ = secondsToNanos(s_.agent.lastCallSeconds);
   waitTimeoutNs_ = secondsToNanos(s_.agent.waitTimeoutSeconds);
-  startupNs_ = secondsToNanos(s_.job.restartOverheadSeconds);
+  // startupNs_ and reconfigureNs_ are set at each start, for its node count (execute).
   if (s_.job.recovery.live) {
-    reconfigureNs_ = secondsToNanos(s_.job.recovery.reconfigureSeconds);
     transferNs_ = secondsToNanos(stateTransferSeconds(s_));
   }
   horizonNs_ = s_.job.horizonHours ? hoursToNanos(*s_.job.horizonHours) : kNever;
@@ -141,6 +140,7 @@ void Simulation::dispatch(const Payload& p) {
     case Ev::SaveDone:
     case Ev::Micro:
     case Ev::Bucket:
+    case Ev::JoinersReady:
       // The work of a stopped generation never happens.
       if (p.token == workEpoch_) {
         dispatchWork(p);
@@ -169,6 +169,9 @@ void Simulation::dispatchWork(const Payload& p) {
       break;
     case Ev::Bucket:
       onBucket(p.arg);
+      break;
+    case Ev::JoinersReady:
+      onJoinersReady();
       break;
     default:
       break;
@@ -258,7 +261,17 @@ void Simulation::execute(agent::DriverStep& step) {
     }
   }
   std::visit(Overloaded{
-                 [&](const agent::StartWorkers& a) { startGeneration(a, step.live.get()); },
+                 [&](const agent::StartWorkers& a) {
+                   // The start's costs at the node count of the generation it starts
+                   // (job.restart_overhead_seconds and recovery.reconfigure_seconds may grow
+                   // with the nodes; sim/node_cost.hpp).
+                   const auto nodes = static_cast<std::int64_t>(a.nodes.size());
+                   startupNs_ = secondsToNanos(s_.job.restartOverheadSeconds.at(nodes));
+                   if (s_.job.recovery.live) {
+                     reconfigureNs_ = secondsToNanos(s_.job.recovery.reconfigureSeconds.at(nodes));
+                   }
+                   startGeneration(a, step.live.get());
+                 },
                  [&](const agent::StopWorkers&) { stopGeneration(step.live != nullptr); },
                  [&](const agent::Wait&) {},
                  [&](const agent::Finish&) { finishRun(Outcome::Finished, ""); },

@@ -136,6 +136,33 @@ TEST(PlannerCheckpoint, ReductionOfStationaryScenariosIsExact) {
   EXPECT_EQ(reduceForMonteCarlo(weibull, 512, 16).factor, 1);
 }
 
+// A cost that grows with the nodes keeps its value at the real job's node count in the stand-in
+// of fewer, larger nodes: every start of the stationary job is at all its nodes.
+TEST(PlannerCheckpoint, ReductionKeepsNodeDependentCostsAtTheFullNodeCount) {
+  const PlanInput in = parsePlanInput(
+      R"({"cluster": {"preset": "dgx-h100", "nodes": 64},
+          "job": {"config": {"train_micro_batch_size_per_gpu": 4},
+                  "seconds_per_sample_per_gpu": 0.2, "horizon_hours": 500,
+                  "checkpoint": {"interval_minutes": 20, "save_seconds": 30},
+                  "restart_overhead_seconds": {"fixed_seconds": 60, "per_node_seconds": 4},
+                  "recovery": {"mode": "live",
+                               "reconfigure_seconds": {"points": [{"nodes": 32, "seconds": 8}]}}},
+          "failures": {"model": "exponential", "node_mtbf_hours": 640}})",
+      test::fixturePath("plans"));
+  ASSERT_TRUE(isStationary(in.scenario));
+  const ReducedScenario reduced = reduceForMonteCarlo(in.scenario, 512, 16);
+  ASSERT_EQ(reduced.factor, 4);
+  ASSERT_EQ(reduced.scenario.cluster.nodes, 16);
+  const sim::JobSpec& job = reduced.scenario.job;
+  EXPECT_TRUE(job.restartOverheadSeconds.constant());
+  EXPECT_DOUBLE_EQ(job.restartOverheadSeconds.at(16), 60.0 + 4.0 * 64);  // not 60 + 4 x 16
+  EXPECT_TRUE(job.recovery.reconfigureSeconds.constant());
+  EXPECT_DOUBLE_EQ(job.recovery.reconfigureSeconds.at(16), 16.0);  // 8 s at 32 nodes, x 2
+  // Not reduced: the scenario keeps its functions.
+  EXPECT_FALSE(
+      reduceForMonteCarlo(in.scenario, 504, 16).scenario.job.restartOverheadSeconds.constant());
+}
+
 TEST(PlannerCheckpoint, ReplicasDoNotDependOnThreads) {
   const PlanInput in =
       parsePlanInput(exponentialJob(R"({"model": "exponential", "node_mtbf_hours": 320})"),

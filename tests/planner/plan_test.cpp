@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -39,10 +40,11 @@ TEST(PlannerPlan, ScaleRowsFollowTheirFormulas) {
   ASSERT_TRUE(plan.scale.totalSamples.has_value());
   const double samples = static_cast<double>(*plan.scale.totalSamples);
   const double c = in.scenario.job.checkpoint.saveSeconds / 60.0;
-  const double r =
-      (in.scenario.job.restartOverheadSeconds + in.scenario.job.checkpoint.loadSeconds) / 60.0;
   for (const ScaleRow& row : plan.scale.rows) {
     SCOPED_TRACE(row.gpus);
+    const double r = (in.scenario.job.restartOverheadSeconds.at(row.nodes) +
+                      in.scenario.job.checkpoint.loadSeconds) /
+                     60.0;
     EXPECT_EQ(row.rentedGpus, row.nodes * 8);
     EXPECT_EQ(row.gpus % 8, 0);  // whole nodes
     EXPECT_EQ(row.batch, plan.batch.versions.front().finalBatch);
@@ -165,8 +167,9 @@ TEST(PlannerPlan, MonteCarloScaleTable) {
     EXPECT_GT(row.ettr.ci95, 0.0);
     // Exponential failures: the simulation agrees with Daly's closed form.
     const double c = in.scenario.job.checkpoint.saveSeconds / 60.0;
-    const double r =
-        (in.scenario.job.restartOverheadSeconds + in.scenario.job.checkpoint.loadSeconds) / 60.0;
+    const double r = (in.scenario.job.restartOverheadSeconds.at(row.nodes) +
+                      in.scenario.job.checkpoint.loadSeconds) /
+                     60.0;
     EXPECT_NEAR(row.ettr.mean, dalyEttr(row.intervalMinutes, c, r, row.jobMtbfHours * 60.0), 0.01)
         << row.gpus;
     ASSERT_TRUE(row.timeToTrainHours);
@@ -334,6 +337,62 @@ TEST(PlannerPlan, LiveRecoveryIsComparedWithCheckpointRestart) {
   EXPECT_EQ(
       nlohmann::json::parse(renderPlan(makePlan(example()), ReportFormat::Json)).count("recovery"),
       0u);
+}
+
+// restart_overhead_seconds that grows with the nodes: every scale row's R is the cost at its own
+// node count, and the recovery comparison says which figures it used and where they come from.
+TEST(PlannerPlan, NodeDependentCostsAreTakenAtEachRowsNodes) {
+  PlanInput in = example();
+  in.scenario.job.restartOverheadSeconds =
+      sim::SecondsByNodes(60.0, 0.5, {{4, 1.0}, {8, 3.0}}, "a test");
+  const Plan plan = makePlan(in);
+  const double c = in.scenario.job.checkpoint.saveSeconds / 60.0;
+  std::set<std::int64_t> nodes;
+  for (const ScaleRow& row : plan.scale.rows) {
+    SCOPED_TRACE(row.gpus);
+    if (std::isinf(row.intervalMinutes)) {
+      continue;
+    }
+    nodes.insert(row.nodes);
+    const double r = (in.scenario.job.restartOverheadSeconds.at(row.nodes) +
+                      in.scenario.job.checkpoint.loadSeconds) /
+                     60.0;
+    EXPECT_NEAR(row.ettr.mean, dalyEttr(row.intervalMinutes, c, r, row.jobMtbfHours * 60.0), 1e-12);
+  }
+  EXPECT_GE(nodes.size(), 2u);  // rows at different node counts, so different costs
+  const ScaleRow& chosen = plan.scale.rows[plan.recommendation.row];
+  EXPECT_DOUBLE_EQ(plan.checkpoint.restartSeconds,
+                   in.scenario.job.restartOverheadSeconds.at(chosen.nodes) +
+                       in.scenario.job.checkpoint.loadSeconds);
+
+  in.scenario.job.recovery.live = true;
+  in.scenario.job.recovery.reconfigureSeconds = sim::SecondsByNodes(0.0, 0.0, {{2, 1.0}}, "bench");
+  const Plan live = makePlan(in);
+  const RecoverySection& r = live.recovery;
+  ASSERT_TRUE(r.compared);
+  const std::int64_t n = live.scale.rows[live.recommendation.row].nodes;
+  EXPECT_EQ(r.nodes, n);
+  EXPECT_GT(n, 2);
+  EXPECT_DOUBLE_EQ(r.reconfigureSeconds, 0.5 * static_cast<double>(n));
+  EXPECT_DOUBLE_EQ(r.restartSeconds, live.checkpoint.restartSeconds);
+  EXPECT_EQ(r.reconfigureSource,
+            "measured at 2 nodes (bench), extrapolated beyond 2 nodes at 0.5 s per node");
+  EXPECT_EQ(r.restartSource.rfind("given as 60 s + 0.5 s per node, plus measured at 4 to 8 nodes "
+                                  "(2 points) (a test), extrapolated beyond 8 nodes at 0.5 s per "
+                                  "node",
+                                  0),
+            0u)
+      << r.restartSource;
+  const auto j = nlohmann::json::parse(renderPlan(live, ReportFormat::Json));
+  EXPECT_EQ(j["recovery"]["nodes"], n);
+  EXPECT_EQ(j["recovery"]["reconfigure_source"], r.reconfigureSource);
+  EXPECT_EQ(j["recovery"]["restart_seconds"].get<double>(), r.restartSeconds);
+  const std::string text = renderPlan(live, ReportFormat::Markdown);
+  EXPECT_NE(text.find("the costs at " + std::to_string(n) +
+                      " nodes: reconfiguration measured at 2 nodes (bench), extrapolated beyond "
+                      "2 nodes"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace
