@@ -350,7 +350,8 @@ class LiveJob:
         except Exception as e:  # noqa: BLE001
             if not self.live or not _is_peer_failure(e):
                 if self.live:
-                    self._withdraw(f"{type(e).__name__}: {e}")
+                    self._withdraw(f"step {self.step + 1} failed with {type(e).__name__}: "
+                                   f"{str(e)[:200]}, not a peer's failure")
                 raise
             self._recover(f"{type(e).__name__}: {str(e).splitlines()[0][:200]}", abandon=True)
 
@@ -608,8 +609,9 @@ class LiveJob:
             self._store.delete_key(_stretch.live_keys.capable(self._node, os.getpid()))
         except StretchError:
             pass
-        _say(f"rank {self.rank}: cannot continue live ({reason}); the launcher restarts the job "
-             "from its checkpoint")
+        _say(f"rank {self.rank}: cannot continue live ({reason}); it withdraws its live/capable "
+             "key and exits: the launcher restarts the job from its checkpoint unless the "
+             "other running workers can go on without it")
 
     def _start_heartbeat(self):
         """The launcher's hang detection (runtime/engine/heartbeat.hpp's file): "STEP COMPLETED"
@@ -788,7 +790,12 @@ class LiveJob:
                      "for the next")
                 continue
             except CannotContinueLive as e:
+                # Every member decides alike: each withdraws its offer before any exits (a
+                # barrier, as the engine's partitionsLost), so that the agent restarts the job
+                # from its checkpoint at the first exit rather than going on with the others.
                 self._withdraw(str(e))
+                with contextlib.suppress(RuntimeError):
+                    dist.barrier()
                 raise
             break
         self.recoveries += 1

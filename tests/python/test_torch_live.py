@@ -216,6 +216,49 @@ def test_bindings_speak_runtime_live_and_bridge_a_gloo_group():
     assert store.check(["live/pg/3/0"]) or store.num_keys() > 3  # the group's keys are there
 
 
+def test_every_world_size_trains_the_same_samples_at_a_step():
+    """The data position is the step: at every world size of the elastic plan the ranks' micro
+    batches of step s are together the global batch s*B .. s*B+B-1 of the job's order (or of the
+    epoch's permutation with a seed), so a generation of another size goes on where the last
+    one stopped."""
+    from stretch.torch import LiveJob
+
+    def batches(world, rank, step, seed):
+        job = LiveJob.__new__(LiveJob)  # the data layout only: no group
+        micro, accum = SOLVER[world]
+        job.rank, job.world_size = rank, world
+        job.train_batch_size, job.micro_batch_size = GLOBAL_BATCH, micro
+        job.gradient_accumulation_steps = accum
+        out = job.micro_batches(step, 100, seed=seed)
+        assert len(out) == accum and all(len(b) == micro for b in out)
+        return [int(i) for b in out for i in b]
+
+    for seed in (None, 5):
+        for step in (0, 1, 2, 7):  # 48 * 2 = 96 < 100 < 144: step 2 crosses an epoch
+            expected = None
+            for world in sorted(SOLVER):
+                samples = [i for r in range(world) for i in batches(world, r, step, seed)]
+                if expected is None:
+                    expected = samples
+                    if seed is None:
+                        assert samples == [(step * GLOBAL_BATCH + k) % 100
+                                           for k in range(GLOBAL_BATCH)]
+                assert samples == expected, (seed, step, world)
+
+
+def test_what_counts_as_a_peer_failure():
+    from stretch import ConfigError
+    from stretch.torch import _is_peer_failure
+
+    assert _is_peer_failure(RuntimeError("[./gloo/transport/tcp/pair.cc:598] Connection closed "
+                                         "by peer [127.0.0.1]:62118"))
+    assert _is_peer_failure(RuntimeError("[./gloo/transport/tcp/pair.cc:589] Read error "
+                                         "[127.0.0.1]:1422: Connection reset by peer"))
+    assert not _is_peer_failure(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+    assert not _is_peer_failure(ValueError("Connection closed by peer"))
+    assert not _is_peer_failure(ConfigError("gloo"))
+
+
 @pytest.mark.parametrize("victim", [1, 0])
 def test_kill_9_costs_at_most_the_step_in_flight(tmp_path, undisturbed, victim):
     launcher = launch(tmp_path)
