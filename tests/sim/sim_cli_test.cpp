@@ -189,4 +189,55 @@ TEST(SimCli, MpirunSplitsTheReplicasAndRankZeroPrintsWhatOneProcessPrints) {
   EXPECT_EQ(count, 1u) << bad.err;
 }
 
+// `--calibrate --control-plane BENCH SCENARIO`: no runs; the benchmark's cost per node count is
+// added to the scenario's restart overhead, and the result runs. A malformed benchmark is exit 2
+// naming the file, the key and the value.
+TEST(SimCli, ControlPlaneBenchmarkIsAddedToAScenario) {
+  stretch::test::TempDir dir;
+  const auto bench = dir.path() / "cp.json";
+  std::ofstream(bench) << R"({"machine": "vm", "date": "2026-11-29", "points": [
+      {"nodes": 2, "launch_s": 1, "kill_to_running_s": 0.2, "stop_noticed_s": 3,
+       "idle_requests_per_node_s": 1, "agent_rss_mib": 8},
+      {"nodes": 4, "launch_s": 2, "kill_to_running_s": 0.6, "stop_noticed_s": 3.2,
+       "idle_requests_per_node_s": 1, "agent_rss_mib": 8}]})";
+  const auto out = dir.path() / "scenario.json";
+  const CliRun r = runSim("--calibrate --control-plane " + bench.string() + " " +
+                              fixture("elastic_scale") + " --calibration-out " + out.string(),
+                          dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("control plane 3.2 s at 2 nodes, 3.8 s at 4 nodes (vm, "
+                               "2026-11-29); fit 2.6 s + 0.3 s per node"));
+  EXPECT_THAT(r.out, HasSubstr("job.restart_overhead_seconds now grows with the nodes"));
+  const auto written = nlohmann::json::parse(stretch::test::readFileIfAny(out));
+  const auto& cost = written["job"]["restart_overhead_seconds"];
+  EXPECT_EQ(cost["points"].size(), 2u);
+  EXPECT_DOUBLE_EQ(cost["points"][1]["seconds"].get<double>(), 3.8);
+  EXPECT_EQ(written["calibration"]["control_plane"]["machine"], "vm");
+  // The written scenario runs; its starts now cost more than the fixture's constant.
+  const CliRun before = runSim(fixture("elastic_scale") + " --json", dir);
+  const CliRun after = runSim(out.string() + " --json", dir);
+  ASSERT_EQ(before.status, 0) << before.err;
+  ASSERT_EQ(after.status, 0) << after.err;
+  EXPECT_GT(nlohmann::json::parse(after.out)["startup_hours"].get<double>(),
+            nlohmann::json::parse(before.out)["startup_hours"].get<double>());
+
+  std::ofstream(bench) << R"({"machine": "vm", "date": "2026-11-29", "points": [
+      {"nodes": 2, "launch_s": 1, "kill_to_running_s": -0.2, "stop_noticed_s": 3,
+       "idle_requests_per_node_s": 1, "agent_rss_mib": 8}]})";
+  const CliRun bad =
+      runSim("--calibrate --control-plane " + bench.string() + " " + fixture("elastic_scale"), dir);
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.err, HasSubstr("cp.json: points[0].kill_to_running_s = -0.2: expected a "
+                                 "non-negative number of seconds"));
+  std::ofstream(bench) << "{\"machine\": ";
+  const CliRun broken =
+      runSim("--calibrate --control-plane " + bench.string() + " " + fixture("elastic_scale"), dir);
+  EXPECT_EQ(broken.status, 2);
+  EXPECT_THAT(broken.err, HasSubstr("invalid JSON"));
+  // A SCENARIO with --calibrate needs --control-plane.
+  const CliRun usage = runSim("--calibrate " + fixture("elastic_scale"), dir);
+  EXPECT_EQ(usage.status, 2);
+  EXPECT_THAT(usage.err, HasSubstr("--control-plane"));
+}
+
 }  // namespace
