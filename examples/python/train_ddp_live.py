@@ -35,6 +35,7 @@ Every rank prints where it starts; rank 0 of each generation one line per step
 import argparse
 import hashlib
 import os
+import signal
 import sys
 import time
 
@@ -105,6 +106,39 @@ def log(line):
     print(f"{line} time={time.time():.6f}", flush=True)
 
 
+def fault_script(step, rank):
+    """The tests' fault hooks, as the C++ example jobs read them (examples/common/job_support.hpp),
+    acting after a completed step, once per job (marker files in STRETCH_FAULT_DIR):
+    STRETCH_FAULT_KILL_AT_STEP=S:R  rank R SIGKILLs itself after step S;
+    STRETCH_FAULT_PAUSE_AT_STEPS=S,T  after step S every rank waits until pause_S.release exists
+    (rank 0 creates pause_S.reached first), so that a test can take a node away or add one."""
+    directory = os.environ.get("STRETCH_FAULT_DIR")
+    if not directory:
+        return
+    kill = os.environ.get("STRETCH_FAULT_KILL_AT_STEP", "")
+    if kill:
+        at, _, victim = kill.partition(":")
+        marker = os.path.join(directory, f"kill_{at}")
+        if int(at) == step and int(victim) == rank and not os.path.exists(marker):
+            with open(marker, "w") as f:
+                f.write(f"{rank}\n")
+            print(f"fault script: rank {rank} kills itself after step {step}", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+    pauses = [int(s) for s in os.environ.get("STRETCH_FAULT_PAUSE_AT_STEPS", "").split(",") if s]
+    release = os.path.join(directory, f"pause_{step}.release")
+    if step not in pauses or os.path.exists(release):
+        return
+    if rank == 0:
+        with open(os.path.join(directory, f"pause_{step}.reached"), "w") as f:
+            f.write("\n")
+    deadline = time.monotonic() + 120
+    while not os.path.exists(release):
+        if time.monotonic() > deadline:
+            print(f"fault script: nobody released the pause at step {step}", flush=True)
+            os._exit(3)
+        time.sleep(0.005)
+
+
 def train(args):
     try:
         import stretch.torch  # stretch.torch
@@ -153,6 +187,7 @@ def train(args):
                 log(f"step={job.step} {fields()} loss={loss:.9f} lr={lr:.6g}")
         if job.rank == 0 and args.checkpoint_dir and job.step % args.checkpoint_every == 0:
             job.save_checkpoint()
+        fault_script(job.step, job.rank)
         if args.step_sleep > 0:
             time.sleep(args.step_sleep)
     if job.rank == 0 and args.checkpoint_dir:

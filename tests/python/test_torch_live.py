@@ -10,6 +10,7 @@
   twice; the final loss is the undisturbed run's within floating-point summation order.
 - With `--recovery restart` (live recovery off) the same script restarts from its DeepSpeed-layout
   checkpoint and ends with the same loss.
+- Two local node agents: a node lost, then a new node joining (scale-up joiners), live.
 
 Skipped when /usr/bin/python3 (this interpreter) cannot import torch. Every wait is bounded."""
 
@@ -48,9 +49,20 @@ LIMIT_S = 300
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port P with P + 1 free as well (a multi-node job's store listens on P + 1)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port >= 65535:
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port + 1))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no two consecutive free ports on 127.0.0.1")
 
 
 def launch(directory, recovery="live", steps=STEPS, step_sleep=0.03):
@@ -116,12 +128,15 @@ def events_of(directory):
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def wait_for(predicate, limit, what, directory):
+def wait_for(predicate, limit, what, directory, process=None):
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         found = predicate()
         if found:
             return found
+        if process is not None and process.poll() is not None:
+            pytest.fail(f"{what}: the launch ended first (status {process.returncode})\n"
+                        f"{everything(directory)}")
         time.sleep(0.02)
     pytest.fail(f"{what}: not within {limit} s\n{everything(directory)}")
 
@@ -263,7 +278,8 @@ def test_what_counts_as_a_peer_failure():
 def test_kill_9_costs_at_most_the_step_in_flight(tmp_path, undisturbed, victim):
     launcher = launch(tmp_path)
     wait_for(lambda: any(l["kind"] == "step" and int(l["step"]) >= KILL_AFTER
-                         for l in lines_of(tmp_path)), 180, f"step {KILL_AFTER}", tmp_path)
+                         for l in lines_of(tmp_path)), 180, f"step {KILL_AFTER}", tmp_path,
+             launcher)
     pid = worker_with_rank(launcher, victim)
     assert pid is not None, f"no worker with RANK={victim}"
     killed_at = time.time()
@@ -323,7 +339,8 @@ def test_kill_9_costs_at_most_the_step_in_flight(tmp_path, undisturbed, victim):
 def test_recovery_restart_resumes_from_the_deepspeed_layout_checkpoint(tmp_path, undisturbed):
     launcher = launch(tmp_path, recovery="restart")
     wait_for(lambda: any(l["kind"] == "step" and int(l["step"]) >= KILL_AFTER
-                         for l in lines_of(tmp_path)), 180, f"step {KILL_AFTER}", tmp_path)
+                         for l in lines_of(tmp_path)), 180, f"step {KILL_AFTER}", tmp_path,
+             launcher)
     pid = worker_with_rank(launcher, 1)
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
@@ -344,3 +361,88 @@ def test_recovery_restart_resumes_from_the_deepspeed_layout_checkpoint(tmp_path,
     assert state["global_steps"] == STEPS
     assert set(state["module"]) == {"0.weight", "0.bias", "2.weight", "2.bias"}
     assert state["lr_scheduler"]["last_epoch"] == STEPS
+
+
+def test_a_node_lost_and_a_new_node_joining_keep_the_job_training(tmp_path, undisturbed):
+    """Two local node agents of 2 workers (`--launcher local`, elastic on 1 to 3 nodes): node n1
+    is lost after step 30 (its agent stopped), n0's two workers train on alone with the solver's
+    batch for 2 (micro 8 x accumulation 3), node n2 joins after step 60 (`stretch agent` by
+    hand): its two workers receive the state live and the job grows back to 4. The workers pause
+    at steps 30 and 60 (the example's fault script) until the node is gone or the new
+    generation is published, so the schedule is exact: 1-30@4 31-60@2 61-200@4."""
+    if not CLI:
+        pytest.skip("STRETCH_CLI is not set (run through ctest)")
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    (tmp_path / "hostfile").write_text("n0 slots=2\nn1 slots=2\n")
+    port = free_port()
+    env = dict(os.environ, PYTHONUNBUFFERED="1", STRETCH_FAULT_DIR=str(faults),
+               STRETCH_FAULT_PAUSE_AT_STEPS="30,60")
+    command = [CLI, "launch", "--hostfile", str(tmp_path / "hostfile"), "--launcher", "local",
+               "--master_port", str(port), "--config", str(CONFIG), "--elastic", "1:3",
+               "--last_call", "1", "--max_restarts", "10", "--monitor_interval", "0.1",
+               "--keepalive_timeout", "5", "--log_dir", str(tmp_path / "logs"), "--event_log",
+               str(tmp_path / "events.jsonl"), sys.executable, "-u", str(SCRIPT), "--steps",
+               str(STEPS), "--checkpoint_dir", str(tmp_path / "ckpt"), "--checkpoint_every",
+               "20", "--ds_config", str(CONFIG)]
+    out = open(tmp_path / "launch.out", "w")
+    launcher = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=out,
+                                stderr=open(tmp_path / "launch.err", "w"), start_new_session=True)
+    joiner = None
+    try:
+        wait_for(lambda: (faults / "pause_30.reached").exists(), 180, "the pause at step 30",
+                 tmp_path, launcher)
+        n1 = int((tmp_path / "logs" / "agent_n1.pid").read_text().split()[0])
+        os.kill(n1, signal.SIGTERM)
+        wait_for(lambda: any(e["event"] == "live_plan" and e.get("world_size") == 2
+                             for e in events_of(tmp_path)), 60, "a live generation on n0 alone",
+                 tmp_path, launcher)
+        (faults / "pause_30.release").write_text("\n")
+        wait_for(lambda: (faults / "pause_60.reached").exists(), 120, "the pause at step 60",
+                 tmp_path, launcher)
+        joiner = subprocess.Popen(
+            [CLI, "agent", "--rdzv", f"127.0.0.1:{port + 1}", "--node_id", "n2", "--nproc", "2",
+             "--token_file", str(tmp_path / "logs" / "job_token"), "--log_dir",
+             str(tmp_path / "logs")], cwd=tmp_path, env=env,
+            stdout=open(tmp_path / "n2.out", "w"), stderr=open(tmp_path / "n2.err", "w"),
+            start_new_session=True)
+
+        def told():
+            text = (tmp_path / "launch.out").read_text(errors="replace")
+            at = text.find("4 worker(s) on 2 node(s)")
+            return at >= 0 and text.find("agent n0: told", at) >= 0
+
+        wait_for(told, 120, "n2's workers ready and n0's told", tmp_path, launcher)
+        (faults / "pause_60.release").write_text("\n")
+        status = finish(launcher, tmp_path)
+        assert status == 0, everything(tmp_path)
+        assert joiner.wait(timeout=60) == 0, (tmp_path / "n2.err").read_text()
+    finally:
+        for p in (launcher, joiner):
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    events = events_of(tmp_path)
+    assert not [e for e in events if e.get("recovery") == "checkpoint"], events
+    lines = lines_of(tmp_path)
+    steps = {}
+    for l in (l for l in lines if l["kind"] == "step"):
+        assert int(l["step"]) not in steps, f"step {l['step']} trained twice"
+        steps[int(l["step"])] = l
+    assert sorted(steps) == list(range(1, STEPS + 1)), everything(tmp_path)
+    schedule = []
+    for step in sorted(steps):
+        world = int(steps[step]["world_size"])
+        assert (int(steps[step]["micro"]), int(steps[step]["accum"])) == SOLVER[world]
+        if schedule and schedule[-1][2] == world:
+            schedule[-1][1] = step
+        else:
+            schedule.append([step, step, world])
+    assert schedule == [[1, 30, 4], [31, 60, 2], [61, STEPS, 4]], schedule
+    joined = [l for l in lines if l["kind"] == "resumed_from" and l.get("joined") == "1"]
+    assert sorted(int(l["rank"]) for l in joined) == [2, 3], joined
+    assert all(int(l["resumed_from"]) == 60 for l in joined), joined
+    done = done_line(lines)
+    print(f"\nnode lost after step 30, a new node joined after step 60: schedule {schedule}; "
+          f"final loss {done['loss']} (undisturbed {undisturbed['loss']})")
+    assert abs(float(done["loss"]) - float(undisturbed["loss"])) < 1e-4
