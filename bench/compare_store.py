@@ -1,13 +1,15 @@
 """Stretch's TCPStore against PyTorch's TCPStore: the rendezvous barrier of N clients (issue 43).
 
-For each N (default 1,024 / 4,096 / 16,384) runs stretch-bench-store (bench/store/) and
-store_peer/torch_store_bench.py in the same run, one after the other (the first side alternates
-from one N to the next), each under bounded_run.py's time limit, and prints per N the time to
-connect every client, the barrier time (go -> every client has added, waited for the last one's
-key, set its own key and read its neighbour's), the server's CPU time over the barrier per
-client, and the ratio torch / stretch of the barrier times. Target: the ratio
-is at least 1 at every N. Both sides check their answers (every get returns the neighbour's
-value and the counter ends at N); a wrong answer fails the comparison.
+For each N (default 1,024 / 4,096 / 8,192 / 16,384; 8,192 is the most PyTorch 1.13's master can
+serve under a 20,000-descriptor limit, its clients holding two connections each) runs
+stretch-bench-store (bench/store/) and store_peer/torch_store_bench.py in the same run, one after
+the other, --repeat times (the first side alternates from one round to the next), each under
+bounded_run.py's time limit, and prints per N, from each side's run with the median barrier: the
+time to connect every client, the barrier time (go -> every client has added, waited for the last
+one's key, set its own key and read its neighbour's), the server's CPU time over the barrier per
+client, and the ratio torch / stretch of the barrier times. Target: the ratio is at least 1 at
+every N. Both sides check their answers (every get returns the neighbour's value and the counter
+ends at N); a wrong answer fails the comparison.
 
 Exit status: 0 every target met, 1 a target missed or a wrong answer, 2 setup error (missing
 binary, no torch, descriptors), 3 a run stalled or failed (the finished rows are still printed).
@@ -42,15 +44,28 @@ def run_side(name, argv, timeout):
     return json.loads(lines[-1])
 
 
+def median_run(runs):
+    """The run with the median barrier time (the lower middle one of an even count), or the
+    first failure's text when any run failed."""
+    for r in runs:
+        if not isinstance(r, dict):
+            return r
+    ordered = sorted(runs, key=lambda r: r["barrier_s"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--build", default=os.path.join(os.path.dirname(HERE), "build"),
                    help="build directory holding bin/stretch-bench-store (default <repo>/build)")
     p.add_argument("--python", help="interpreter for the torch peer (default: one that imports torch)")
-    p.add_argument("--clients", default="1024,4096,16384", help="comma-separated N")
+    p.add_argument("--clients", default="1024,4096,8192,16384", help="comma-separated N")
     p.add_argument("--per-proc", type=int, default=1024, help="clients (threads) per process")
     p.add_argument("--timeout", type=float, default=600, help="limit per side and N, seconds")
-    p.add_argument("--json", help="write every row to FILE")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="runs per side and N, alternating which side goes first; the median "
+                        "barrier is reported (default 3)")
+    p.add_argument("--json", help="write every row (and every run) to FILE")
     args = p.parse_args()
     try:
         sizes = [int(n) for n in args.clients.split(",") if n]
@@ -58,6 +73,8 @@ def main():
         p.error(f"--clients {args.clients!r}: expected comma-separated integers")
     if not sizes or min(sizes) < 1:
         p.error(f"--clients {args.clients!r}: expected positive integers")
+    if args.repeat < 1:
+        p.error(f"--repeat {args.repeat}: expected a positive count")
     binary = os.path.join(args.build, "bin", "stretch-bench-store")
     if not os.access(binary, os.X_OK):
         print(f"compare_store.py: error: {binary} not found; build the stretch-bench-store target",
@@ -78,9 +95,14 @@ def main():
         sides = [("stretch", [binary] + common), ("torch", [python, peer] + common)]
         if index % 2 == 1:
             sides.reverse()
-        results = {name: run_side(f"{name} N={n}", argv, args.timeout) for name, argv in sides}
-        ours, theirs = results["stretch"], results["torch"]
-        row = {"clients": n, "stretch": ours, "torch": theirs}
+        runs = {"stretch": [], "torch": []}
+        for repeat in range(args.repeat):
+            for name, argv in (sides if repeat % 2 == 0 else sides[::-1]):
+                if runs[name] and not isinstance(runs[name][-1], dict):
+                    continue  # stalled or cannot run: once is enough
+                runs[name].append(run_side(f"{name} N={n}", argv, args.timeout))
+        ours, theirs = median_run(runs["stretch"]), median_run(runs["torch"])
+        row = {"clients": n, "stretch": ours, "torch": theirs, "runs": runs}
 
         def cell(r, key, width):
             return f"{r[key]:>{width - 2}.3f} s" if isinstance(r, dict) else f"{'-':>{width}}"
@@ -123,8 +145,8 @@ def main():
         rows.append(row)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "per_proc": args.per_proc, "timeout_s": args.timeout}, f,
-                      indent=2)
+            json.dump({"rows": rows, "per_proc": args.per_proc, "repeat": args.repeat,
+                       "timeout_s": args.timeout}, f, indent=2)
             f.write("\n")
     return status
 
