@@ -38,20 +38,38 @@ AgentResult runJobController(const JobControllerOptions& options) {
   loop.liveRecovery = options.liveStore != nullptr;
   loop.batchContract = options.batchContract;
   Time lastNodePoll{0};
+  // The loop asks for node events every 10 ms; the store is asked only when something changed:
+  // a thread per record list waits for its next record (RecordWatch), and any of them waking
+  // makes this turn read all three lists (exits first, then registrations and departures,
+  // job_protocol.hpp "Order": a departure is never read after the exits it explains). The
+  // keep-alives, one request per group of nodes, at the tracker's check interval.
+  const auto watchPeriod = std::chrono::seconds(10);
+  const auto& watchStore = options.watchStore ? options.watchStore : options.store;
+  RecordWatch exitWatch(watchStore, "exits", 0, watchPeriod);
+  RecordWatch nodeWatch(watchStore, "nodes", 0, watchPeriod);
+  RecordWatch leaveWatch(watchStore, "leaves", 0, watchPeriod);
   bool registered = false;  // an agent has registered at some point
   loop.nodeEvents = [&](Time now) -> std::vector<Event> {
     const LaunchersStatus launchers =
         options.pollLaunchers ? options.pollLaunchers() : LaunchersStatus{};
-    // Exits first, then departures (job_protocol.hpp, "Order"); keep-alives, a store round trip
-    // per node, at the tracker's check interval (the agents beat no more often).
-    const std::vector<WorkerExited> exits = workers.readExits();
+    const bool exitsMoved = exitWatch.take();
+    const bool nodesMoved = nodeWatch.take();
+    const bool leavesMoved = leaveWatch.take();
+    const bool changed = exitsMoved || nodesMoved || leavesMoved;
+    const std::vector<WorkerExited> exits =
+        changed ? workers.readExits() : std::vector<WorkerExited>();
     if (options.liveStore)
       workers.pollLive();
     const bool heartbeats = now - lastNodePoll >= tracker.checkInterval();
     if (heartbeats)
       lastNodePoll = now;
-    std::vector<Event> events = tracker.poll(now, heartbeats);
-    registered = registered || store.add("nodes/count", 0) > 0;
+    std::vector<Event> events = tracker.poll(now, heartbeats, changed);
+    if (changed) {
+      exitWatch.readUpTo(workers.nextExit());
+      nodeWatch.readUpTo(tracker.nextRegistration());
+      leaveWatch.readUpTo(tracker.nextDeparture());
+    }
+    registered = registered || tracker.nextRegistration() > 0;
     if (launchers.allEnded && tracker.alive().empty()) {
       // Nobody is left to run the job (the launcher's processes ended, no agent answers): none
       // of these events is applied (a start would name agents that are gone), the loop writes

@@ -16,6 +16,10 @@
 // Its parts: NodeTracker (node_tracker.hpp), the view of the registered node agents, and
 // RemoteWorkers (remote_workers.hpp), the worker group that sends the commands and carries out
 // live recovery across hosts.
+// Its store traffic is O(what changed): threads wait for the next exit, registration and
+// departure record (the loop reads the lists only once one appeared), a command's
+// acknowledgements are one counter it waits on, and the keep-alives are read by groups of nodes
+// once per keep-alive interval.
 //
 
 #include <atomic>
@@ -42,13 +46,17 @@ struct LaunchersStatus {
 struct JobControllerOptions {
   agent::AgentConfig config;
   std::shared_ptr<comm::Store> store;  // the job's keys (prefix applied by the caller)
+  // The same keys for the threads that wait for new records (exits, registrations, departures);
+  // unset: `store`. The launcher gives them a client of their own, so that its server is not
+  // held by them once the job has ended (a wait in flight ends when the server does).
+  std::shared_ptr<comm::Store> watchStore;
   std::optional<std::filesystem::path> eventLog;
   std::optional<std::filesystem::path> checkpointDir;
   Duration monitorInterval = kDefaultMonitorInterval;
   Duration heartbeatTimeout = std::chrono::seconds(10);
   Duration commandTimeout = std::chrono::seconds(30);
-  // How often the controller reads a node's keep-alive counter (one request per node): the
-  // agents' keep-alive interval, at most heartbeatTimeout / 5.
+  // How often the controller reads the nodes' keep-alives (one request per kKeepAliveGroup
+  // nodes): the agents' keep-alive interval, at most heartbeatTimeout / 4.
   Duration keepAliveCheck = kDefaultKeepAliveInterval;
   // MASTER_ADDR for the workers; empty: the address node rank 0 registered with.
   std::string masterAddr;

@@ -1,9 +1,15 @@
 #include "runtime/launcher/job_protocol.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <condition_variable>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
+
+#include "runtime/comm/errors.hpp"
 
 namespace stretch::launcher {
 
@@ -144,10 +150,73 @@ ExitRecord decodeExitRecord(const std::string& text) {
   return r;
 }
 
+namespace {
+
+// Sorted slots as ranges: {0, 1, 2, 5} -> "0-2,5".
+std::string encodeSlots(const std::vector<std::int64_t>& slots) {
+  std::string out;
+  for (std::size_t i = 0; i < slots.size();) {
+    std::size_t j = i;
+    while (j + 1 < slots.size() && slots[j + 1] == slots[j] + 1)
+      ++j;
+    if (!out.empty())
+      out += ',';
+    out += j == i ? std::to_string(slots[i]) : fmt::format("{}-{}", slots[i], slots[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::vector<std::int64_t> decodeSlots(const std::string& text) {
+  std::vector<std::int64_t> out;
+  std::istringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) {
+    const auto dash = part.find('-');
+    std::int64_t lo = 0;
+    std::int64_t hi = 0;
+    const auto parse = [&](std::string_view t, std::int64_t& v) {
+      const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+      return !t.empty() && ec == std::errc() && end == t.data() + t.size() && v >= 0;
+    };
+    const std::string_view view(part);
+    const bool ok = dash == std::string::npos
+                        ? parse(view, lo) && (hi = lo, true)
+                        : parse(view.substr(0, dash), lo) && parse(view.substr(dash + 1), hi);
+    if (!ok || hi < lo || (!out.empty() && lo <= out.back()))
+      throw ProtocolError(fmt::format(
+          "command record: expect = '{}': expected ascending slots and ranges (0-3,5)", text));
+    for (std::int64_t v = lo; v <= hi; ++v)
+      out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+Duration keepAliveIntervalFor(Duration timeout) {
+  return std::clamp<Duration>(timeout / 4, std::chrono::milliseconds(100), std::chrono::seconds(5));
+}
+
+bool expects(const Command& command, std::int64_t slot) {
+  return std::binary_search(command.expect.begin(), command.expect.end(), slot);
+}
+
+void acknowledge(comm::Store& store, const Command& command, const std::string& nodeId,
+                 std::int64_t slot) {
+  store.set("ack/" + nodeId, std::to_string(command.sequence));
+  if (!expects(command, slot))
+    return;
+  const auto expected = static_cast<std::int64_t>(command.expect.size());
+  if (store.add(ackCountKey(command.sequence), 1) == expected)
+    store.set(acksDoneKey(command.sequence), "1");
+}
+
 std::string encode(const Command& c) {
   std::string out = line("sequence", std::to_string(c.sequence)) + line("kind", kindName(c.kind));
   if (!c.reason.empty())
     out += line("reason", c.reason);
+  if (!c.expect.empty())
+    out += line("expect", encodeSlots(c.expect));
   const auto ranksOf = [&](std::string_view name,
                            const std::map<std::string, std::vector<int>>& m) {
     out += line(fmt::format("{}.count", name), std::to_string(m.size()));
@@ -200,6 +269,7 @@ Command decodeCommand(const std::string& text) {
   Command c;
   c.sequence = number<std::uint64_t>(f, "sequence", "command");
   c.reason = optional(f, "reason");
+  c.expect = decodeSlots(optional(f, "expect"));
   const std::string& kind = field(f, "kind", "command");
   const auto ranksOf = [&](std::string_view name) {
     std::map<std::string, std::vector<int>> m;
@@ -334,6 +404,71 @@ std::optional<std::string> tryGet(comm::Store& store, const std::string& key) {
   return store.get(key);
 }
 
+struct RecordWatch::State {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::int64_t next = 0;  // the reader's position
+  bool fresh = false;
+  bool stop = false;
+};
+
+RecordWatch::RecordWatch(std::shared_ptr<comm::Store> store, std::string name, std::int64_t next,
+                         Duration period)
+    : state_(std::make_shared<State>()) {
+  state_->next = next;
+  std::thread(run, state_, std::move(store), std::move(name), period).detach();
+}
+
+RecordWatch::~RecordWatch() {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->stop = true;
+  }
+  state_->changed.notify_all();
+}
+
+bool RecordWatch::take() {
+  std::lock_guard lock(state_->mutex);
+  return std::exchange(state_->fresh, false);
+}
+
+void RecordWatch::readUpTo(std::int64_t next) {
+  {
+    std::lock_guard lock(state_->mutex);
+    if (next <= state_->next)
+      return;
+    state_->next = next;
+  }
+  state_->changed.notify_all();
+}
+
+void RecordWatch::run(std::shared_ptr<State> state, std::shared_ptr<comm::Store> store,
+                      std::string name, Duration period) {
+  std::unique_lock lock(state->mutex);
+  while (!state->stop) {
+    const std::int64_t next = state->next;
+    lock.unlock();
+    bool found = false;
+    bool failed = false;
+    try {
+      store->wait({fmt::format("{}/{}", name, next)}, period);
+      found = true;
+    } catch (const comm::StoreTimeoutError&) {
+      // a period without a record: the reader looks once anyway (one request)
+    } catch (const std::exception&) {
+      failed = true;
+    }
+    lock.lock();
+    state->fresh = true;
+    if (found) {
+      // Until the reader has read past it (or a period, should it never).
+      state->changed.wait_for(lock, period, [&] { return state->stop || state->next > next; });
+    } else if (failed) {
+      state->changed.wait_for(lock, std::chrono::milliseconds(200), [&] { return state->stop; });
+    }
+  }
+}
+
 // ---- The job description ------------------------------------------------------------------------
 
 void publishJob(comm::Store& store, const JobSettings& job, const std::vector<LaunchHost>& hosts) {
@@ -358,6 +493,8 @@ void publishJob(comm::Store& store, const JobSettings& job, const std::vector<La
   store.set("job/live", job.liveRecovery ? "1" : "0");
   store.set("job/hang_timeout", fmt::format("{}", job.hangTimeout));
   store.set("job/hang_timeout_fixed", job.hangTimeoutFixed ? "1" : "0");
+  if (job.keepAliveInterval)
+    store.set("job/keepalive_interval", fmt::format("{}", toSeconds(*job.keepAliveInterval)));
   store.set("job/ready", "1");
 }
 
@@ -389,6 +526,18 @@ JobSettings readJob(comm::Store& store) {
     }
   }
   job.hangTimeoutFixed = tryGet(store, "job/hang_timeout_fixed") == "1";
+  if (const auto interval = tryGet(store, "job/keepalive_interval")) {
+    double seconds = 0;
+    try {
+      seconds = std::stod(*interval);
+    } catch (const std::exception&) {
+      seconds = -1;
+    }
+    if (!(seconds > 0))
+      throw ProtocolError(
+          fmt::format("job/keepalive_interval = \"{}\": expected seconds > 0", *interval));
+    job.keepAliveInterval = fromSeconds(seconds);
+  }
   return job;
 }
 

@@ -18,15 +18,31 @@
 //                                  DEEPSPEED_ELASTICITY_CONFIG, STRETCH_BATCH_FROM_CONFIG
 //   job/ready                      set last: the job description above is complete
 //   nodes/count, nodes/<i>         registrations, appended with add(): a NodeRecord each
-//   hb/<node>                      keep-alive counter (the agent add()s 1 every interval; the
-//                                  controller notices the counter moving, on its own clock, so
-//                                  hosts need no synchronised clocks)
+//   job/keepalive_interval         seconds between an agent's keep-alives (keepAliveIntervalFor
+//                                  the launch's --keepalive_timeout); the controller reads the
+//                                  keep-alives as often
+//   hb/<group>                     keep-alives of 12 nodes (keepAliveKey): a node's slot is the
+//                                  index of its registration record (nodes/<slot>), its field the
+//                                  4 bits at 4 * (slot % 12) of group slot / 12. The agent add()s
+//                                  keepAliveBit(slot) every interval; the controller reads the
+//                                  group once per interval (one request for 12 nodes) and sees
+//                                  which fields moved (the base-16 digits of the change since its
+//                                  last read), on its own clock, so hosts need no synchronised
+//                                  clocks. It subtracts what it read when the value grows large.
 //   leaves/count, leaves/<i>       departures, appended with add(): "<node>\t<why>" (the agent
 //                                  leaving on purpose, or the launcher seeing its process end)
 //   cmd                            the latest Command (the controller overwrites it)
 //   cmd/<sequence>                 set once that command is in `cmd`: an idle agent blocks on a
-//                                  wait for the next one's key instead of polling `cmd`
+//                                  wait for the next one's key instead of polling `cmd`. The
+//                                  controller deletes cmd/<s - 2> when it publishes command s:
+//                                  an agent that waits on a deleted key (it missed commands) reads
+//                                  `cmd` when its wait ends (kCommandWaitPeriod) and catches up
 //   ack/<node>                     the sequence number of the last command the agent finished
+//   acks/<sequence>                how many of the agents the command expects (Command::expect)
+//                                  finished it: each add()s 1, and the one that makes it complete
+//                                  sets acks/<sequence>/all, which the controller waits on (it
+//                                  reads ack/<node> only for a command some expected node was lost
+//                                  during); both deleted with cmd/<sequence>
 //   exits/count, exits/<i>         worker exits, appended with add(): an ExitRecord each
 //   workers/<node>                 the node's running workers (NodeWorkersRecord; live jobs)
 //   job/live                       "1": live recovery (Command's Live and Signal; the workers'
@@ -47,6 +63,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -69,6 +86,37 @@ inline constexpr const char* kJobPrefix = "stretch/job";
 inline std::string commandKey(std::uint64_t sequence) {
   return "cmd/" + std::to_string(sequence);
 }
+// How many expected agents finished command `sequence`, and the key set when all of them have.
+inline std::string ackCountKey(std::uint64_t sequence) {
+  return "acks/" + std::to_string(sequence);
+}
+inline std::string acksDoneKey(std::uint64_t sequence) {
+  return ackCountKey(sequence) + "/all";
+}
+
+// How long an agent's wait for its next command lasts before it is renewed; each renewal also
+// reads `cmd`, so an agent that missed a command (a deleted key, a lost notification) catches up
+// within this. An idle agent's requests besides its keep-alives: a wait, its cancel and a read
+// of `cmd` (check and get) per period.
+inline constexpr agent::Duration kCommandWaitPeriod = std::chrono::seconds(60);
+
+// Keep-alives (hb/<group>): 12 nodes share one counter, 4 bits each, so the controller reads 12
+// nodes' keep-alives with one request. A field holds up to 15 beats between two reads.
+inline constexpr std::int64_t kKeepAliveGroup = 12;
+inline constexpr int kKeepAliveFieldBits = 4;
+inline std::string keepAliveKey(std::int64_t slot) {
+  return "hb/" + std::to_string(slot / kKeepAliveGroup);
+}
+inline std::int64_t keepAliveBit(std::int64_t slot) {
+  return std::int64_t{1} << (kKeepAliveFieldBits * (slot % kKeepAliveGroup));
+}
+
+// The keep-alive interval of a job whose nodes count as lost after `timeout` without one: a
+// quarter of it (a node is lost after four missed beats), between 100 ms and 5 s. The agents
+// the launcher starts beat this often (stretch agent --keepalive_interval), and the controller
+// reads the keep-alives as often: 0.8 + 1/15 + 1/15, about 0.93 store requests per node per
+// second at the default 5 s timeout (its beats, its command wait, the controller's reads).
+agent::Duration keepAliveIntervalFor(agent::Duration timeout);
 
 struct NodeRecord {
   std::string nodeId;
@@ -109,8 +157,20 @@ struct Command {
   std::map<std::string, std::vector<int>> join;  // Live: node -> local ranks to start
   bool signal = false;                           // Live
   std::string reason;
+  // The registration slots (nodes/<slot>) of the agents the controller waits for: only they count
+  // themselves in acks/<sequence>, so an agent the controller gave up on cannot stand in for one
+  // it waits for. Sorted; encoded as ranges ("0-2047").
+  std::vector<std::int64_t> expect;
   bool operator==(const Command&) const = default;
 };
+
+// True when `slot` is among the command's expected agents.
+bool expects(const Command& command, std::int64_t slot);
+
+// An agent finished `command`: ack/<node>, and acks/<sequence> when it is expected (setting
+// acks/<sequence>/all when it is the last).
+void acknowledge(comm::Store& store, const Command& command, const std::string& nodeId,
+                 std::int64_t slot);
 
 // What a node agent runs now (key workers/<node>, rewritten whenever it changes and before the
 // exits it reaps are appended): its generation and its running workers (local rank, pid), and
@@ -146,6 +206,33 @@ std::vector<std::string> readRecords(comm::Store& store, const std::string& name
 // Reads a key when it exists, without waiting.
 std::optional<std::string> tryGet(comm::Store& store, const std::string& key);
 
+// Tells the reader of list `name` (name/count, name/<i>) that it has something to read, without
+// it polling the count: a thread of its own blocks in a wait for the key of the next record
+// (name/<next>, the reader's position), renewed every `period`. take() is cheap (no request):
+// the job controller's loop asks it every turn. It also says yes once a wait failed (the store's
+// connection dropped) or a period passed, so that a reader never depends on one notification.
+// The thread holds the store and its state and ends after the wait in flight once this is
+// destroyed (at most `period` later): nothing waits for it.
+class RecordWatch {
+ public:
+  RecordWatch(std::shared_ptr<comm::Store> store, std::string name, std::int64_t next,
+              agent::Duration period);
+  ~RecordWatch();
+  RecordWatch(const RecordWatch&) = delete;
+  RecordWatch& operator=(const RecordWatch&) = delete;
+
+  // True, once, when the list may have grown since the last take(): read it then.
+  bool take();
+  // The reader has read the records before `next`: the thread waits for name/<next> now.
+  void readUpTo(std::int64_t next);
+
+ private:
+  struct State;
+  static void run(std::shared_ptr<State> state, std::shared_ptr<comm::Store> store,
+                  std::string name, agent::Duration period);
+  std::shared_ptr<State> state_;
+};
+
 // ---- The job description (job/...) --------------------------------------------------------------
 
 // Settings every worker of the job gets, whatever its node.
@@ -160,7 +247,9 @@ struct JobSettings {
   double hangTimeout = toSeconds(kDefaultHangTimeout);
   bool hangTimeoutFixed = false;          // job/hang_timeout_fixed: the user gave it
   std::optional<std::string> configJson;  // the job's DeepSpeed config (STRETCH_DS_CONFIG)
-  WorkerCommand command;                  // the worker program, its arguments and rules
+  // job/keepalive_interval: how often the agents beat (unset: the agent's own interval)
+  std::optional<agent::Duration> keepAliveInterval;
+  WorkerCommand command;  // the worker program, its arguments and rules
 };
 
 // The launch's hosts in node-rank order: id and slot indices.

@@ -145,7 +145,9 @@ RemoteLaunchSpec agentLaunchSpec(const LaunchRequest& o, RunnerKind runner,
                     "--node_rank",
                     std::string(kNodeRankPlaceholder),
                     "--controller_timeout",
-                    fmt::format("{}", o.heartbeatTimeout * kControllerTimeoutHeartbeats)};
+                    fmt::format("{}", o.heartbeatTimeout * kControllerTimeoutHeartbeats),
+                    "--keepalive_interval",
+                    fmt::format("{}", toSeconds(*job.keepAliveInterval))};
   if (!o.logDir.empty()) {
     spec.agentArgv.push_back("--log_dir");
     spec.agentArgv.push_back(std::filesystem::absolute(o.logDir).string());
@@ -249,6 +251,8 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
   job.liveRecovery = o.recovery != "restart";
   job.hangTimeout = o.hangTimeout;
   job.hangTimeoutFixed = o.hangTimeoutGiven;
+  // The agents beat, and the controller reads their keep-alives, at a quarter of the timeout.
+  job.keepAliveInterval = keepAliveIntervalFor(agent::fromSeconds(o.heartbeatTimeout));
   publishJob(*store, job, hosts);
   spdlog::info("launch: job store on {}:{}; starting {} node agent(s) with the {} runner", rdzvAddr,
                rdzvPort, hosts.size(), toString(runner));
@@ -274,6 +278,15 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
   options.batchContract = job.batchFromConfig;
   options.config = std::move(config);
   options.store = store;
+  {
+    // The controller's record watches wait on a client of their own (JobControllerOptions).
+    comm::TcpStoreOptions client = storeOptions;
+    client.isServer = false;
+    client.port = rawStore->port();
+    options.watchStore =
+        std::make_shared<comm::PrefixStore>(kJobPrefix, std::make_shared<comm::TcpStore>(client));
+  }
+  options.keepAliveCheck = *job.keepAliveInterval;
   if (!o.eventLog.empty())
     options.eventLog = o.eventLog;
   if (!o.checkpointDir.empty())

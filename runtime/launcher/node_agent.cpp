@@ -1,5 +1,6 @@
 #include "runtime/launcher/node_agent.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -32,22 +33,25 @@ using std::chrono::milliseconds;
 
 namespace {
 
-// Registers this node in the job's store. Returns the sequence of the command published last:
-// commands published before this agent registered are not for it.
-std::uint64_t registerNode(comm::Store& store, const NodeAgentOptions& options) {
+struct Registration {
+  std::uint64_t done = 0;  // the sequence of the command published last: not for this agent
+  std::int64_t slot = 0;   // the index of its registration record: its keep-alive field
+};
+
+// Registers this node in the job's store.
+Registration registerNode(comm::Store& store, const NodeAgentOptions& options) {
   const std::string& id = options.node.nodeId;
-  std::uint64_t done = 0;
+  Registration r;
   if (auto text = tryGet(store, "cmd"))
-    done = decodeCommand(*text).sequence;
-  store.set("ack/" + id, std::to_string(done));
-  store.add("hb/" + id, 1);
+    r.done = decodeCommand(*text).sequence;
+  store.set("ack/" + id, std::to_string(r.done));
   // A node that comes back under its old name runs nothing yet: the record its earlier agent
   // left (workers that are gone) must not reach the controller's live decisions.
   if (options.liveRecovery)
     store.set("workers/" + id, encode(NodeWorkersRecord{}));
-  appendRecord(store, "nodes", encode(options.node));
+  r.slot = appendRecord(store, "nodes", encode(options.node));
   spdlog::info("agent {}: registered with {} slot(s)", id, options.node.slots);
-  return done;
+  return r;
 }
 
 using SteadyClock = std::chrono::steady_clock;
@@ -66,13 +70,12 @@ class Contact {
   std::atomic<SteadyClock::rep> last_;
 };
 
-// How long one wait of the command watch lasts: an idle agent sends one wait (and its cancel)
-// per period besides its keep-alives.
-constexpr Duration kCommandWaitPeriod = std::chrono::seconds(4);
-
 // The wait for the next command, on its own thread and store connection: it blocks on the key
 // the controller sets once command `done + 1` is published (commandKey), so that an idle agent
-// sends no request but this wait and its keep-alives. The agent's loop asks take() each turn.
+// sends no request but this wait and its keep-alives. The agent's loop asks take() each turn;
+// it says yes when the key appeared, when the wait failed (a dropped connection: the watch
+// connects again) and when a wait ended without the key (kCommandWaitPeriod), so that the loop
+// reads `cmd` and catches up with any command it missed, whose key may be gone by then.
 // The thread is left to end on its own (it holds what it uses): the agent's end never waits for
 // a wait in flight, a store that does not answer included.
 class CommandWatch {
@@ -170,13 +173,15 @@ class CommandWatch {
         failed = true;
       }
       lock.lock();
+      state->fresh = true;
+      const std::uint64_t one = 1;
+      if (::write(state->wakeFd, &one, sizeof one) < 0) {
+        // the counter is full: the loop wakes anyway
+      }
+      // Until the loop has read the command (after a failure: a pause before connecting again).
+      // After a wait that ended without the key, the loop's read of `cmd` is the catch-up, and
+      // the next wait starts at once.
       if (found || failed) {
-        state->fresh = true;
-        const std::uint64_t one = 1;
-        if (::write(state->wakeFd, &one, sizeof one) < 0) {
-          // the counter is full: the loop wakes anyway
-        }
-        // Until the loop has read the command (after a failure: a pause before connecting again).
         state->changed.wait_for(
             lock, failed ? Duration(std::chrono::milliseconds(200)) : kCommandWaitPeriod,
             [&] { return state->stop || state->done >= next; });
@@ -191,8 +196,10 @@ class CommandWatch {
 // period does not look like a dead node; they stop when this is destroyed.
 class KeepAlive {
  public:
-  KeepAlive(const NodeAgentOptions& options, Contact& contact)
+  KeepAlive(const NodeAgentOptions& options, std::int64_t slot, Contact& contact)
       : options_(options),
+        key_(keepAliveKey(slot)),
+        bit_(keepAliveBit(slot)),
         contact_(contact),
         task_("keep-alive of " + options.node.nodeId, options.heartbeatInterval, [this] {
           beat();
@@ -210,7 +217,7 @@ class KeepAlive {
             options_.controllerTimeout,
             std::max<Duration>(kMinKeepAliveRequestTimeout, options_.heartbeatInterval)));
       }
-      hb_->add("hb/" + options_.node.nodeId, 1);
+      hb_->add(key_, bit_);
       contact_.touch();
     } catch (const std::exception&) {
       hb_.reset();
@@ -218,6 +225,8 @@ class KeepAlive {
   }
 
   const NodeAgentOptions& options_;
+  const std::string key_;  // this node's keep-alive group (hb/<group>) and its field's unit
+  const std::int64_t bit_;
   Contact& contact_;
   std::shared_ptr<comm::Store> hb_;  // the task's thread's only
   PeriodicTask task_;                // last: it starts once the others are set
@@ -225,6 +234,7 @@ class KeepAlive {
 
 // What the agent's loop carries from one turn to the next.
 struct LoopState {
+  std::int64_t slot = 0;   // this agent's registration slot (Command::expect)
   std::uint64_t done = 0;  // the sequence of the last command carried out (or skipped)
   std::string masterAddr;  // the last Start or Live command's (rank 0's host)
   std::uint64_t generation = 0;
@@ -263,6 +273,10 @@ bool carryOut(const Command& c, const NodeAgentOptions& options, comm::Store& st
   const std::string& id = options.node.nodeId;
   switch (c.kind) {
     case CommandKind::Start:
+      // Workers still running here missed the Stop before this Start (the agent caught up with
+      // the latest command after a dropped connection): the new generation replaces them.
+      if (workers.running() > 0)
+        workers.stop();
       state.masterAddr = c.masterAddr;
       state.generation = c.start->generation;
       if (options.liveRecovery)
@@ -295,7 +309,7 @@ bool carryOut(const Command& c, const NodeAgentOptions& options, comm::Store& st
       break;
     case CommandKind::Exit:
       workers.stop();
-      store.set("ack/" + id, std::to_string(c.sequence));
+      acknowledge(store, c, id, state.slot);
       result.exitCode = c.exitCode;
       result.message = c.reason;
       return true;
@@ -317,7 +331,7 @@ bool followCommand(const NodeAgentOptions& options, comm::Store& store, NodeWork
     return true;
   publishWorkers(options, store, workers, state);
   state.done = c.sequence;
-  store.set("ack/" + options.node.nodeId, std::to_string(state.done));
+  acknowledge(store, c, options.node.nodeId, state.slot);
   return false;
 }
 
@@ -355,12 +369,14 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
   const std::string& id = options.node.nodeId;
   auto store = options.connect(options.controllerTimeout);
   LoopState state;
-  state.done = registerNode(*store, options);
+  const Registration registration = registerNode(*store, options);
+  state.done = registration.done;
+  state.slot = registration.slot;
   // The controller timeout counts from the store's last answer to any of the agent's threads.
   auto contactPtr = std::make_shared<Contact>();
   Contact& contact = *contactPtr;
   // Declared before the workers: their stop, when the agent ends, runs under keep-alives.
-  KeepAlive keepAlive(options, contact);
+  KeepAlive keepAlive(options, state.slot, contact);
 
   NodeWorkers workers(
       id, options.command,
@@ -531,6 +547,13 @@ NodeAgentResult joinJob(const JoinRequest& r) {
   options.command = job.command;
   options.logDir = r.logDir;
   options.heartbeatInterval = fromSeconds(r.heartbeatInterval);
+  if (job.keepAliveInterval) {
+    // The controller reads the keep-alives at the job's interval, and a node's field holds 15
+    // beats between two reads: the agent beats at most as slowly as the job says, at most 4
+    // times as often.
+    options.heartbeatInterval =
+        std::clamp(options.heartbeatInterval, *job.keepAliveInterval / 4, *job.keepAliveInterval);
+  }
   options.controllerTimeout = fromSeconds(r.controllerTimeout);
   options.stopSignal = r.stopSignal;
   const auto devices = devicesOfSlots(node.devices);

@@ -17,23 +17,27 @@ NodeTracker::NodeTracker(comm::Store& store, Duration heartbeatTimeout,
       heartbeatTimeout_(heartbeatTimeout),
       launchHosts_(std::move(launchHosts)),
       window_(window),
-      checkInterval_(std::min(checkInterval, heartbeatTimeout / 5)),
+      checkInterval_(std::min(checkInterval, heartbeatTimeout / 4)),
       holding_(!launchHosts_.empty()) {}
 
-std::vector<Event> NodeTracker::poll(Time now, bool withHeartbeats) {
+std::vector<Event> NodeTracker::poll(Time now, bool withHeartbeats, bool readLists) {
   noticeStall(now);
   std::vector<Event> out;
-  for (const auto& text : readRecords(store_, "nodes", nextRecord_)) {
-    ++nextRecord_;
+  const std::vector<std::string> registrations =
+      readLists ? readRecords(store_, "nodes", nextRecord_) : std::vector<std::string>();
+  for (const auto& text : registrations) {
+    const std::int64_t slot = nextRecord_++;
     const NodeRecord record = decodeNodeRecord(text);
     auto& node = nodes_[record.nodeId];
     if (node.alive)
       out.emplace_back(NodeLeft{record.nodeId, "its agent registered again"});
+    if (node.slot >= 0)
+      slots_.erase(node.slot);
     node.record = record;
     node.alive = true;
-    node.counter = -1;
+    node.slot = slot;
     node.lastChange = now;
-    node.lastRead.reset();
+    slots_[slot] = record.nodeId;
     spdlog::info("controller: node {} registered ({} slot(s), address {})", record.nodeId,
                  record.slots, record.address);
     if (holding_) {
@@ -51,7 +55,9 @@ std::vector<Event> NodeTracker::poll(Time now, bool withHeartbeats) {
     }
   }
   pendingLost_.clear();
-  for (const auto& text : readRecords(store_, "leaves", nextLeave_)) {
+  const std::vector<std::string> departures =
+      readLists ? readRecords(store_, "leaves", nextLeave_) : std::vector<std::string>();
+  for (const auto& text : departures) {
     ++nextLeave_;
     const auto tab = text.find('\t');
     const std::string id = text.substr(0, tab);
@@ -72,7 +78,7 @@ std::vector<Event> NodeTracker::poll(Time now, bool withHeartbeats) {
   for (auto& [id, node] : nodes_) {
     if (!node.alive)
       continue;
-    if (silent(id, node, now)) {
+    if (silent(node, now)) {
       node.alive = false;
       spdlog::warn("controller: node {} sent no keep-alive for {}", id,
                    formatDuration(heartbeatTimeout_));
@@ -86,7 +92,12 @@ std::vector<Event> NodeTracker::poll(Time now, bool withHeartbeats) {
 bool NodeTracker::silent(const std::string& id, Time now) {
   noticeStall(now);
   auto it = nodes_.find(id);
-  return it == nodes_.end() || !it->second.alive || silent(id, it->second, now);
+  return it == nodes_.end() || !it->second.alive || silent(it->second, now);
+}
+
+std::int64_t NodeTracker::slot(const std::string& id) const {
+  const auto it = nodes_.find(id);
+  return it == nodes_.end() ? -1 : it->second.slot;
 }
 
 void NodeTracker::markLost(const std::string& id) {
@@ -107,17 +118,40 @@ const NodeRecord* NodeTracker::record(const std::string& id) const {
   return it == nodes_.end() ? nullptr : &it->second.record;
 }
 
-bool NodeTracker::silent(const std::string& id, Node& node, Time now) {
-  if (node.lastRead && now - *node.lastRead < checkInterval_)
-    return now - node.lastChange > heartbeatTimeout_;
-  node.lastRead = now;
-  const std::int64_t counter = store_.add("hb/" + id, 0);
-  if (counter != node.counter) {
-    node.counter = counter;
-    node.lastChange = now;
-    return false;
-  }
+bool NodeTracker::silent(Node& node, Time now) {
+  readGroup(node.slot / kKeepAliveGroup, now);
   return now - node.lastChange > heartbeatTimeout_;
+}
+
+void NodeTracker::readGroup(std::int64_t group, Time now) {
+  Group& g = groups_[group];
+  if (g.lastRead && now - *g.lastRead < checkInterval_)
+    return;
+  g.lastRead = now;
+  const std::string key = keepAliveKey(group * kKeepAliveGroup);
+  const std::int64_t value = store_.add(key, 0);
+  if (g.value && value >= *g.value) {
+    // Each field of the change is how often that node beat since the last read (at most 15 at
+    // the agents' interval; more only after a stall, which noticeStall forgives anyway).
+    const std::int64_t change = value - *g.value;
+    constexpr std::int64_t kMask = (std::int64_t{1} << kKeepAliveFieldBits) - 1;
+    for (std::int64_t field = 0; field < kKeepAliveGroup; ++field) {
+      if (((change >> (kKeepAliveFieldBits * field)) & kMask) == 0)
+        continue;
+      const auto it = slots_.find(group * kKeepAliveGroup + field);
+      if (it == slots_.end())
+        continue;
+      if (auto n = nodes_.find(it->second); n != nodes_.end() && n->second.alive)
+        n->second.lastChange = now;
+    }
+  }
+  g.value = value;
+  // Room for hours of beats at any interval (the last field adds 2^44 a beat); a node's beat
+  // that overflowed the counter would fail.
+  if (value > (std::int64_t{1} << 60)) {
+    store_.add(key, -value);
+    g.value = 0;
+  }
 }
 
 void NodeTracker::noticeStall(Time now) {

@@ -4,6 +4,10 @@
 // counters become the state machine's NodeJoined, NodeLeft and HeartbeatLost events. Used by
 // runJobController (job_controller.hpp) and by RemoteWorkers (remote_workers.hpp), which asks it
 // which agents are alive and marks those that do not answer a command as lost. Not thread-safe.
+//
+// What it costs the store: the registration and departure lists are read only when the caller
+// says they changed (runJobController's RecordWatches); the keep-alives, one request per group of
+// kKeepAliveGroup nodes (hb/<group>, job_protocol.hpp) per check interval.
 
 #include <cstdint>
 #include <map>
@@ -26,22 +30,30 @@ class NodeTracker {
   // registrations are held (up to `window`) until every one of them has registered or is known
   // to be gone, then announced in that order, so node ranks follow the hostfile (and MASTER_ADDR
   // is the first host's) whatever order the agents come up in.
-  // checkInterval: a node's keep-alive counter is read at most this often (at most
-  // heartbeatTimeout / 5), by poll and silent alike.
+  // checkInterval: a node's keep-alive group is read at most this often (at most
+  // heartbeatTimeout / 4), by poll and silent alike.
   NodeTracker(comm::Store& store, agent::Duration heartbeatTimeout,
               std::vector<std::string> launchHosts, agent::Duration window,
               agent::Duration checkInterval = std::chrono::seconds(1));
 
   agent::Duration checkInterval() const noexcept { return checkInterval_; }
 
-  // New registrations and departures since the last call, and (withHeartbeats) silent nodes.
-  // Exits read before this call that a departure explains are applied after it (see
-  // job_protocol.hpp, "Order").
-  std::vector<agent::Event> poll(agent::Time now, bool withHeartbeats);
+  // New registrations and departures since the last call (read from the store only with
+  // readLists), nodes the caller marked lost, and (withHeartbeats) silent nodes. Exits read
+  // before this call that a departure explains are applied after it (see job_protocol.hpp,
+  // "Order").
+  std::vector<agent::Event> poll(agent::Time now, bool withHeartbeats, bool readLists = true);
 
-  // Reads the node's keep-alive counter (unless read within checkInterval); true when it has not
-  // moved for heartbeatTimeout.
+  // Reads the node's keep-alive group (unless read within checkInterval); true when its field
+  // has not moved for heartbeatTimeout.
   bool silent(const std::string& id, agent::Time now);
+
+  // Where the reads of the registration and departure lists stand (for RecordWatch).
+  std::int64_t nextRegistration() const noexcept { return nextRecord_; }
+  std::int64_t nextDeparture() const noexcept { return nextLeave_; }
+
+  // The registration slot (index of its nodes/<i> record) of a registered node; -1 if none.
+  std::int64_t slot(const std::string& id) const;
 
   void markLost(const std::string& id);
 
@@ -54,12 +66,18 @@ class NodeTracker {
   struct Node {
     NodeRecord record;
     bool alive = false;
-    std::int64_t counter = -1;
+    std::int64_t slot = -1;  // index of its registration record: its keep-alive field
     agent::Time lastChange{0};
-    std::optional<agent::Time> lastRead;  // of the counter
+  };
+  // A keep-alive group (hb/<group>): the value last read, when, and the slots of its nodes.
+  struct Group {
+    std::optional<std::int64_t> value;
+    std::optional<agent::Time> lastRead;
   };
 
-  bool silent(const std::string& id, Node& node, agent::Time now);
+  bool silent(Node& node, agent::Time now);
+  // Reads group `group` (unless read within checkInterval) and renews the nodes whose field moved.
+  void readGroup(std::int64_t group, agent::Time now);
 
   // A controller that did not look for a while (the launcher stopped by SIGSTOP, a slow
   // checkpoint read) cannot tell a silent node from its own absence: every node's keep-alive
@@ -84,6 +102,8 @@ class NodeTracker {
   std::int64_t nextRecord_ = 0;
   std::int64_t nextLeave_ = 0;
   std::map<std::string, Node> nodes_;
+  std::map<std::int64_t, std::string> slots_;  // slot -> node id, for the current registrations
+  std::map<std::int64_t, Group> groups_;
   std::set<std::string> pendingLost_;
   std::optional<agent::Time> lastLook_;
 };

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "runtime/comm/errors.hpp"
 #include "runtime/launcher/launch_defaults.hpp"
 #include "runtime/live/generation.hpp"
 
@@ -137,26 +138,58 @@ void RemoteWorkers::exit(int code, const std::string& reason) {
 
 void RemoteWorkers::send(Command c) {
   c.sequence = ++sequence_;
+  std::vector<std::string> pending = tracker_.alive();
+  for (const auto& id : pending)
+    c.expect.push_back(tracker_.slot(id));
+  std::sort(c.expect.begin(), c.expect.end());
   store_.set("cmd", encode(c));
   store_.set(commandKey(c.sequence), "1");  // wakes the agents waiting for it
+  // The keys of two commands back: every agent that command expected finished it or was given
+  // up on (one that waits on its key anyway reads `cmd` at the end of its wait).
+  if (c.sequence > 2) {
+    const std::uint64_t old = c.sequence - 2;
+    store_.deleteKey(commandKey(old));
+    store_.deleteKey(ackCountKey(old));
+    store_.deleteKey(acksDoneKey(old));
+  }
+  // One wait for the last acknowledgement (acks/<sequence>/all), renewed every keep-alive check
+  // to drop the nodes that fell silent meanwhile. Once one has, the count can no longer complete:
+  // the acknowledgements of the nodes still waited for are read one by one (ack/<node>).
   const Time began = options_.clock();
-  std::vector<std::string> pending = tracker_.alive();
+  bool byNode = false;
+  const std::string done = acksDoneKey(c.sequence);
   while (!pending.empty()) {
+    if (byNode) {
+      std::vector<std::string> still;
+      for (const auto& id : pending) {
+        const auto ack = tryGet(store_, "ack/" + id);
+        if (!ack || std::stoull(*ack) < c.sequence)
+          still.push_back(id);
+      }
+      pending = std::move(still);
+      if (pending.empty())
+        break;
+      std::this_thread::sleep_for(milliseconds(20));
+    } else {
+      const Duration left = options_.commandTimeout - (options_.clock() - began);
+      try {
+        store_.wait({done}, std::clamp<Duration>(std::min(left, tracker_.checkInterval()),
+                                                 milliseconds(1), std::chrono::seconds(60)));
+        break;
+      } catch (const comm::StoreTimeoutError&) {
+      }
+    }
     std::vector<std::string> still;
     for (const auto& id : pending) {
-      const auto ack = tryGet(store_, "ack/" + id);
-      if (ack && std::stoull(*ack) >= c.sequence)
-        continue;
       if (tracker_.silent(id, options_.clock())) {
         tracker_.markLost(id);
+        byNode = true;
         continue;
       }
       still.push_back(id);
     }
     pending = std::move(still);
-    if (pending.empty())
-      break;
-    if (options_.clock() - began > options_.commandTimeout) {
+    if (!pending.empty() && options_.clock() - began > options_.commandTimeout) {
       for (const auto& id : pending) {
         spdlog::warn("controller: node {} did not carry out command {} within {}", id, c.sequence,
                      formatDuration(options_.commandTimeout));
@@ -164,7 +197,6 @@ void RemoteWorkers::send(Command c) {
       }
       break;
     }
-    std::this_thread::sleep_for(milliseconds(10));
   }
 }
 

@@ -44,6 +44,8 @@ class RemoteWorkers final : public agent::WorkerGroup, private LiveTransport {
   std::vector<agent::WorkerExited> poll() override;
 
   std::vector<agent::WorkerExited> readExits();
+  // Where the reads of the exit records stand (for RecordWatch).
+  std::int64_t nextExit() const noexcept { return nextExit_; }
 
   // ---- Live recovery (options.liveStore set) -------------------------------------------------
 

@@ -9,12 +9,18 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <set>
+#include <signal.h>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include <gtest/gtest.h>
 
+#include "runtime/comm/errors.hpp"
 #include "runtime/launcher/job_controller.hpp"
 #include "runtime/launcher/node_agent.hpp"
+#include "runtime/launcher/node_tracker.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch::launcher {
@@ -53,6 +59,12 @@ TEST(JobProtocol, RecordsRoundTrip) {
   stop.kind = CommandKind::Stop;
   stop.generation = 2;
   EXPECT_EQ(decodeCommand(encode(stop)), stop);
+  // The agents it waits for, by registration slot, as ranges.
+  stop.expect = {0, 1, 2, 3, 5, 7, 8, 2047};
+  EXPECT_NE(encode(stop).find("expect=0-3,5,7-8,2047\n"), std::string::npos) << encode(stop);
+  EXPECT_EQ(decodeCommand(encode(stop)), stop);
+  EXPECT_TRUE(expects(stop, 5));
+  EXPECT_FALSE(expects(stop, 4));
   Command exitCommand;
   exitCommand.sequence = 9;
   exitCommand.kind = CommandKind::Exit;
@@ -95,6 +107,12 @@ TEST(JobProtocol, MalformedRecordsAreNamedErrors) {
   EXPECT_THROW(decodeDevices("-1"), ProtocolError);
   EXPECT_THROW(decodeCommand("sequence=1\nkind=signal\nkeep.count=1\nkeep.0=a\n"), ProtocolError);
   EXPECT_THROW(decodeNodeWorkersRecord("generation=1\nworkers=0-12\n"), ProtocolError);
+  for (const char* expect : {"3-1", "1,1", "2,1", "x", "1-", "-1", "1,,2"}) {
+    EXPECT_THROW(
+        decodeCommand(fmt::format("sequence=1\nkind=stop\ngeneration=1\nexpect={}\n", expect)),
+        ProtocolError)
+        << expect;
+  }
   EXPECT_THROW(decodeNodeWorkersRecord("generation=1\nworkers=\njoiners=x\n"), ProtocolError);
   try {
     decodeCommand("sequence=1\nkind=start\n");
@@ -403,6 +421,186 @@ TEST(JobController, AnIdleAgentSendsAtMostTwoRequestsASecond) {
   EXPECT_LE(perSecond, 2.0);
   controllerStop.store(SIGTERM);
   ASSERT_EQ(controller.wait_for(30s), std::future_status::ready);
+  ASSERT_EQ(agent.wait_for(30s), std::future_status::ready);
+  EXPECT_EQ(agent.get().exitCode, 128 + SIGTERM);
+}
+
+// A connection of the job's store that can miss a notification and drop: its wait for a key in
+// `deafTo` never sees the key appear, and once drop() is called it fails (as a reset connection
+// does) and so does every later request on it; the agent has to connect again.
+struct Faults {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::set<std::string> deafTo;
+  int deafWaits = 0;  // waits blocked on a key they will never see
+  int drops = 0;
+  std::atomic<int> connections{0};
+};
+
+class FaultyConnection final : public comm::ForwardingStore {
+ public:
+  FaultyConnection(std::shared_ptr<comm::Store> inner, std::shared_ptr<Faults> faults)
+      : comm::ForwardingStore(std::move(inner), "FaultyConnection"),
+        faults_(std::move(faults)),
+        drops_(faults_->drops) {}
+  void set(const std::string& k, const std::string& v) override { alive()->set(k, v); }
+  std::string get(const std::string& k) override { return alive()->get(k); }
+  std::int64_t add(const std::string& k, std::int64_t d) override { return alive()->add(k, d); }
+  bool check(const std::vector<std::string>& keys) override { return alive()->check(keys); }
+  void wait(const std::vector<std::string>& keys, std::optional<Duration> timeout) override {
+    {
+      std::unique_lock lock(faults_->mutex);
+      if (keys.size() == 1 && faults_->deafTo.contains(keys.front())) {
+        ++faults_->deafWaits;
+        faults_->changed.notify_all();
+        faults_->changed.wait(lock, [&] { return faults_->drops != drops_; });
+        --faults_->deafWaits;
+      }
+    }
+    alive()->wait(keys, timeout);
+  }
+
+ private:
+  comm::Store* alive() {
+    std::lock_guard lock(faults_->mutex);
+    if (faults_->drops != drops_)
+      throw comm::StoreError("FaultyConnection: connection reset by the test");
+    return &inner();
+  }
+  std::shared_ptr<Faults> faults_;
+  const int drops_;
+};
+
+// The controller reads the keep-alives of 12 nodes with one request (hb/<group>, a 4-bit field
+// per node): 13 nodes cost two requests a check, a node whose beats stop is the only one lost,
+// and 15 beats of its neighbour between two reads do not spill into its field.
+TEST(NodeTracker, KeepAlivesAreReadByGroupsAndASilentNodeIsTheOnlyOneLost) {
+  auto store = std::make_shared<comm::HashStore>(5s);
+  GatedStore counted(store);
+  NodeTracker tracker(counted, 4s, {}, 30s, 1s);
+  for (int i = 0; i < 13; ++i)
+    appendRecord(*store, "nodes", encode(NodeRecord{fmt::format("n{}", i), 1, "127.0.0.1", {0}}));
+  EXPECT_EQ(tracker.poll(Time{0}, true).size(), 13u);
+  EXPECT_EQ(tracker.slot("n5"), 5);
+  std::vector<std::string> lost;
+  for (int second = 1; second <= 6; ++second) {
+    for (int i = 0; i < 13; ++i) {
+      if (i == 5)
+        continue;
+      const int beats = i == 4 && second == 3 ? 15 : 1;
+      for (int b = 0; b < beats; ++b)
+        store->add(keepAliveKey(i), keepAliveBit(i));
+    }
+    const std::int64_t before = counted.requests();
+    for (const Event& e : tracker.poll(Time{0} + std::chrono::seconds(second), true, false)) {
+      if (const auto* l = std::get_if<HeartbeatLost>(&e))
+        lost.push_back(fmt::format("{}@{}", l->nodeId, second));
+    }
+    EXPECT_EQ(counted.requests() - before, 2) << "second " << second;
+  }
+  EXPECT_EQ(lost, std::vector<std::string>{"n5@5"});
+  EXPECT_EQ(tracker.alive().size(), 12u);
+}
+
+// Issue 43, "nothing lost": an agent whose command watch missed the notifications of two commands
+// (its wait never saw cmd/2) and whose key was deleted meanwhile catches up once the watch's
+// connection drops: it reads `cmd`, the latest command, stops its generation-1 worker (the Stop
+// it missed) and runs generation 2, and counts itself in that command's acknowledgements.
+TEST(NodeAgent, ADroppedCommandWatchCatchesUpWithTheLatestCommand) {
+  test::TempDir dir("stretch-drop");
+  ASSERT_FALSE(dir.path().empty());
+  auto store = std::make_shared<comm::HashStore>(5s);
+  auto faults = std::make_shared<Faults>();
+  faults->deafTo = {commandKey(2)};
+  std::atomic<int> stop{0};
+  NodeAgentOptions n;
+  n.connect = [store, faults](Duration) {
+    ++faults->connections;
+    return std::make_shared<FaultyConnection>(store, faults);
+  };
+  n.node = {"a", 1, "127.0.0.1", {0}};
+  n.command.argv = {"/bin/sh", "-c", "echo $$ > \"$DIR/pid_$GEN\"; exec sleep 30"};
+  n.environment = [d = dir.path().string()](const StartWorkers& s, const NodeAssignment&,
+                                            std::int64_t, const std::string&) {
+    return std::map<std::string, std::string>{{"DIR", d}, {"GEN", std::to_string(s.generation)}};
+  };
+  n.heartbeatInterval = 100ms;
+  n.stopGrace = 1s;
+  n.stopSignal = &stop;
+  auto agent = std::async(std::launch::async, [n] { return runNodeAgent(n); });
+
+  const auto waitFor = [](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!done() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(10ms);
+    return done();
+  };
+  const auto acked = [&](std::uint64_t sequence) {
+    const auto ack = tryGet(*store, "ack/a");
+    return ack && std::stoull(*ack) >= sequence;
+  };
+  const auto generation = [](std::uint64_t g) {
+    StartWorkers s;
+    s.generation = g;
+    s.worldSize = 1;
+    s.dataParallelSize = 1;
+    s.batch = {1, 1, 1};
+    s.nodes = NodeSequence::fromAssignments({NodeAssignment{"a", 0, 0, 1, 1}});
+    return s;
+  };
+  const auto publish = [&](Command c) {
+    c.expect = {0};  // the agent's registration slot
+    store->set("cmd", encode(c));
+    store->set(commandKey(c.sequence), "1");
+  };
+  ASSERT_TRUE(waitFor([&] { return store->add("nodes/count", 0) == 1; }));
+  Command start;
+  start.sequence = 1;
+  start.kind = CommandKind::Start;
+  start.start = generation(1);
+  start.masterAddr = "127.0.0.1";
+  publish(start);
+  ASSERT_TRUE(waitFor([&] { return acked(1); }));
+  ASSERT_TRUE(store->check({acksDoneKey(1)}));
+  ASSERT_TRUE(waitFor([&] { return std::filesystem::exists(dir.path() / "pid_1"); }));
+  // The watch now waits for cmd/2 on a connection that will not tell it.
+  ASSERT_TRUE(waitFor([&] {
+    std::lock_guard lock(faults->mutex);
+    return faults->deafWaits == 1;
+  }));
+  Command halt;
+  halt.sequence = 2;
+  halt.kind = CommandKind::Stop;
+  halt.generation = 1;
+  publish(halt);
+  Command restart = start;
+  restart.sequence = 3;
+  restart.start = generation(2);
+  publish(restart);
+  store->deleteKey(commandKey(2));
+  // Nothing told the agent: it sent no request for `cmd`, generation 1 still runs.
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(acked(2));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "pid_2"));
+  const int connections = faults->connections.load();
+  {
+    std::lock_guard lock(faults->mutex);
+    ++faults->drops;
+  }
+  faults->changed.notify_all();
+  ASSERT_TRUE(waitFor([&] { return acked(3); }));
+  EXPECT_TRUE(store->check({acksDoneKey(3)}));
+  EXPECT_EQ(store->add(ackCountKey(3), 0), 1);
+  EXPECT_TRUE(waitFor([&] { return std::filesystem::exists(dir.path() / "pid_2"); }));
+  // The generation-1 worker was stopped before generation 2 started.
+  std::ifstream pidFile(dir.path() / "pid_1");
+  pid_t first = 0;
+  ASSERT_TRUE(pidFile >> first);
+  EXPECT_NE(::kill(first, 0), 0);
+  // Every connection the drop broke was made again (the watch's, and the loop's or the
+  // keep-alive's as they used theirs).
+  EXPECT_GT(faults->connections.load(), connections);
+  stop.store(SIGTERM);
   ASSERT_EQ(agent.wait_for(30s), std::future_status::ready);
   EXPECT_EQ(agent.get().exitCode, 128 + SIGTERM);
 }
