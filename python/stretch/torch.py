@@ -773,6 +773,9 @@ class LiveJob:
         if abandon:
             _say(f"rank {self.rank}: step {self.step + 1} abandoned in live generation "
                  f"{self.generation} ({reason})")
+        else:
+            _say(f"rank {self.rank}: leaves live generation {self.generation} after step "
+                 f"{self.step} ({reason})")
         if self._group is not None:
             self._group.abort()
         self.model = None

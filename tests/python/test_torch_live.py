@@ -18,6 +18,7 @@ import datetime
 import json
 import os
 import pathlib
+import random
 import signal
 import socket
 import subprocess
@@ -49,20 +50,21 @@ LIMIT_S = 300
 
 
 def free_port():
-    """A port P with P + 1 free as well (a multi-node job's store listens on P + 1)."""
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port >= 65535:
-            continue
+    """A port P with P + 1 free as well (a multi-node job's store listens on P + 1), below the
+    ephemeral range, where a host busy with short connections may hold every port in
+    TIME_WAIT."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(20000, 32000)
         try:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", port + 1))
+            for candidate in (port, port + 1):
+                with socket.socket() as s:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    s.bind(("127.0.0.1", candidate))
             return port
         except OSError:
             continue
-    raise RuntimeError("no two consecutive free ports on 127.0.0.1")
+    raise RuntimeError("no two consecutive free ports in [20000, 32000) on 127.0.0.1")
 
 
 def launch(directory, recovery="live", steps=STEPS, step_sleep=0.03):
@@ -308,10 +310,12 @@ def test_kill_9_costs_at_most_the_step_in_flight(tmp_path, undisturbed, victim):
     worlds = [int(l["world_size"]) for l in steps]
     assert 3 in worlds and worlds[-1] == 4, worlds
 
-    # The survivors' logs say what they did: the step abandoned, the batch re-split.
+    # The survivors' logs say what they did: the step abandoned (or, when the kill came between
+    # steps, the generation left at the agent's announcement), the batch re-split.
     survivor_logs = "".join(p.read_text(errors="replace")
                             for p in (tmp_path / "logs" / "attempt_1").glob("rank_*.log"))
-    assert "abandoned in live generation 0" in survivor_logs
+    assert ("abandoned in live generation 0" in survivor_logs or
+            "leaves live generation 0 after step" in survivor_logs), survivor_logs[-3000:]
     assert ("live generation 1 continues at step" in survivor_logs and
             "train_batch_size 48 = micro 16 x accumulation 1 x 3 (elastic solver)"
             in survivor_logs), survivor_logs[-3000:]
