@@ -338,6 +338,11 @@ def test_kill_9_costs_at_most_the_step_in_flight(tmp_path, undisturbed, victim):
           f"steps trained twice: {len(done_steps) - len(set(done_steps))}; final loss "
           f"{done['loss']} (undisturbed {undisturbed['loss']})")
     assert abs(float(done["loss"]) - float(undisturbed["loss"])) < 1e-4
+    # The last generation's rank 0 (another process than the start's when rank 0 died) saved the
+    # final checkpoint in DeepSpeed's layout.
+    assert (tmp_path / "ckpt" / "latest").read_text() == f"global_step{STEPS}"
+    state = torch.load(tmp_path / "ckpt" / f"global_step{STEPS}" / "mp_rank_00_model_states.pt")
+    assert state["global_steps"] == STEPS and state["dp_world_size"] == 4
 
 
 def test_recovery_restart_resumes_from_the_deepspeed_layout_checkpoint(tmp_path, undisturbed):
