@@ -8,7 +8,7 @@
 # The slow trial sets (tests/cli/CMakeLists.txt) carry their own COST.
 
 set(_stretch_test_costs
-  python_torch_live 95
+  python_torch_live 190
   PythonExampleNetns.HostLostThenRejoinsAndTheGlobalBatchNeverChanges 56
   LiveLaunch.Zero1And2SurviveTwoKillsInOneStepAndAKillDuringTheRecovery 51
   LiveLaunchMultiNode.ANodeLostAndANodeJoiningKeepTheJobTraining 34

@@ -67,12 +67,13 @@ def free_port():
     raise RuntimeError("no two consecutive free ports in [20000, 32000) on 127.0.0.1")
 
 
-def launch(directory, recovery="live", steps=STEPS, step_sleep=0.03):
+def launch(directory, recovery="live", steps=STEPS, step_sleep=0.03, options=()):
     if not CLI:
         pytest.skip("STRETCH_CLI is not set (run through ctest)")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     command = [CLI, "launch", "--num_gpus", "4", "--elastic_training", "--master_port",
-               str(free_port()), "--config", str(CONFIG), "--recovery", recovery, "--log_dir",
+               str(free_port()), "--config", str(CONFIG), "--recovery", recovery, *options,
+               "--log_dir",
                str(directory / "logs"), "--event_log", str(directory / "events.jsonl"),
                sys.executable, "-u", str(SCRIPT), "--steps", str(steps), "--checkpoint_dir",
                str(directory / "ckpt"), "--checkpoint_every", "20", "--ds_config", str(CONFIG),
@@ -276,20 +277,27 @@ def test_what_counts_as_a_peer_failure():
     assert not _is_peer_failure(ConfigError("gloo"))
 
 
-@pytest.mark.parametrize("victim", [1, 0])
-def test_kill_9_costs_at_most_the_step_in_flight(tmp_path, undisturbed, victim):
-    launcher = launch(tmp_path)
+@pytest.mark.parametrize("victim,how", [(1, signal.SIGKILL), (0, signal.SIGKILL),
+                                        (2, signal.SIGSTOP)],
+                         ids=["kill_rank1", "kill_rank0", "freeze_rank2"])
+def test_kill_9_costs_at_most_the_step_in_flight(tmp_path, undisturbed, victim, how):
+    """SIGKILL, or SIGSTOP: a frozen worker stops beating and the agent's hang detection
+    (--hang_timeout 3) kills it; from there on it is a death like the others."""
+    launcher = launch(tmp_path, options=["--hang_timeout", "3"] if how == signal.SIGSTOP else [])
     wait_for(lambda: any(l["kind"] == "step" and int(l["step"]) >= KILL_AFTER
                          for l in lines_of(tmp_path)), 180, f"step {KILL_AFTER}", tmp_path,
              launcher)
     pid = worker_with_rank(launcher, victim)
     assert pid is not None, f"no worker with RANK={victim}"
     killed_at = time.time()
-    os.kill(pid, signal.SIGKILL)
+    os.kill(pid, how)
     status = finish(launcher, tmp_path)
     assert status == 0, everything(tmp_path)
     lines = lines_of(tmp_path)
     events = events_of(tmp_path)
+    if how == signal.SIGSTOP:  # the agent's own words
+        said = (tmp_path / "launch.out").read_text(errors="replace")
+        assert f"worker rank {victim} (local rank {victim}, pid {pid}) is hung: no heartbeat" in said, said[-2000:]
 
     # Live, never from the checkpoint: one process per rank of the start, one replacement.
     assert not [e for e in events if e.get("recovery") == "checkpoint"], events
@@ -330,7 +338,8 @@ def test_kill_9_costs_at_most_the_step_in_flight(tmp_path, undisturbed, victim):
     grown = min((l for l in steps if int(l["generation"]) >= 2), key=lambda l: float(l["time"]))
     done = done_line(lines)
     assert done is not None and int(done["steps"]) == STEPS, everything(tmp_path)
-    print(f"\nkilled rank {victim} after step >= {KILL_AFTER}: kill -> survivors' next step "
+    print(f"\n{signal.Signals(how).name} to rank {victim} after step >= {KILL_AFTER}: "
+          f"signal -> survivors' next step "
           f"{float(first_after['time']) - killed_at:.3f} s (step {first_after['step']} at world "
           f"3); the replacement started {float(joined[0]['process_start']) - killed_at:.3f} s "
           f"after the kill, its generation's first step "
