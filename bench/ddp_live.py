@@ -164,16 +164,19 @@ def main(argv):
           f"{reference['loss']}", flush=True)
     live = run(args, "live", victim=1, kill_after=args.kill_after)
     print(f"live, rank 1 killed after step {live.get('kill_last_logged')}: status "
-          f"{live['status']}, kill -> survivors' next step {live.get('kill_to_next_step_s', -1):.3f} s "
+          f"{live['status']}, kill -> survivors' next step "
+          f"{live.get('kill_to_next_step_s', -1):.3f} s "
           f"(step {live.get('next_step')}), steps trained twice {live['redone']}, restarts "
-          f"{live['restarts']}, replacement started {live.get('joiner_start_after_kill_s', -1):.2f} s "
+          f"{live['restarts']}, replacement started "
+          f"{live.get('joiner_start_after_kill_s', -1):.2f} s "
           f"after the kill and its generation's first step came "
           f"{live.get('joiner_start_to_step_s', -1):.2f} s after its start; final loss "
           f"{live['loss']} (undisturbed - live: {reference['loss'] - (live['loss'] or 0):+.2e})",
           flush=True)
     restart = run(args, "restart", victim=1, kill_after=args.kill_after)
     print(f"--recovery restart, rank 1 killed after step {restart.get('kill_last_logged')}: "
-          f"status {restart['status']}, kill -> next step {restart.get('kill_to_next_step_s', -1):.3f} s "
+          f"status {restart['status']}, kill -> next step "
+          f"{restart.get('kill_to_next_step_s', -1):.3f} s "
           f"(step {restart.get('next_step')}), steps trained twice {restart['redone']}; final loss "
           f"{restart['loss']} (undisturbed - restart: "
           f"{reference['loss'] - (restart['loss'] or 0):+.2e})", flush=True)

@@ -51,7 +51,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from . import _stretch
-from ._errors import CommError, ConfigError, StretchError
+from ._errors import ConfigError, StretchError
 
 __all__ = ["init", "LiveJob", "CannotContinueLive", "StoreBridge"]
 
@@ -294,7 +294,6 @@ class LiveJob:
         self.last_recovery_s = None
         self._group = None
         self._retired = []  # every group this process made: torch must not destroy them
-        self._stepped = False
         self._announced = False
         self._heartbeat_stop = threading.Event()
         self._heartbeat_path = None
@@ -344,7 +343,6 @@ class LiveJob:
         loss all-reduce); the step counts as done once ``optimizer.step()`` returned. When a
         collective fails because a peer died, the step is abandoned and the job goes on in the
         next generation (the exception is swallowed; ``steps`` gives the step to train next)."""
-        self._stepped = False
         try:
             yield self
         except Exception as e:  # noqa: BLE001
@@ -487,7 +485,6 @@ class LiveJob:
             out = inner(*args, **kwargs)
             self.step += 1
             self._completed += 1
-            self._stepped = True
             return out
 
         self.optimizer.step = step
@@ -508,11 +505,11 @@ class LiveJob:
         # The group's sockets are those it opens (the store's, rank 0's server among them, are
         # not: an abort must leave them alone).
         before = _socket_fds()
-        prefixed = dist.PrefixStore(f"stretch/generation/0/{os.environ.get('STRETCH_GENERATION', '0')}",
-                                    store)
+        attempt = os.environ.get("STRETCH_GENERATION", "0")
+        prefixed = dist.PrefixStore(f"stretch/generation/0/{attempt}", store)
         group = _gloo_group(prefixed, self.rank, self.world_size, self.timeout)
         fds = {fd: link for fd, link in _socket_fds().items() if before.get(fd) != link}
-        self._use(_Group(group, prefixed, fds, 0), f"stretch_generation_0")
+        self._use(_Group(group, prefixed, fds, 0), "stretch_generation_0")
         start = self.load_checkpoint()
         self.resumed_from = start or 0
         self.step = self.resumed_from

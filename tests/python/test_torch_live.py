@@ -297,7 +297,8 @@ def test_kill_9_costs_at_most_the_step_in_flight(tmp_path, undisturbed, victim, 
     events = events_of(tmp_path)
     if how == signal.SIGSTOP:  # the agent's own words
         said = (tmp_path / "launch.out").read_text(errors="replace")
-        assert f"worker rank {victim} (local rank {victim}, pid {pid}) is hung: no heartbeat" in said, said[-2000:]
+        hung = f"worker rank {victim} (local rank {victim}, pid {pid}) is hung: no heartbeat"
+        assert hung in said, said[-2000:]
 
     # Live, never from the checkpoint: one process per rank of the start, one replacement.
     assert not [e for e in events if e.get("recovery") == "checkpoint"], events
@@ -334,7 +335,8 @@ def test_kill_9_costs_at_most_the_step_in_flight(tmp_path, undisturbed, victim, 
     assert int(joined[0]["resumed_from"]) > KILL_AFTER
     assert int(joined[0]["world_size"]) == 4
 
-    first_after = min((l for l in steps if int(l["generation"]) >= 1), key=lambda l: float(l["time"]))
+    first_after = min((l for l in steps if int(l["generation"]) >= 1),
+                      key=lambda l: float(l["time"]))
     grown = min((l for l in steps if int(l["generation"]) >= 2), key=lambda l: float(l["time"]))
     done = done_line(lines)
     assert done is not None and int(done["steps"]) == STEPS, everything(tmp_path)
