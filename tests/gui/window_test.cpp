@@ -228,7 +228,9 @@ class WindowTest : public QObject {
     const QString text = window_->recommendationText();
     QVERIFY2(text.contains(QStringLiteral("Live recovery")), qPrintable(text));
     QVERIFY2(text.contains(QStringLiteral("Checkpoint-restart")), qPrintable(text));
-    QVERIFY2(text.contains(QStringLiteral("30 s to reconfigure")), qPrintable(text));
+    // 30 s assumed + the control plane's 5.36 s at the job's 2,048 nodes (0.67 s measured at 256,
+    // fixtures/control_plane/dev_vm.json, extrapolated in proportion to the nodes).
+    QVERIFY2(text.contains(QStringLiteral("35.4 s to reconfigure")), qPrintable(text));
   }
 
   void exportsNeedAPlanThenWriteIt() {
