@@ -365,9 +365,10 @@ nlohmann::json clusterJson(const sim::ClusterSpec& cluster) {
 nlohmann::json jobJson(const CalibrationJob& job, const FittedModel& f, const Measurements& m,
                        const Costs& costs) {
   const std::int64_t heldOutGas = 2 * job.accumulation;
+  // As the calibrated runs had it: micro batch and accumulation, no train_batch_size, so that
+  // every world size is valid, the live runs' interim world of 1 survivor included.
   nlohmann::json scenarioConfig = job.config;
   scenarioConfig["gradient_accumulation_steps"] = heldOutGas;
-  scenarioConfig["train_batch_size"] = job.micro * heldOutGas * 2;
   const std::int64_t steps = m.check.steps.rbegin()->first.second;
   return {{"config", scenarioConfig},
           {"seconds_per_sample_per_gpu", f.spec.secondsPerSample},

@@ -367,6 +367,7 @@ LivePlan planLiveRecovery(const LiveSituation& s, const StartWorkers& next,
       }
     }
     plan.awaitJoiners = true;
+    plan.groupTrainsOn = groupIntact;
     plan.reason = fmt::format("{} running worker(s) go on{}; {} join generation {}", kept.size(),
                               plan.publish ? fmt::format(" ({} of them in an interim world)",
                                                          plan.publish->members.size())

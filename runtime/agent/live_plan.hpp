@@ -97,6 +97,10 @@ struct LivePlan {
   std::optional<LiveMembers> publish;
   // The next generation is published once every joiner is ready (join is not empty).
   bool awaitJoiners = false;
+  // With awaitJoiners and no `publish`: the group that trained the last completed step lost
+  // nobody, so it trains on in its own generation while the joiners start (a scale-up); false
+  // there: no interim world is valid and the survivors wait.
+  bool groupTrainsOn = false;
   bool operator==(const LivePlan&) const = default;
 };
 

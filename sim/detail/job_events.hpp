@@ -21,17 +21,18 @@ inline std::int64_t ceilDiv(std::int64_t a, std::int64_t b) {
 }
 
 enum class Ev : std::uint8_t {
-  Failure,     // the failure process's next strike (token: the process slot's)
-  Preemption,  // the spot market's next strike (token: the process slot's)
-  NodeBack,    // a node returns from repair or preemption (token: its epoch, arg: the node)
-  Scale,       // a scheduled join or leave (arg: index into Scenario::scaleEvents)
-  Tick,        // the agent's monitor tick
-  Productive,  // the workers of a generation finished starting (token: the work epoch)
-  Boundary,    // aggregate mode: the next checkpoint, script or final step is reached
-  SaveDone,    // a checkpoint save ends
-  Micro,       // step-level mode: micro step `arg` ends
-  Bucket,      // step-level mode: all-reduce bucket `arg` ends (0: the step's last micro step)
-  Horizon,     // horizon_hours
+  Failure,       // the failure process's next strike (token: the process slot's)
+  Preemption,    // the spot market's next strike (token: the process slot's)
+  NodeBack,      // a node returns from repair or preemption (token: its epoch, arg: the node)
+  Scale,         // a scheduled join or leave (arg: index into Scenario::scaleEvents)
+  Tick,          // the agent's monitor tick
+  Productive,    // the workers of a generation finished starting (token: the work epoch)
+  Boundary,      // aggregate mode: the next checkpoint, script or final step is reached
+  SaveDone,      // a checkpoint save ends
+  Micro,         // step-level mode: micro step `arg` ends
+  Bucket,        // step-level mode: all-reduce bucket `arg` ends (0: the step's last micro step)
+  JoinersReady,  // live recovery: a start's joiners are ready (token: the work epoch)
+  Horizon,       // horizon_hours
 };
 
 struct Payload {

@@ -140,6 +140,7 @@ void Simulation::dispatch(const Payload& p) {
     case Ev::SaveDone:
     case Ev::Micro:
     case Ev::Bucket:
+    case Ev::JoinersReady:
       // The work of a stopped generation never happens.
       if (p.token == workEpoch_) {
         dispatchWork(p);
@@ -168,6 +169,9 @@ void Simulation::dispatchWork(const Payload& p) {
       break;
     case Ev::Bucket:
       onBucket(p.arg);
+      break;
+    case Ev::JoinersReady:
+      onJoinersReady();
       break;
     default:
       break;

@@ -82,8 +82,15 @@ class Simulation {
   void setPhase(Phase phase);
   void closeWorldSpan();
   const StepPlan& planFor(const agent::StartWorkers& a);
+  const StepPlan& planFor(std::int64_t worldSize, const config::BatchTriple& batch,
+                          std::int64_t dataParallelSize);
   // `live`: the driver's plan when the start resumes from the survivors (recovery.mode live).
+  // With joiners, the workers that run train meanwhile as `stretch launch`'s do (the group that
+  // lost nobody in its own generation, else the plan's interim world once it has formed, else
+  // nobody) until the joiners have started (restart_overhead_seconds); then the next generation
+  // forms and sends them the state (onJoinersReady).
   void startGeneration(const agent::StartWorkers& a, const agent::LivePlan* live);
+  void onJoinersReady();
   // Worker `localRank` of the node dies (its process and host memory: the node's other workers
   // survive), or with kWholeNode the node goes or every worker of it dies.
   static constexpr std::int64_t kWholeNode = SimWorkerGroup::kWholeNode;
@@ -157,6 +164,9 @@ class Simulation {
   // Live recovery (recovery.mode live).
   SimTime reconfigureNs_ = 0;
   SimTime transferNs_ = 0;
+  // While a start's joiners start: the plan of the generation they complete (plan_ is the one
+  // that trains meanwhile). Its steps do not make the joiners holders of the state.
+  const StepPlan* joinersPlan_ = nullptr;
   // Who holds the state lives in group_ (SimWorkerGroup::liveSituation).
   std::int64_t generationStep_ = 0;    // the step the current generation started from
   std::optional<Progress> survivors_;  // the last completed step at the stop, live mode

@@ -21,20 +21,25 @@ void Simulation::closeWorldSpan() {
 }
 
 const StepPlan& Simulation::planFor(const agent::StartWorkers& a) {
+  return planFor(a.worldSize, a.batch, a.dataParallelSize);
+}
+
+const StepPlan& Simulation::planFor(std::int64_t worldSize, const config::BatchTriple& batch,
+                                    std::int64_t dataParallelSize) {
   const auto key =
-      std::make_pair(a.worldSize, a.batch.trainBatchSize * 1'000'003 + a.batch.microBatchPerGpu);
+      std::make_pair(worldSize, batch.trainBatchSize * 1'000'003 + batch.microBatchPerGpu);
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     it = plans_
-             .emplace(key, planStep(s_.job, s_.cluster, a.batch, a.dataParallelSize,
-                                    a.dataParallelSize > 0 ? a.worldSize / a.dataParallelSize : 1))
+             .emplace(key, planStep(s_.job, s_.cluster, batch, dataParallelSize,
+                                    dataParallelSize > 0 ? worldSize / dataParallelSize : 1))
              .first;
   }
   return it->second;
 }
 
 void Simulation::settleRing() {
-  if (!group_.stepPending()) {
+  if (!group_.stepPending() || joinersPlan_ != nullptr) {
     return;
   }
   // In aggregate mode the steps of a segment are counted at its end: a step is complete when
@@ -61,6 +66,9 @@ void Simulation::startGeneration(const agent::StartWorkers& a, const agent::Live
   }
   closeWorldSpan();
   SimTime startup = startupNs_ + checkpoints_.loadNs();
+  // With joiners: what trains while they start, from when, and when they are ready.
+  const StepPlan* meanwhile = nullptr;
+  SimTime meanwhileFrom = now_;
   if (survivors_) {
     RunResult& r = metrics_.result();
     if (live) {
@@ -68,9 +76,23 @@ void Simulation::startGeneration(const agent::StartWorkers& a, const agent::Live
       // them (joiners, restarted workers) receive the state from a healthy peer.
       progress_ = *survivors_;
       ++r.liveRecoveries;
-      // The joiners (the interim world of survivors, if any, is not modelled: the time counts
-      // as start-up).
-      startup = reconfigureNs_ + (live->join.empty() ? 0 : transferNs_);
+      startup = reconfigureNs_;
+      if (!live->join.empty()) {
+        // The joiners start as any worker does (no checkpoint to load: they receive the state),
+        // then the next generation forms and sends it to them. Meanwhile the group that lost
+        // nobody trains on in its generation; after a loss the plan's interim world trains once
+        // it has formed; without one the survivors wait (LivePlan::groupTrainsOn, publish).
+        if (live->groupTrainsOn && plan_ != nullptr) {
+          meanwhile = plan_;
+        } else if (live->publish) {
+          const std::int64_t world = static_cast<std::int64_t>(live->publish->members.size());
+          const std::int64_t modelParallel =
+              a.dataParallelSize > 0 ? a.worldSize / a.dataParallelSize : 1;
+          meanwhile = &planFor(world, live->publish->batch, world / modelParallel);
+          meanwhileFrom = now_ + reconfigureNs_;
+        }
+        startup = std::max(startupNs_, meanwhileFrom - now_) + reconfigureNs_ + transferNs_;
+      }
     } else {
       ++r.checkpointFallbacks;
     }
@@ -83,11 +105,45 @@ void Simulation::startGeneration(const agent::StartWorkers& a, const agent::Live
     group_.start(a);
   }
   plan_ = &planFor(a);
+  joinersPlan_ = nullptr;
   ++workEpoch_;
   setPhase(Phase::Starting);
   startedAt_ = now_;
   emit(TimelineKind::WorldSize, now_, 0, "world_size", "");
+  const SimTime joinersReady = now_ + startupNs_;
+  if (meanwhile != nullptr && joinersReady > meanwhileFrom) {
+    joinersPlan_ = plan_;
+    plan_ = meanwhile;
+    sched_.schedule(meanwhileFrom, Payload{Ev::Productive, workEpoch_, 0});
+    sched_.schedule(joinersReady, Payload{Ev::JoinersReady, workEpoch_, 0});
+    return;
+  }
   sched_.schedule(now_ + startup, Payload{Ev::Productive, workEpoch_, 0});
+}
+
+void Simulation::onJoinersReady() {
+  // The world that trained meanwhile hands over (its step in flight, or a save under way, is
+  // cut off, as a stop cuts them): the next generation forms and sends the joiners the state.
+  switch (metrics_.phase()) {
+    case Phase::Computing:
+      if (opt_.mode == SimMode::Aggregate) {
+        settleAt(now_);
+      }
+      emitCompute(now_);
+      break;
+    case Phase::Saving:
+      emit(TimelineKind::Checkpoint, checkpoints_.saveStart(), now_ - checkpoints_.saveStart(),
+           fmt::format("save step {} (aborted)", progress_.step), "");
+      break;
+    default:
+      break;
+  }
+  plan_ = joinersPlan_;
+  joinersPlan_ = nullptr;
+  ++workEpoch_;
+  setPhase(Phase::Starting);
+  startedAt_ = now_;
+  sched_.schedule(now_ + reconfigureNs_ + transferNs_, Payload{Ev::Productive, workEpoch_, 0});
 }
 
 void Simulation::stopGeneration(bool keepRunning) {
@@ -115,6 +171,7 @@ void Simulation::stopGeneration(bool keepRunning) {
   idleSince_ = now_;
   closeWorldSpan();
   ++workEpoch_;
+  joinersPlan_ = nullptr;
   ++metrics_.result().stops;
   // Everything since the latest completed checkpoint is lost, unless the next generation resumes
   // from the survivors (live recovery keeps the last completed step: the step in flight is lost).

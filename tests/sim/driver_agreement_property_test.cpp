@@ -103,7 +103,7 @@ std::string scenarioText(const Job& job) {
            "seconds_per_sample_per_gpu": 0.01, "gradient_bytes": 40000,
            "total_steps": {},
            "checkpoint": {{"every_steps": {}, "save_seconds": 0.05, "load_seconds": 0.05}},
-           "restart_overhead_seconds": 1,
+           "restart_overhead_seconds": 100000,
            "recovery": {{"mode": "live", "reconfigure_seconds": 0.1}}}},
   "agent": {{"min_nodes": 1, "max_restarts": 20, "last_call_seconds": 0,
              "monitor_interval_seconds": 0.001}},
@@ -116,7 +116,10 @@ std::string scenarioText(const Job& job) {
 // The launcher's workers as a model: a poll is one training step of the running generation; the
 // script's faults fire one a poll, after the step they are due at (as the simulator fires them);
 // a worker holds the job's state once its generation has completed a step, and a worker struck
-// since has lost it.
+// since has lost it. Joiners take restart_overhead_seconds (here longer than any job) to start:
+// meanwhile the workers that run train on (the group that lost nobody, or the interim world) and
+// their steps make nobody a holder; survivors with no interim world wait for the joiners, so
+// their next generation trains at once.
 class LauncherModel final : public agent::WorkerGroup {
  public:
   LauncherModel(const Scenario& scenario, bool partitionCopies)
@@ -130,8 +133,9 @@ class LauncherModel final : public agent::WorkerGroup {
     begin(action);
     progress_ = checkpoint_;
   }
-  void continueLive(const agent::StartWorkers& action, const agent::LivePlan&) override {
+  void continueLive(const agent::StartWorkers& action, const agent::LivePlan& plan) override {
     begin(action);  // the survivors' last completed step: progress_ stays
+    joinersStarting_ = !plan.join.empty() && (plan.publish || plan.groupTrainsOn);
   }
   void stop() override {
     generation_.reset();
@@ -175,7 +179,7 @@ class LauncherModel final : public agent::WorkerGroup {
       return out;
     }
     ++progress_;
-    if (!stepped_) {
+    if (!stepped_ && !joinersStarting_) {
       holders_ = placesOf(g);
       struck_.clear();
       stepped_ = true;
@@ -222,6 +226,7 @@ class LauncherModel final : public agent::WorkerGroup {
     const auto places = placesOf(action);
     alive_ = std::set<WorkerPlace>(places.begin(), places.end());
     stepped_ = false;
+    joinersStarting_ = false;
   }
   void strike(const WorkerPlace& p) {
     alive_.erase(p);
@@ -236,6 +241,7 @@ class LauncherModel final : public agent::WorkerGroup {
   std::vector<WorkerPlace> holders_;  // the last generation that completed a step, rank order
   std::set<WorkerPlace> struck_;      // since holders_ was set
   bool stepped_ = false;
+  bool joinersStarting_ = false;  // the generation's joiners are starting (see above)
   bool finished_ = false;
   std::int64_t progress_ = 0;
   std::int64_t checkpoint_ = 0;

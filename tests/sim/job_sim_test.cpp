@@ -504,11 +504,50 @@ TEST(LiveRecovery, SurvivorsResumeFromTheLastCompletedStepAndSendTheStateToTheRe
   const SimTime step = secondsToNanos(12 * 0.001);
   EXPECT_EQ(live.lostNs, 0);
   EXPECT_EQ(restart.lostNs, 30 * step);
-  // Starting: the first start's 10 s, then 0.5 s + 1e9 bytes at 1 GB/s to the restarted worker's
-  // node (against 10 s again on the restart path: no checkpoint to load yet).
-  EXPECT_EQ(live.startupNs, secondsToNanos(10) + secondsToNanos(0.5) + secondsToNanos(1.0));
+  // Starting: the first start's 10 s, then 0.5 s for the 3 survivors' interim world to form; it
+  // trains the last 70 steps (16 ms each) while the restarted worker takes its 10 s to start, so
+  // the job ends before the world of 4 forms (against 10 s again on the restart path: no
+  // checkpoint to load yet).
+  EXPECT_EQ(live.startupNs, secondsToNanos(10) + secondsToNanos(0.5));
   EXPECT_EQ(restart.startupNs, secondsToNanos(20));
   EXPECT_GT(live.ettr(), restart.ettr());
+}
+
+// What `stretch launch` does while a replacement starts: the survivors train in an interim world,
+// then the full world forms (reconfigure) and sends the replacement the state (transfer). Without
+// a valid interim world (only 4 GPUs valid) the survivors wait for the replacement's start.
+TEST(LiveRecovery, SurvivorsTrainInTheInterimWorldWhileTheReplacementStarts) {
+  const nlohmann::json kill = {{{"at_step", 30}, {"kind", "kill_worker"}, {"rank", 1}}};
+  for (const SimMode mode : {SimMode::Aggregate, SimMode::StepLevel}) {
+    SCOPED_TRACE(mode == SimMode::Aggregate ? "aggregate" : "step-level");
+    auto j = liveJob(0, kill);
+    j["job"]["total_steps"] = 2000;
+    j["job"]["checkpoint"]["every_steps"] = 5000;
+    RunResult r;
+    const auto events = eventsOf(fromJson(j), &r, mode);
+    const auto plans = recordsOf(events, "live_plan");
+    ASSERT_EQ(plans.size(), 1u);
+    EXPECT_EQ(plans[0]["world_size"], 3);  // the interim world
+    EXPECT_EQ(r.steps, 2000);
+    EXPECT_EQ(r.liveRecoveries, 1);
+    // The first start, the interim world forming, then the world of 4 forming and sending the
+    // state once the replacement has started (10 s after the stop).
+    EXPECT_EQ(r.startupNs,
+              secondsToNanos(10) + secondsToNanos(0.5) + secondsToNanos(0.5) + secondsToNanos(1.0));
+    // The interim world trained 9.5 s at 16 ms a step: 593 steps; the 594th was in flight at the
+    // handover and is lost.
+    EXPECT_EQ(r.lostNs, secondsToNanos(9.5) - 593 * secondsToNanos(0.016));
+    // Nothing idles; every other second trains: 30 + 1,377 steps at 12 ms, 593 at 16 ms.
+    EXPECT_EQ(r.usefulNs, 1407 * secondsToNanos(0.012) + 593 * secondsToNanos(0.016));
+
+    j["job"]["config"]["elasticity"]["min_gpus"] = 4;
+    const auto waiting = eventsOf(fromJson(j), &r, mode);
+    ASSERT_EQ(recordsOf(waiting, "live_plan").size(), 1u);
+    EXPECT_EQ(r.liveRecoveries, 1);
+    EXPECT_EQ(r.lostNs, 0);
+    EXPECT_EQ(r.startupNs,
+              secondsToNanos(10) + secondsToNanos(10) + secondsToNanos(0.5) + secondsToNanos(1.0));
+  }
 }
 
 TEST(LiveRecovery, ZeroPartitionsLostWithTheirCopyFallBackToTheCheckpoint) {
@@ -550,8 +589,9 @@ TEST(LiveRecovery, AKilledWorkersNodeMatesAreSurvivors) {
   EXPECT_EQ(st[1]["recovery"], "live");
   EXPECT_EQ(st[1]["resume_step"], 30);
   EXPECT_EQ(r.liveRecoveries, 1);
-  // 0.5 s to reconfigure + 1 s to send the state to the restarted worker, after the first 10 s
-  EXPECT_EQ(r.startupNs, secondsToNanos(10) + secondsToNanos(0.5) + secondsToNanos(1.0));
+  // After the first 10 s, 0.5 s for the interim world of 3 to form: it trains the last 70 steps
+  // while the restarted worker starts.
+  EXPECT_EQ(r.startupNs, secondsToNanos(10) + secondsToNanos(0.5));
 
   j["cluster"] = cluster(1, 1);
   j["job"]["config"]["elasticity"]["max_gpus"] = 1;

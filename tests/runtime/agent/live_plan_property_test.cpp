@@ -142,6 +142,7 @@ RC_GTEST_PROP(LivePlan, LiveExactlyWhenTheSurvivorsHoldTheState, ()) {
   const std::size_t joining = plan.join.contains("n0") ? plan.join.at("n0").size() : 0;
   RC_ASSERT(survivors.size() + joining == static_cast<std::size_t>(world));
   RC_ASSERT(plan.awaitJoiners == (joining > 0));
+  RC_ASSERT(!plan.groupTrainsOn);  // a joiner here takes a lost rank's place
   RC_ASSERT(plan.publish.has_value());
   const auto n = static_cast<std::int64_t>(plan.publish->members.size());
   const std::int64_t expected =

@@ -91,6 +91,7 @@ TEST(LivePlan, SurvivorsTrainInAnInterimWorldWhileTheReplacementStarts) {
   EXPECT_EQ(plan.publish->batch, *rules.batchFor(2));
   EXPECT_TRUE(plan.publish->donors.empty());
   EXPECT_TRUE(plan.awaitJoiners);
+  EXPECT_FALSE(plan.groupTrainsOn);  // rank 1 is gone: the interim world trains, not the group
   EXPECT_TRUE(plan.stop.empty());
   EXPECT_TRUE(plan.releaseAfterDonating.empty());
   // Without copies (ZeRO 0) the first survivors.
@@ -126,6 +127,31 @@ TEST(LivePlan, FallsBackToTheCheckpointAndSaysWhy) {
 }
 
 // A replacement that was not ready when another worker died is started again.
+// A scale-up: the group of 2 lost nobody and 2 workers join. It trains on in its own generation
+// while they start (nothing to publish yet); after a loss with no valid interim world the
+// survivors wait instead.
+TEST(LivePlan, AGroupThatLostNobodyTrainsOnWhileJoinersStart) {
+  const auto rules = rules124();
+  auto s = oneNode(2, {0, 1}, true);
+  const auto plan = planLiveRecovery(s, startOn({{"n0", 4}}, rules), rules);
+  ASSERT_TRUE(plan.live) << plan.reason;
+  EXPECT_EQ(plan.join, (std::map<std::string, std::vector<std::int64_t>>{{"n0", {2, 3}}}));
+  EXPECT_FALSE(plan.publish);
+  EXPECT_TRUE(plan.awaitJoiners);
+  EXPECT_TRUE(plan.groupTrainsOn);
+  // With 6 as the only valid size, 5 survivors of 6 have no interim world: they wait.
+  const auto only6 = elasticity::WorldSizeRules(config::parseConfig(R"({"elasticity": {
+        "enabled": true, "max_train_batch_size": 24, "micro_batch_sizes": [4], "min_gpus": 6,
+        "max_gpus": 6, "version": 0.1}})")
+                                                    .config);
+  const auto waits =
+      planLiveRecovery(oneNode(6, {0, 1, 2, 3, 5}, false), startOn({{"n0", 6}}, only6), only6);
+  ASSERT_TRUE(waits.live) << waits.reason;
+  EXPECT_FALSE(waits.publish);
+  EXPECT_TRUE(waits.awaitJoiners);
+  EXPECT_FALSE(waits.groupTrainsOn);
+}
+
 TEST(LivePlan, AJoinerNotReadyIsStartedAgain) {
   const auto rules = rules124();
   auto s = oneNode(4, {0, 2}, false);
