@@ -393,6 +393,13 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
   // something changed). Its requests wait at most the timeout its connection was made with: the
   // whole timeout for the first, what was left of it for a reconnection.
   bool look = true;  // read `cmd` this turn
+  // The hang checks' cadence: a thirtieth of the hang limit's floor, between 100 ms and 1 s (at
+  // the default 30 s, once a second: 2,048 idle agents that looked every 100 ms woke the machine
+  // 20,000 times a second).
+  const Duration lookPeriod =
+      options.hang.enabled()
+          ? std::clamp<Duration>(options.hang.floor / 30, milliseconds(100), milliseconds(1000))
+          : Duration(milliseconds(1000));
   std::string lastError = "no answer";
   while (true) {
     if (options.stopSignal != nullptr && options.stopSignal->load() != 0) {
@@ -441,8 +448,12 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
       return result;
     }
     // A new command or a worker's exit wakes the loop at once; it looks at its workers (hang
-    // checks, no store request) at least every 100 ms.
-    if (watch.take(milliseconds(100), workers.runningWorkers(), milliseconds(10)))
+    // checks, no store request) at least every lookPeriod.
+    // It also wakes when the controller timeout would pass, not a look period later.
+    const auto untilTimeout = std::chrono::duration_cast<Duration>(
+        contact.last() + options.controllerTimeout - SteadyClock::now() + milliseconds(1));
+    if (watch.take(std::clamp<Duration>(untilTimeout, milliseconds(1), lookPeriod),
+                   workers.runningWorkers(), milliseconds(10)))
       look = true;
   }
 }
