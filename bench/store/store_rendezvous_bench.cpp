@@ -11,8 +11,11 @@
 // and records when it finished (CLOCK_MONOTONIC, shared by all processes). The barrier time is
 // the last finish minus t0, and the server's CPU time over it is the coordinator's (its main
 // thread only reads the workers' pipes). Afterwards the coordinator reads "count" back (must be
-// N). Prints one JSON line: {"store": "stretch", "clients", "workers", "connect_s", "barrier_s",
-// "server_cpu_s", "wrong", "failed", "rejected", "count"}; --json FILE writes it there too.
+// N). With --withdraw-ms MS a second round follows: every client waits MS on a key nobody sets
+// and withdraws (as an idle agent does with its command wait), and the server's CPU over it is
+// "withdraw_server_cpu_s". Prints one JSON line: {"store": "stretch", "clients", "workers",
+// "connect_s", "barrier_s", "server_cpu_s", "wrong", "failed", "rejected", "count"} (and
+// "withdraw_ms", "withdrawn", "withdraw_server_cpu_s"); --json FILE writes it there too.
 //
 // Exit status: 0 done and every answer right, 1 a wrong answer, 2 bad options or setup error
 // (descriptors), 3 a worker failed.
@@ -42,6 +45,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/comm/errors.hpp"
 #include "runtime/comm/tcp_store.hpp"
 
 extern char** environ;
@@ -85,7 +89,7 @@ struct Worker {
 };
 
 // One worker process: `count` clients numbered from `first`.
-int runWorker(const std::string& host, int port, int first, int count, int clients,
+int runWorker(const std::string& host, int port, int first, int count, int clients, int withdrawMs,
               double timeoutSeconds) {
   raiseFdLimit(static_cast<rlim_t>(count) + 64);
   TcpStoreOptions options;
@@ -95,6 +99,10 @@ int runWorker(const std::string& host, int port, int first, int count, int clien
   options.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeoutSeconds * 1000));
   std::latch connected(count);
   std::latch go(1);
+  std::latch barrierDone(count);
+  std::latch nextRound(1);
+  std::atomic<bool> withdraw{false};
+  std::atomic<int> withdrawn{0};
   std::atomic<std::int64_t> lastEnd{0};
   std::atomic<int> wrong{0};
   std::atomic<int> failed{0};
@@ -114,9 +122,9 @@ int runWorker(const std::string& host, int port, int first, int count, int clien
       }
       connected.count_down();
       go.wait();
-      if (!store)
-        return;
       try {
+        if (!store)
+          throw std::runtime_error("not connected");
         if (store->add("count", 1) == clients)
           store->set("done", "1");
         store->wait({"done"});
@@ -128,6 +136,23 @@ int runWorker(const std::string& host, int port, int first, int count, int clien
         std::int64_t seen = lastEnd.load();
         while (seen < end && !lastEnd.compare_exchange_weak(seen, end)) {
         }
+      } catch (const std::exception& e) {
+        if (store && !errorTaken.test_and_set())
+          firstError = e.what();
+        if (store)
+          failed.fetch_add(1);  // (one that could not connect is counted already)
+      }
+      barrierDone.count_down();
+      nextRound.wait();
+      if (!store || !withdraw.load())
+        return;
+      // Every client parks a wait on a key nobody sets and withdraws it when its timeout
+      // passes, as an idle agent does with its command wait.
+      try {
+        store->wait({"never"}, std::chrono::milliseconds(withdrawMs));
+        wrong.fetch_add(1);  // the key nobody sets was there
+      } catch (const stretch::comm::StoreTimeoutError&) {
+        withdrawn.fetch_add(1);
       } catch (const std::exception& e) {
         if (!errorTaken.test_and_set())
           firstError = e.what();
@@ -141,16 +166,30 @@ int runWorker(const std::string& host, int port, int first, int count, int clien
   char line[64] = {};
   if (std::fgets(line, sizeof line, stdin) == nullptr || std::strncmp(line, "go", 2) != 0) {
     go.count_down();  // the coordinator is gone: let the threads finish and leave
+    nextRound.count_down();
     for (auto& t : threads)
       t.join();
     return 3;
   }
   go.count_down();
+  barrierDone.wait();
+  const int failedInBarrier = failed.load();
+  const int wrongInBarrier = wrong.load();
+  std::printf("done %lld %d %d\n", static_cast<long long>(lastEnd.load()), wrongInBarrier,
+              failedInBarrier);
+  std::fflush(stdout);
+  // Then "withdraw" (the withdrawal round) or "end".
+  const bool round = std::fgets(line, sizeof line, stdin) != nullptr &&
+                     std::strncmp(line, "withdraw", 8) == 0 && withdrawMs > 0;
+  withdraw.store(round);
+  nextRound.count_down();
   for (auto& t : threads)
     t.join();
-  std::printf("done %lld %d %d\n", static_cast<long long>(lastEnd.load()), wrong.load(),
-              failed.load());
-  std::fflush(stdout);
+  if (round) {
+    std::printf("withdrawn %d %d %d\n", withdrawn.load(), wrong.load() - wrongInBarrier,
+                failed.load() - failedInBarrier);
+    std::fflush(stdout);
+  }
   if (failed.load() > 0)
     std::fprintf(stderr, "worker %d..%d: %d client(s) failed, first: %s\n", first,
                  first + count - 1, failed.load(), firstError.c_str());
@@ -193,7 +232,7 @@ double processCpuSeconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
-int runCoordinator(int clients, int perProc, int maxPending, double timeoutSeconds,
+int runCoordinator(int clients, int perProc, int maxPending, int withdrawMs, double timeoutSeconds,
                    const std::string& jsonPath) {
   // The server holds one descriptor per client.
   const rlim_t need = static_cast<rlim_t>(clients) + 256;
@@ -228,7 +267,8 @@ int runCoordinator(int clients, int perProc, int maxPending, double timeoutSecon
     workers.push_back(spawnWorker(
         self, {"--worker", "--host", options.host, "--port", std::to_string(server.port()),
                "--first", std::to_string(first), "--count", std::to_string(count), "--clients",
-               std::to_string(clients), "--timeout", fmt::format("{}", timeoutSeconds)}));
+               std::to_string(clients), "--withdraw-ms", std::to_string(withdrawMs), "--timeout",
+               fmt::format("{}", timeoutSeconds)}));
   }
   auto fail = [&](const std::string& why) {
     std::fprintf(stderr, "stretch-bench-store: %s\n", why.c_str());
@@ -269,6 +309,28 @@ int runCoordinator(int clients, int perProc, int maxPending, double timeoutSecon
     failed += f;
   }
   const double serverCpu = processCpuSeconds() - cpu0;
+  // The withdrawal round, when asked for: every client parks a wait on a key nobody sets and
+  // withdraws it after withdrawMs; the server's CPU over the round, per client, stays flat when
+  // a withdrawal costs O(1) however many wait on the key.
+  int withdrawn = 0;
+  const double cpu1 = processCpuSeconds();
+  for (auto& w : workers) {
+    const char* command = withdrawMs > 0 ? "withdraw\n" : "end\n";
+    if (::write(w.in, command, std::strlen(command)) < 0)
+      return fail("a worker is gone before the withdrawal round");
+  }
+  for (std::size_t i = 0; withdrawMs > 0 && i < workers.size(); ++i) {
+    int n = 0;
+    int w = 0;
+    int f = 0;
+    if (std::fgets(line, sizeof line, workers[i].out) == nullptr ||
+        std::sscanf(line, "withdrawn %d %d %d", &n, &w, &f) != 3)
+      return fail(fmt::format("worker {} exited before its clients withdrew", i));
+    withdrawn += n;
+    wrong += w;
+    failed += f;
+  }
+  const double withdrawCpu = processCpuSeconds() - cpu1;
   int status = 0;
   for (auto& w : workers) {
     int ws = 0;
@@ -288,6 +350,8 @@ int runCoordinator(int clients, int perProc, int maxPending, double timeoutSecon
   }
   if (count != clients)
     ++wrong;
+  if (withdrawMs > 0 && withdrawn + failed != clients)
+    ++wrong;
   nlohmann::json result = {
       {"store", "stretch"},
       {"clients", clients},
@@ -300,6 +364,11 @@ int runCoordinator(int clients, int perProc, int maxPending, double timeoutSecon
       {"rejected", server.rejectedConnections()},
       {"count", count},
   };
+  if (withdrawMs > 0) {
+    result["withdraw_ms"] = withdrawMs;
+    result["withdrawn"] = withdrawn;
+    result["withdraw_server_cpu_s"] = withdrawCpu;
+  }
   std::cout << result.dump() << std::endl;
   if (!jsonPath.empty())
     std::ofstream(jsonPath) << result.dump(2) << "\n";
@@ -315,6 +384,7 @@ int main(int argc, char** argv) {
   int clients = 1024;
   int perProc = 1024;
   int maxPending = 0;
+  int withdrawMs = 0;
   double timeoutSeconds = 120;
   std::string jsonPath;
   bool worker = false;
@@ -328,6 +398,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-pending-per-address", maxPending,
                  "the server's TcpStoreOptions::maxPendingPerAddress (default: its default, 64)")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--withdraw-ms", withdrawMs,
+                 "then a round where every client waits MS on a key nobody sets and withdraws "
+                 "(prints the server's CPU over it)")
+      ->check(CLI::Range(0, 600000));
   app.add_option("--timeout", timeoutSeconds, "store timeout of every client, seconds")
       ->check(CLI::PositiveNumber);
   app.add_option("--json", jsonPath, "also write the result to FILE");
@@ -343,8 +417,8 @@ int main(int argc, char** argv) {
   }
   try {
     if (worker)
-      return runWorker(host, port, first, count, clients, timeoutSeconds);
-    return runCoordinator(clients, perProc, maxPending, timeoutSeconds, jsonPath);
+      return runWorker(host, port, first, count, clients, withdrawMs, timeoutSeconds);
+    return runCoordinator(clients, perProc, maxPending, withdrawMs, timeoutSeconds, jsonPath);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "stretch-bench-store: %s\n", e.what());
     return 3;
