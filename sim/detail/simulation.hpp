@@ -98,6 +98,9 @@ class Simulation {
   // Once the current generation has completed a step, its workers hold the state
   // (SimWorkerGroup::stepCompleted).
   void settleRing();
+  // The work under way ends now: in aggregate mode the segment's completed steps count; the
+  // timeline shows the compute so far, or the save or start-up cut short.
+  void abortWorkInFlight();
   // `keepRunning`: the driver keeps the running workers for a live start.
   void stopGeneration(bool keepRunning);
   std::int64_t finalStep() const;

@@ -124,20 +124,7 @@ void Simulation::startGeneration(const agent::StartWorkers& a, const agent::Live
 void Simulation::onJoinersReady() {
   // The world that trained meanwhile hands over (its step in flight, or a save under way, is
   // cut off, as a stop cuts them): the next generation forms and sends the joiners the state.
-  switch (metrics_.phase()) {
-    case Phase::Computing:
-      if (opt_.mode == SimMode::Aggregate) {
-        settleAt(now_);
-      }
-      emitCompute(now_);
-      break;
-    case Phase::Saving:
-      emit(TimelineKind::Checkpoint, checkpoints_.saveStart(), now_ - checkpoints_.saveStart(),
-           fmt::format("save step {} (aborted)", progress_.step), "");
-      break;
-    default:
-      break;
-  }
+  abortWorkInFlight();
   plan_ = joinersPlan_;
   joinersPlan_ = nullptr;
   ++workEpoch_;
@@ -146,10 +133,7 @@ void Simulation::onJoinersReady() {
   sched_.schedule(now_ + reconfigureNs_ + transferNs_, Payload{Ev::Productive, workEpoch_, 0});
 }
 
-void Simulation::stopGeneration(bool keepRunning) {
-  if (!group_.running()) {
-    return;
-  }
+void Simulation::abortWorkInFlight() {
   switch (metrics_.phase()) {
     case Phase::Computing:
       if (opt_.mode == SimMode::Aggregate) {
@@ -167,6 +151,13 @@ void Simulation::stopGeneration(bool keepRunning) {
     default:
       break;
   }
+}
+
+void Simulation::stopGeneration(bool keepRunning) {
+  if (!group_.running()) {
+    return;
+  }
+  abortWorkInFlight();
   setPhase(Phase::Idle);
   idleSince_ = now_;
   closeWorldSpan();
