@@ -31,6 +31,7 @@
 #include "runtime/common/worker_variables.hpp"
 #include "runtime/config/ds_config.hpp"
 #include "runtime/elasticity/runtime_batch.hpp"
+#include "runtime/live/agent_store.hpp"
 #include "runtime/live/generation.hpp"
 
 namespace py = pybind11;
@@ -82,23 +83,11 @@ class StoreClient {
 // The client STRETCH_AGENT_STORE and STRETCH_STORE_TOKEN name (as LiveRecovery::fromEnvironment
 // reads them), or None when the variable is unset or empty: no live-capable launcher.
 py::object agentStoreFromEnvironment(double timeout) {
-  const char* address = std::getenv(worker_env::kAgentStore);
-  if (address == nullptr || *address == '\0')
+  const std::optional<comm::TcpStoreOptions> found = live::agentStoreFromEnvironment();
+  if (!found)
     return py::none();
-  const std::string text = address;
-  const auto colon = text.rfind(':');
-  int port = 0;
-  try {
-    if (colon != std::string::npos && colon > 0)
-      port = std::stoi(text.substr(colon + 1));
-  } catch (const std::exception&) {
-    port = 0;
-  }
-  if (port < 1 || port > 65535)
-    throw ConfigError(ErrorDetail{worker_env::kAgentStore, text, "HOST:PORT"});
-  const char* token = std::getenv(worker_env::kStoreToken);
-  return py::cast(std::make_unique<StoreClient>(text.substr(0, colon), port,
-                                                token != nullptr ? token : "", timeout, false));
+  return py::cast(
+      std::make_unique<StoreClient>(found->host, found->port, found->token, timeout, false));
 }
 
 // "finished" once the job finished (live/finished), "superseded" once a generation newer than

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <functional>
 #include <future>
+#include <optional>
 #include <string_view>
 #include <thread>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "runtime/common/error.hpp"
 #include "runtime/common/periodic_task.hpp"
 #include "runtime/common/worker_variables.hpp"
+#include "runtime/live/agent_store.hpp"
 
 namespace stretch::engine {
 
@@ -137,25 +139,10 @@ std::unique_ptr<PeriodicTask> watchGroups(std::shared_ptr<comm::Store> root,
 }  // namespace
 
 std::unique_ptr<LiveRecovery> LiveRecovery::fromEnvironment() {
-  const char* address = std::getenv(worker_env::kAgentStore);
-  if (address == nullptr || *address == '\0')
+  std::optional<comm::TcpStoreOptions> found = live::agentStoreFromEnvironment();
+  if (!found)
     return nullptr;
-  const std::string text = address;
-  const auto colon = text.rfind(':');
-  int port = 0;
-  try {
-    if (colon != std::string::npos && colon > 0)
-      port = std::stoi(text.substr(colon + 1));
-  } catch (const std::exception&) {
-    port = 0;
-  }
-  if (port < 1 || port > 65535)
-    throw ConfigError(ErrorDetail{worker_env::kAgentStore, text, "HOST:PORT"});
-  comm::TcpStoreOptions options;
-  options.host = text.substr(0, colon);
-  options.port = port;
-  const char* token = std::getenv(worker_env::kStoreToken);
-  options.token = token != nullptr ? token : "";
+  comm::TcpStoreOptions options = std::move(*found);
   options.timeout = std::chrono::seconds(30);
   const char* node = std::getenv(worker_env::kNodeId);
   const auto generation = integerVariable(worker_env::kLiveGeneration, 0, 0);
