@@ -209,6 +209,14 @@ std::string trim(std::string_view text) {
 
 // A token as JSON: an integer or a finite number when it reads fully as one, else the string.
 json scalarOf(const std::string& token) {
+  // A value the field shows as JSON (a cost given per node count: {"fixed_seconds": ..., "points":
+  // [...]}) comes back as that JSON, so that editing around it never turns it into a string.
+  if (!token.empty() && token.front() == '{') {
+    json parsed = json::parse(token, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_object()) {
+      return parsed;
+    }
+  }
   std::int64_t i = 0;
   const char* end = token.data() + token.size();
   if (auto [p, ec] = std::from_chars(token.data(), end, i); ec == std::errc() && p == end) {

@@ -7,6 +7,7 @@
 #include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
+#include <nlohmann/json.hpp>
 
 #include "gui/job_document.hpp"
 #include "runtime/common/error.hpp"
@@ -98,6 +99,25 @@ class DocumentTest : public QObject {
     // Empty removes the key: the default applies (DeepSpeed's 0.2).
     doc.setFieldText(spec("elasticity.version"), "");
     QCOMPARE(doc.fieldText(spec("elasticity.version")), std::string());
+    // A cost given per node count (docs/simulator.md) shows as its JSON and comes back as it,
+    // and the scenario still checks; a number given instead replaces it.
+    const std::string perNode = R"({"fixed_seconds":300,"per_node_seconds":0.01})";
+    doc.setFieldText(spec("job.restart_overhead_seconds"), perNode);
+    QCOMPARE(doc.fieldText(spec("job.restart_overhead_seconds")), perNode);
+    doc.setFieldText(spec("job.restart_overhead_seconds"),
+                     doc.fieldText(spec("job.restart_overhead_seconds")));
+    QVERIFY(
+        nlohmann::json::parse(doc.scenarioText())["job"]["restart_overhead_seconds"].is_object());
+    const ScenarioCheck check = doc.checkScenario();
+    QVERIFY2(check.input, check.error ? check.error->message.c_str() : "");
+    doc.setFieldText(spec("job.restart_overhead_seconds"), "12");
+    QCOMPARE(doc.fieldText(spec("job.restart_overhead_seconds")), std::string("12"));
+    // Text that only looks like JSON stays text, and the scenario check names the field.
+    doc.setFieldText(spec("job.restart_overhead_seconds"), "{oops");
+    const ScenarioCheck broken = doc.checkScenario();
+    QVERIFY(broken.error);
+    QVERIFY2(broken.error->field(FieldTarget::Scenario) == &spec("job.restart_overhead_seconds"),
+             broken.error->message.c_str());
   }
 
   void typoIsTheConfigLayersMessageAtItsField() {
