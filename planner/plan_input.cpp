@@ -16,12 +16,7 @@ namespace stretch::planner {
 
 namespace {
 
-using config::json::indexPath;
-using config::json::IntRule;
-using config::json::Json;
-using config::json::NumberRule;
-using config::json::ObjectReader;
-using config::json::readIntElement;
+using namespace config::json;  // the JSON reader's rules and errors (json_reader.hpp)
 
 std::vector<std::int64_t> microBatchList(const ObjectReader& owner, const Json& v,
                                          const std::string& path) {

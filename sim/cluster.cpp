@@ -20,10 +20,7 @@ namespace stretch::sim {
 
 namespace {
 
-using config::json::IntRule;
-using config::json::Json;
-using config::json::NumberRule;
-using config::json::ObjectReader;
+using namespace config::json;  // the JSON reader's rules and errors (json_reader.hpp)
 
 // Every key a preset file may hold (a scenario's "cluster" object may also hold "preset").
 constexpr std::string_view kPresetKeys[] = {"name",

@@ -14,11 +14,7 @@ namespace stretch::sim {
 
 namespace {
 
-using config::json::indexPath;
-using config::json::IntRule;
-using config::json::Json;
-using config::json::NumberRule;
-using config::json::ObjectReader;
+using namespace config::json;  // the JSON reader's rules and errors (json_reader.hpp)
 
 // A number of seconds in [0, max], as the scenario's other durations.
 std::string secondsExpected() {

@@ -22,13 +22,7 @@ namespace stretch::sim {
 
 namespace {
 
-using config::json::indexPath;
-using config::json::IntRule;
-using config::json::Json;
-using config::json::kMissing;
-using config::json::NumberRule;
-using config::json::ObjectReader;
-using config::json::throwValue;
+using namespace config::json;  // the JSON reader's rules and errors (json_reader.hpp)
 
 // A value that is not one JSON value as written (a CSV field, a count of names).
 [[noreturn]] void badText(const std::string& path, const std::string& value,

@@ -39,10 +39,7 @@ namespace stretch::tools {
 
 namespace {
 
-using config::json::IntRule;
-using config::json::Json;
-using config::json::NumberRule;
-using config::json::ObjectReader;
+using namespace config::json;  // the JSON reader's rules and errors (json_reader.hpp)
 
 constexpr std::string_view kSeconds = "a non-negative number of seconds, at most 3.6e+09";
 constexpr std::string_view kSecondsOrNull =
