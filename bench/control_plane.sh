@@ -136,6 +136,13 @@ for N in "${SIZES[@]}"; do
     --event_log "$dir/events.jsonl" "${extra[@]}" sh -c "exec sleep $SLEEP" >"$dir/out" 2>&1 &
   lpid=$!
   launch=$(wait_workers "$N" "$dir/none" "$t0" 600)
+  if [ "$launch" = timeout ] || ! kill -0 "$lpid" 2>/dev/null; then
+    echo "$N: the job did not bring up $N workers (see $dir/out):"
+    tail -3 "$dir/out"
+    points+=("$(printf '{"nodes": %d, "launch_s": null, "kill_to_running_s": null, "stop_noticed_s": null, "idle_requests_per_node_s": null, "agent_rss_mib": null, "failed": true}' "$N")")
+    cleanup
+    continue
+  fi
 
   # Idle: every worker runs; let the start's own traffic pass.
   sleep 3
@@ -167,8 +174,9 @@ for N in "${SIZES[@]}"; do
   echo "${snap#*|}" | tr ' ' '\n' | grep -v '^$' >"$dir/gen1"
   victim=$(ps -eo pid=,ppid=,args= | awk -v L="$lpid" -v r="--node_rank $((N - 1)) " '$2 == L && index($0, r) {print $1; exit}')
   t1=$(now)
-  kill -KILL "$victim"
+  kill -KILL "$victim" 2>/dev/null
   kill_run=$(wait_workers $((N - 1)) "$dir/gen1" "$t1" 120)
+  kill -0 "$lpid" 2>/dev/null || kill_run=timeout
 
   # SIGSTOP of the first host's agent: its loss in the event log, then the next generation.
   snap=$(snapshot)
@@ -176,8 +184,9 @@ for N in "${SIZES[@]}"; do
   stopped=$(ps -eo pid=,ppid=,args= | awk -v L="$lpid" -v r="--node_rank 0 " '$2 == L && index($0, r) {print $1; exit}')
   t2ns=$(date +%s%N)
   t2=$(echo "scale=9; $t2ns / 1000000000" | bc)
-  kill -STOP "$stopped"
-  stop_run=$(wait_workers $((N - 2)) "$dir/gen2" "$t2" 120)
+  kill -STOP "$stopped" 2>/dev/null
+  stop_run=timeout
+  kill -0 "$lpid" 2>/dev/null && stop_run=$(wait_workers $((N - 2)) "$dir/gen2" "$t2" 120)
   noticed_ns=$(grep -E '[ "]h0[ "]' "$dir/events.jsonl" | grep -v '"event":"start_workers"' |
     sed -n 's/.*"time_ns":\([0-9]*\).*/\1/p' | awk -v t="$t2ns" '$1 > t {print; exit}')
   stop_seen=$([ -n "$noticed_ns" ] && echo "scale=3; ($noticed_ns - $t2ns) / 1000000000" | bc || echo null)

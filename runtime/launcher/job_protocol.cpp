@@ -471,62 +471,115 @@ void RecordWatch::run(std::shared_ptr<State> state, std::shared_ptr<comm::Store>
 
 // ---- The job description ------------------------------------------------------------------------
 
+namespace {
+
+// The job description also goes out as one value (job/packed: "<key bytes> <value bytes>\n" then
+// the key and the value, for each key), so that an agent reads it with one request instead of
+// about 25 (51,000 fewer requests while 2,048 agents start).
+constexpr const char* kPackedJob = "job/packed";
+
+std::map<std::string, std::string> unpack(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const auto eol = text.find('\n', pos);
+    std::size_t keyBytes = 0;
+    std::size_t valueBytes = 0;
+    const char* first = text.data() + pos;
+    const char* last = text.data() + (eol == std::string::npos ? text.size() : eol);
+    const auto [mid, ec] = std::from_chars(first, last, keyBytes);
+    const bool ok = ec == std::errc() && mid < last && *mid == ' ' &&
+                    std::from_chars(mid + 1, last, valueBytes).ptr == last;
+    if (eol == std::string::npos || !ok || text.size() - (eol + 1) < keyBytes + valueBytes)
+      throw ProtocolError(fmt::format("{}: malformed at byte {}", kPackedJob, pos));
+    out.emplace(text.substr(eol + 1, keyBytes), text.substr(eol + 1 + keyBytes, valueBytes));
+    pos = eol + 1 + keyBytes + valueBytes;
+  }
+  return out;
+}
+
+}  // namespace
+
 void publishJob(comm::Store& store, const JobSettings& job, const std::vector<LaunchHost>& hosts) {
-  store.set("job/argv/count", std::to_string(job.command.argv.size()));
+  std::string packed;
+  const auto set = [&](const std::string& key, const std::string& value) {
+    store.set(key, value);
+    packed += fmt::format("{} {}\n", key.size(), value.size()) + key + value;
+  };
+  set("job/argv/count", std::to_string(job.command.argv.size()));
   for (std::size_t i = 0; i < job.command.argv.size(); ++i)
-    store.set(fmt::format("job/argv/{}", i), job.command.argv[i]);
-  store.set("job/argv/program_at", std::to_string(job.command.programAt));
+    set(fmt::format("job/argv/{}", i), job.command.argv[i]);
+  set("job/argv/program_at", std::to_string(job.command.programAt));
   if (job.command.localRankAt)
-    store.set("job/argv/local_rank_at", std::to_string(*job.command.localRankAt));
+    set("job/argv/local_rank_at", std::to_string(*job.command.localRankAt));
   if (job.command.bindCores)
-    store.set("job/argv/bind_cores", job.command.coreList.empty() ? "all" : job.command.coreList);
+    set("job/argv/bind_cores", job.command.coreList.empty() ? "all" : job.command.coreList);
   for (std::size_t r = 0; r < hosts.size(); ++r) {
     store.set(fmt::format("job/host/{}", r), hosts[r].id + "\t" + encodeDevices(hosts[r].slots));
   }
-  store.set("job/env/MASTER_PORT", std::to_string(job.masterPort));
-  store.set("job/env/STRETCH_MAX_RESTARTS", std::to_string(job.maxRestarts));
+  set("job/env/MASTER_PORT", std::to_string(job.masterPort));
+  set("job/env/STRETCH_MAX_RESTARTS", std::to_string(job.maxRestarts));
   if (job.elasticJson)
-    store.set("job/env/DEEPSPEED_ELASTICITY_CONFIG", *job.elasticJson);
+    set("job/env/DEEPSPEED_ELASTICITY_CONFIG", *job.elasticJson);
   if (job.configJson)
-    store.set("job/ds_config", *job.configJson);
-  store.set("job/env/STRETCH_BATCH_FROM_CONFIG", job.batchFromConfig ? "1" : "0");
-  store.set("job/live", job.liveRecovery ? "1" : "0");
-  store.set("job/hang_timeout", fmt::format("{}", job.hangTimeout));
-  store.set("job/hang_timeout_fixed", job.hangTimeoutFixed ? "1" : "0");
+    set("job/ds_config", *job.configJson);
+  set("job/env/STRETCH_BATCH_FROM_CONFIG", job.batchFromConfig ? "1" : "0");
+  set("job/live", job.liveRecovery ? "1" : "0");
+  set("job/hang_timeout", fmt::format("{}", job.hangTimeout));
+  set("job/hang_timeout_fixed", job.hangTimeoutFixed ? "1" : "0");
   if (job.keepAliveInterval)
-    store.set("job/keepalive_interval", fmt::format("{}", toSeconds(*job.keepAliveInterval)));
+    set("job/keepalive_interval", fmt::format("{}", toSeconds(*job.keepAliveInterval)));
+  store.set(kPackedJob, packed);
   store.set("job/ready", "1");
 }
 
 JobSettings readJob(comm::Store& store) {
   store.wait({"job/ready"});
+  // One request for the whole description when the launcher packed it, else one per key.
+  std::optional<std::map<std::string, std::string>> packed;
+  if (auto text = tryGet(store, kPackedJob))
+    packed = unpack(*text);
+  const auto find = [&](const std::string& key) -> std::optional<std::string> {
+    if (!packed)
+      return tryGet(store, key);
+    const auto it = packed->find(key);
+    return it == packed->end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  const auto get = [&](const std::string& key) {
+    if (!packed)
+      return store.get(key);
+    auto value = find(key);
+    if (!value)
+      throw ProtocolError(fmt::format("{}: no {}", kPackedJob, key));
+    return *value;
+  };
   JobSettings job;
-  const auto count = std::stoll(store.get("job/argv/count"));
+  const auto count = std::stoll(get("job/argv/count"));
   for (long long i = 0; i < count; ++i)
-    job.command.argv.push_back(store.get(fmt::format("job/argv/{}", i)));
-  if (const auto at = tryGet(store, "job/argv/program_at"))
+    job.command.argv.push_back(get(fmt::format("job/argv/{}", i)));
+  if (const auto at = find("job/argv/program_at"))
     job.command.programAt = static_cast<std::size_t>(std::stoull(*at));
-  if (const auto at = tryGet(store, "job/argv/local_rank_at"))
+  if (const auto at = find("job/argv/local_rank_at"))
     job.command.localRankAt = static_cast<std::size_t>(std::stoull(*at));
-  if (const auto cores = tryGet(store, "job/argv/bind_cores")) {
+  if (const auto cores = find("job/argv/bind_cores")) {
     job.command.bindCores = true;
     job.command.coreList = *cores == "all" ? std::string() : *cores;
   }
-  job.masterPort = std::stoi(store.get("job/env/MASTER_PORT"));
-  job.maxRestarts = std::stoll(store.get("job/env/STRETCH_MAX_RESTARTS"));
-  job.elasticJson = tryGet(store, "job/env/DEEPSPEED_ELASTICITY_CONFIG");
-  job.batchFromConfig = tryGet(store, "job/env/STRETCH_BATCH_FROM_CONFIG") == "1";
-  job.configJson = tryGet(store, "job/ds_config");
-  job.liveRecovery = tryGet(store, "job/live") == "1";
-  if (const auto hang = tryGet(store, "job/hang_timeout")) {
+  job.masterPort = std::stoi(get("job/env/MASTER_PORT"));
+  job.maxRestarts = std::stoll(get("job/env/STRETCH_MAX_RESTARTS"));
+  job.elasticJson = find("job/env/DEEPSPEED_ELASTICITY_CONFIG");
+  job.batchFromConfig = find("job/env/STRETCH_BATCH_FROM_CONFIG") == "1";
+  job.configJson = find("job/ds_config");
+  job.liveRecovery = find("job/live") == "1";
+  if (const auto hang = find("job/hang_timeout")) {
     try {
       job.hangTimeout = std::stod(*hang);
     } catch (const std::exception&) {
       throw ProtocolError(fmt::format("job/hang_timeout = \"{}\": expected seconds", *hang));
     }
   }
-  job.hangTimeoutFixed = tryGet(store, "job/hang_timeout_fixed") == "1";
-  if (const auto interval = tryGet(store, "job/keepalive_interval")) {
+  job.hangTimeoutFixed = find("job/hang_timeout_fixed") == "1";
+  if (const auto interval = find("job/keepalive_interval")) {
     double seconds = 0;
     try {
       seconds = std::stod(*interval);

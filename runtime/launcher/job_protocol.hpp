@@ -16,6 +16,8 @@
 //                                  <rank> of the launch (agents started with --node_rank)
 //   job/env/<NAME>                 job-wide worker settings: MASTER_PORT, STRETCH_MAX_RESTARTS,
 //                                  DEEPSPEED_ELASTICITY_CONFIG, STRETCH_BATCH_FROM_CONFIG
+//   job/packed                     every job/... key above but job/host/<rank>, in one value
+//                                  (an agent reads the description with one request)
 //   job/ready                      set last: the job description above is complete
 //   nodes/count, nodes/<i>         registrations, appended with add(): a NodeRecord each
 //   job/keepalive_interval         seconds between an agent's keep-alives (keepAliveIntervalFor

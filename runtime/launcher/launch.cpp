@@ -310,7 +310,11 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
     options.checkpointDir = o.checkpointDir;
   options.monitorInterval = agent::fromSeconds(o.monitorInterval);
   options.heartbeatTimeout = agent::fromSeconds(o.heartbeatTimeout);
-  options.commandTimeout = agent::fromSeconds(o.heartbeatTimeout + 10.0);
+  // A command's round on one machine's agents grows with their number (2,048 local agents
+  // starting their workers took more than the 15 s of the default, and were given up on): 10 ms
+  // more per host. Agents that died are found by their keep-alives, not by this.
+  options.commandTimeout =
+      agent::fromSeconds(o.heartbeatTimeout + 10.0 + 0.01 * static_cast<double>(hosts.size()));
   if (o.masterAddrGiven)
     options.masterAddr = o.masterAddr;
   for (const auto& h : hosts)

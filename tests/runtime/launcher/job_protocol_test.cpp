@@ -151,6 +151,22 @@ TEST(JobProtocol, TheJobDescriptionRoundTripsThroughTheStore) {
   EXPECT_FALSE(read.liveRecovery);
   EXPECT_EQ(read.hangTimeout, 7.5);  // every node agent applies the launch's --hang_timeout
   EXPECT_EQ(readLaunchHost(store, 1).id, "n1");
+  // One request reads it all (job/packed); without it, the keys one by one say the same, and a
+  // newline in an argument survives both.
+  job.command.argv.back() = "line 1\nline 2";
+  job.keepAliveInterval = std::chrono::milliseconds(1250);
+  comm::HashStore again;
+  publishJob(again, job, {{"n0", {0}}});
+  const JobSettings packed = readJob(again);
+  EXPECT_EQ(packed.command, job.command);
+  EXPECT_EQ(packed.keepAliveInterval, job.keepAliveInterval);
+  ASSERT_TRUE(again.deleteKey("job/packed"));
+  const JobSettings byKey = readJob(again);
+  EXPECT_EQ(byKey.command, job.command);
+  EXPECT_EQ(byKey.configJson, packed.configJson);
+  EXPECT_EQ(byKey.keepAliveInterval, job.keepAliveInterval);
+  again.set("job/packed", "12 3\njob/argv/cou");
+  EXPECT_THROW(readJob(again), ProtocolError);
 
   comm::HashStore bare;
   JobSettings plain;
