@@ -22,7 +22,8 @@
 #                               STRETCH_BINARY [N ...]      (N defaults to 256 1024 2048)
 # The JSON file: {"machine", "date", "command", "points": [{"nodes", "launch_s",
 # "kill_to_running_s", "stop_noticed_s", "idle_requests_per_node_s", "agent_rss_mib", ...}]}
-# (`stretch sim --calibrate` reads it; field names are fixed).
+# (`stretch sim --calibrate` reads it; field names are fixed). A time that was not reached is
+# null, and "failed" is true when the job ended during the recoveries.
 set -u
 JSON=
 IDLE=10
@@ -176,7 +177,8 @@ for N in "${SIZES[@]}"; do
   t1=$(now)
   kill -KILL "$victim" 2>/dev/null
   kill_run=$(wait_workers $((N - 1)) "$dir/gen1" "$t1" 120)
-  kill -0 "$lpid" 2>/dev/null || kill_run=timeout
+  failed=false
+  kill -0 "$lpid" 2>/dev/null || { kill_run=timeout; failed=true; }
 
   # SIGSTOP of the first host's agent: its loss in the event log, then the next generation.
   snap=$(snapshot)
@@ -191,12 +193,14 @@ for N in "${SIZES[@]}"; do
     sed -n 's/.*"time_ns":\([0-9]*\).*/\1/p' | awk -v t="$t2ns" '$1 > t {print; exit}')
   stop_seen=$([ -n "$noticed_ns" ] && echo "scale=3; ($noticed_ns - $t2ns) / 1000000000" | bc || echo null)
   kill -CONT "$stopped" 2>/dev/null
+  kill -0 "$lpid" 2>/dev/null || failed=true
+  [ "$failed" = true ] && { echo "$N: the job ended during the recoveries (see $dir/out):"; tail -2 "$dir/out"; }
 
   printf '%-6s %9s %9s %9s %9s %11s %11s %11s %11s %9s %9s\n' "$N" "$launch" "$kill_run" "$stop_seen" "$stop_run" "$req_node" "$agent_req" "$agent_ms" "$launcher_ms" "$rss" "$pss"
   echo "  ($na agents idle for ${idle}s: the controller sent $ctl_req requests/s; load average $load, memory available ${mem_avail} GiB; logs in $dir)"
   num() { case $1 in timeout | null | '') echo null ;; .*) echo "0$1" ;; *) echo "$1" ;; esac; }
-  points+=("$(printf '{"nodes": %d, "launch_s": %s, "kill_to_running_s": %s, "stop_noticed_s": %s, "stop_to_running_s": %s, "idle_requests_per_node_s": %s, "idle_agent_requests_s": %s, "idle_controller_requests_s": %s, "idle_agent_cpu_ms_s": %s, "idle_launcher_cpu_ms_s": %s, "agent_rss_mib": %s, "agent_pss_mib": %s, "load_average": %s}' \
-    "$N" "$(num "$launch")" "$(num "$kill_run")" "$(num "$stop_seen")" "$(num "$stop_run")" "$(num "$req_node")" "$(num "$agent_req")" "$(num "$ctl_req")" "$(num "$agent_ms")" "$(num "$launcher_ms")" "$(num "$rss")" "$(num "$pss")" "$load")")
+  points+=("$(printf '{"nodes": %d, "launch_s": %s, "kill_to_running_s": %s, "stop_noticed_s": %s, "stop_to_running_s": %s, "idle_requests_per_node_s": %s, "idle_agent_requests_s": %s, "idle_controller_requests_s": %s, "idle_agent_cpu_ms_s": %s, "idle_launcher_cpu_ms_s": %s, "agent_rss_mib": %s, "agent_pss_mib": %s, "load_average": %s, "failed": %s}' \
+    "$N" "$(num "$launch")" "$(num "$kill_run")" "$(num "$stop_seen")" "$(num "$stop_run")" "$(num "$req_node")" "$(num "$agent_req")" "$(num "$ctl_req")" "$(num "$agent_ms")" "$(num "$launcher_ms")" "$(num "$rss")" "$(num "$pss")" "$load" "$failed")")
   cleanup
   [ "${KEEP_LOGS:-0}" = 1 ] || rm -rf "$dir"
   sleep 2
