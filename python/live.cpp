@@ -385,6 +385,9 @@ void registerLive(py::module_& m) {
   py::module_ keys = m.def_submodule("live_keys", "The live-recovery protocol's store keys.");
   keys.def("generation", &live::live_keys::generation, py::arg("n"));
   keys.def("capable", &live::live_keys::capable, py::arg("node_id"), py::arg("pid"));
+  m.def("worker_process_id", &live::workerProcessId,
+        "The pid the agent knows this worker by (its process group's id; the same behind a "
+        "`sh -c` wrapper): the one to put in its live/capable key.");
   keys.def("ready", &live::live_keys::ready, py::arg("n"));
   keys.def("group_prefix", &live::live_keys::groupPrefix, py::arg("n"));
   keys.def("transfer_prefix", &live::live_keys::transferPrefix, py::arg("n"));

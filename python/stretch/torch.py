@@ -594,7 +594,7 @@ class LiveJob:
         # SIGUSR1 is the agent's announcement of a generation that grows the job; its default
         # action would end the process.
         signal.signal(signal.SIGUSR1, self._on_announcement)
-        self._store.set(_stretch.live_keys.capable(self._node, os.getpid()), b"1")
+        self._store.set(_stretch.live_keys.capable(self._node, _stretch.worker_process_id()), b"1")
 
     def _on_announcement(self, signum, frame):
         self._announced = True
@@ -603,7 +603,7 @@ class LiveJob:
         """Leaves through the restart path: the agent restarts every worker from the checkpoint
         at this worker's exit."""
         try:
-            self._store.delete_key(_stretch.live_keys.capable(self._node, os.getpid()))
+            self._store.delete_key(_stretch.live_keys.capable(self._node, _stretch.worker_process_id()))
         except StretchError:
             pass
         _say(f"rank {self.rank}: cannot continue live ({reason}); it withdraws its live/capable "

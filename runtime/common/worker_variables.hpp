@@ -5,7 +5,15 @@
 // docs/launch.md ("What a worker gets") describes their values. PyTorch's own variables (RANK,
 // WORLD_SIZE, MASTER_ADDR, ...) keep their usual names and are not listed here.
 
+#include <csignal>
+
 namespace stretch::worker_env {
+
+// The signal the agent sends a survivor's process group when a live generation it belongs to is
+// published (join it at the next step boundary). Workers start with it ignored (a wrapper such as
+// `sh -c`, or a program that does not speak the protocol, is not killed by it); the engine and
+// stretch.torch install their handlers.
+inline constexpr int kLiveSignal = SIGUSR1;
 
 // A worker's exit status that says the job cannot run as launched, whatever restarts would do
 // (another job holds its checkpoint directory): the agent ends the job at once with exit status

@@ -296,7 +296,7 @@ std::shared_ptr<comm::ProcessGroup> LiveRecovery::joinGroup() {
 void LiveRecovery::partitionsLost(Engine& engine, const PartitionsLostError& e) {
   // Every member of the group decided alike: none can continue live. Each withdraws its offer
   // before any exits, so that the agent restarts the job from its checkpoint at the first exit.
-  store_->deleteKey(live::live_keys::capable(nodeId_, ::getpid()));
+  store_->deleteKey(live::live_keys::capable(nodeId_, live::workerProcessId()));
   try {
     engine.processGroup()->barrier()->wait();
   } catch (const comm::CommError&) {
@@ -346,9 +346,9 @@ void LiveRecovery::start(Engine& engine) {
   action.sa_handler = onAnnouncement;
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
-  ::sigaction(SIGUSR1, &action, nullptr);
+  ::sigaction(worker_env::kLiveSignal, &action, nullptr);
   if (engine.supportsLiveRecovery())
-    store_->set(live::live_keys::capable(nodeId_, ::getpid()),
+    store_->set(live::live_keys::capable(nodeId_, live::workerProcessId()),
                 engine.partitionCopiesEnabled() ? live::live_keys::kCapableWithCopies : "1");
 }
 

@@ -56,6 +56,7 @@ void WorkerProcesses::start(const std::vector<std::string>& argv,
     }
     options.execErrorPrefix = fmt::format("stretch: worker rank {}: ", spec.globalRank);
     options.groupDiesWithParent = true;
+    options.ignoredSignal = worker_env::kLiveSignal;
     ChildProcess process;
     try {
       process = spawnProcess(options);
@@ -243,7 +244,7 @@ void WorkerProcesses::signalLocalRanks(const std::vector<int>& localRanks, int s
   for (auto& w : workers_) {
     if (w.process.running() &&
         std::find(localRanks.begin(), localRanks.end(), w.spec.localRank) != localRanks.end())
-      ::kill(w.process.pid(), signal);
+      w.process.signal(signal);  // its process group: the program behind a wrapper too
   }
 }
 

@@ -257,7 +257,7 @@ void NodeWorkers::adoptLive(const StartWorkers& target, const std::vector<int>& 
 }
 
 void NodeWorkers::signalLive(const std::vector<int>& locals) {
-  workers_.signalLocalRanks(locals, SIGUSR1);
+  workers_.signalLocalRanks(locals, worker_env::kLiveSignal);
 }
 
 void NodeWorkers::stop() {

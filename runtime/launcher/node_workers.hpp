@@ -84,7 +84,8 @@ class NodeWorkers final : public agent::WorkerGroup, private LiveTransport {
   // makes `target` this node's generation, stops every running worker not in `keep` and starts
   // the `join` local ranks as joiners of live generation `liveGeneration` (STRETCH_LIVE_JOIN=1);
   // a command that starts none (it stops donors, say) leaves earlier joiners joiners.
-  // signalLive sends SIGUSR1 to the running workers of `locals`.
+  // signalLive sends SIGUSR1 (worker_env::kLiveSignal) to the process groups of the running
+  // workers of `locals` (the program behind a wrapper too).
   std::vector<std::pair<int, pid_t>> runningWorkers() const { return workers_.runningWorkers(); }
   const std::vector<pid_t>& joiners() const { return joiners_; }
   void adoptLive(const agent::StartWorkers& target, const std::vector<int>& keep,

@@ -482,6 +482,8 @@ ChildProcess spawnProcess(const SpawnOptions& options) {
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::signal(SIGPIPE, SIG_DFL);
+    if (options.ignoredSignal != 0)
+      ::signal(options.ignoredSignal, SIG_IGN);
     if (options.stdinData) {
       ::dup2(fds.in[0], STDIN_FILENO);
     } else if (options.stdinNull) {

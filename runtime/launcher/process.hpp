@@ -49,6 +49,11 @@ struct SpawnOptions {
   // parent-death signal reaches the child only; this reaches what it started (a wrapper
   // script's training process, data-loader workers). Forgotten when the ChildProcess goes.
   bool groupDiesWithParent = false;
+  // A signal the child starts with ignored (0: none). Workers start with the live-generation
+  // signal (SIGUSR1) ignored: a program that speaks the live protocol installs its handler, and
+  // a wrapper before it (`sh -c`), or a program that does not, is not killed when the agent
+  // signals the worker's process group.
+  int ignoredSignal = 0;
   std::string execErrorPrefix = "stretch: ";
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -137,6 +138,10 @@ LiveGeneration parseLiveGeneration(const std::string& text) {
                     g.generation, ranks, g.worldSize));
   }
   return g;
+}
+
+std::int64_t workerProcessId() {
+  return static_cast<std::int64_t>(::getpgrp());
 }
 
 namespace live_keys {

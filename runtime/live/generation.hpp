@@ -13,7 +13,8 @@
 // Keys, in a store the agent serves (it outlives every worker, rank 0's included):
 //   live/generation/<N>        the LiveGeneration record of live generation N (text);
 //   live/latest                N of the newest record, set after the record itself;
-//   live/capable/<NODE>/<PID>  set by a worker that speaks the protocol once it trains in a
+//   live/capable/<NODE>/<PID>  (PID: the worker's workerProcessId(), the pid the agent spawned)
+//                              set by a worker that speaks the protocol once it trains in a
 //                              group with the job's state (the agent keeps such workers running
 //                              through a failure, and restarts every worker otherwise): "copies"
 //                              when it keeps ZeRO 1/2 partition copies (only such workers are
@@ -97,6 +98,13 @@ std::string formatLiveGeneration(const LiveGeneration& generation);
 // Throws comm::CommError naming the line when the text is not such a record (or a node id holds
 // white space, which formatLiveGeneration refuses too).
 LiveGeneration parseLiveGeneration(const std::string& text);
+
+// The pid the agent knows this worker by, for its live/capable key: the id of its process group.
+// The launcher starts every worker as the leader of a process group of its own (spawnProcess),
+// and a wrapper between them (`sh -c 'python train.py; ...'`) keeps the group, so the program
+// behind it still names the process the agent started (its own pid would not: the job would take
+// the restart path after every failure). Equal to getpid() for a worker the agent runs directly.
+std::int64_t workerProcessId();
 
 namespace live_keys {
 std::string generation(std::uint64_t n);

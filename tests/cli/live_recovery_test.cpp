@@ -840,6 +840,32 @@ TEST(LiveLaunchMultiNode, AKilledWorkersPeersOnBothNodesTrainOn) {
   }
 }
 
+// A program started through a shell wrapper that does not exec it (`sh -c 'prog "$@"; exit $?'`,
+// as job scripts often are): the agent started the shell, the engine behind it is the shell's
+// child with a pid of its own. Its live/capable key names the process group the agent started
+// (live::workerProcessId), so the survivors still go on live after rank 1 is killed (before,
+// every failure took the restart path).
+TEST(LiveLaunch, AWorkerBehindAShellWrapperRecoversLive) {
+  Job job = digitsLiveJob();
+  job.steps = 120;
+  job.program.insert(job.program.begin(), {"/bin/sh", "-c", "\"$0\" \"$@\"; exit $?"});
+  stretch::test::TempDir dir("stretch-live-wrapped");
+  const fs::path faults = dir.path() / "faults";
+  fs::create_directories(faults);
+  ::setenv("STRETCH_FAULT_DIR", faults.c_str(), 1);
+  ::setenv("STRETCH_FAULT_KILL_AT_STEP", "30:1", 1);
+  const auto run = runLaunchWithKills(
+      job, dir.path(), launchArgs(job, dir.path(), job.workers, "live", job.steps, {}),
+      [&](Launch&, const fs::path& timings) -> std::vector<std::int64_t> {
+        if (!waitForStep(timings, 31))
+          return {};
+        return {stepEndNs(timings, 30, 1)};
+      });
+  ::unsetenv("STRETCH_FAULT_DIR");
+  ::unsetenv("STRETCH_FAULT_KILL_AT_STEP");
+  expectLiveRecovery(job, run, "sh -c wrapper, rank 1 killed after step 30");
+}
+
 // Node n1 is lost after step 20 (its agent stopped) and node n2 joins after step 40: n0's
 // workers train on alone (world 2), then n2's workers receive the state live and the job grows
 // back to 4. No worker restarts, nothing is read from a checkpoint, and the weights are those

@@ -44,6 +44,33 @@ TEST(Process, EnvironmentAndCapturedOutput) {
   EXPECT_EQ(captured.exit.code, 3);
 }
 
+// Workers start with the live-generation signal ignored, so that signalling a worker's process
+// group (WorkerProcesses::signalLocalRanks) reaches the program behind a wrapper without killing
+// the wrapper; without the option the signal's default action applies.
+TEST(Process, AnIgnoredSignalReachesTheWholeGroupWithoutKillingIt) {
+  for (const bool ignored : {true, false}) {
+    SpawnOptions o;
+    o.argv = {"/bin/sh", "-c", "sh -c 'sleep 0.3; echo child' & kill -USR1 0; wait; echo parent"};
+    o.pipeOutput = true;
+    if (ignored)
+      o.ignoredSignal = SIGUSR1;
+    ChildProcess child = spawnProcess(o);
+    std::string out;
+    char buf[256];
+    for (ssize_t n; (n = ::read(child.stdoutFd(), buf, sizeof buf)) > 0;)
+      out.append(buf, static_cast<std::size_t>(n));
+    const ProcessExit exit = child.wait();
+    if (ignored) {
+      EXPECT_EQ(exit.code, 0) << out;
+      EXPECT_EQ(out, "child\nparent\n");
+    } else {
+      EXPECT_TRUE(exit.signaled) << out;
+      EXPECT_EQ(exit.signal(), SIGUSR1) << out;
+    }
+    child.signal(SIGKILL);  // what the run without the option left behind
+  }
+}
+
 TEST(Process, RunCapturedAppendsStderrToTheLog) {
   stretch::test::TempDir dir("stretch-process");
   const fs::path log = dir.path() / "err.log";
