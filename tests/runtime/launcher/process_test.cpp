@@ -23,6 +23,15 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
+// Everything the child writes to its stdout pipe, up to its end.
+std::string readStdout(const ChildProcess& child) {
+  std::string out;
+  char buf[256];
+  for (ssize_t n; (n = ::read(child.stdoutFd(), buf, sizeof buf)) > 0;)
+    out.append(buf, static_cast<std::size_t>(n));
+  return out;
+}
+
 TEST(Process, EnvironmentAndCapturedOutput) {
   ::setenv("STRETCH_PROCESS_TEST_INHERITED", "kept", 1);
   SpawnOptions o;
@@ -31,10 +40,7 @@ TEST(Process, EnvironmentAndCapturedOutput) {
   const auto captured = runCaptured(o.argv, {});  // no extra variables there
   o.pipeOutput = true;
   ChildProcess child = spawnProcess(o);
-  std::string out;
-  char buf[256];
-  for (ssize_t n; (n = ::read(child.stdoutFd(), buf, sizeof buf)) > 0;)
-    out.append(buf, static_cast<std::size_t>(n));
+  const std::string out = readStdout(child);
   const ProcessExit exit = child.wait();
   EXPECT_EQ(out, "given kept\n");
   EXPECT_EQ(exit.code, 3);
@@ -55,10 +61,7 @@ TEST(Process, AnIgnoredSignalReachesTheWholeGroupWithoutKillingIt) {
     if (ignored)
       o.ignoredSignal = SIGUSR1;
     ChildProcess child = spawnProcess(o);
-    std::string out;
-    char buf[256];
-    for (ssize_t n; (n = ::read(child.stdoutFd(), buf, sizeof buf)) > 0;)
-      out.append(buf, static_cast<std::size_t>(n));
+    const std::string out = readStdout(child);
     const ProcessExit exit = child.wait();
     if (ignored) {
       EXPECT_EQ(exit.code, 0) << out;
