@@ -16,6 +16,7 @@
 #include "runtime/common/error.hpp"
 #include "sim/job_sim.hpp"
 #include "sim/scenario.hpp"
+#include "tests/sim/scenario_support.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch::sim {
@@ -23,20 +24,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-nlohmann::json minimal() {
-  return nlohmann::json::parse(R"({
-    "cluster": {"nodes": 2, "gpus_per_node": 4, "intra_node_GBps": 100, "inter_node_GBps": 10,
-                "intra_latency_us": 1, "inter_latency_us": 5},
-    "job": {"config": {"train_micro_batch_size_per_gpu": 2},
-            "seconds_per_sample_per_gpu": 0.1, "horizon_hours": 1}
-  })");
-}
-
-Scenario parse(const nlohmann::json& j) {
-  ScenarioOptions o;
-  o.presetDir = test::fixturePath("clusters");
-  return parseScenario(j, test::fixturePath("scenarios"), o);
-}
+using scenario_support::minimal;
+using scenario_support::parse;
 
 // The restart overhead a scenario with `cost` at job.restart_overhead_seconds gets.
 SecondsByNodes restartOf(const nlohmann::json& cost) {

@@ -13,6 +13,7 @@
 
 #include "runtime/common/error.hpp"
 #include "sim/job_sim.hpp"
+#include "tests/sim/scenario_support.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch::sim {
@@ -22,20 +23,8 @@ using ::testing::HasSubstr;
 
 const std::filesystem::path kScenarios = test::fixturePath("scenarios");
 
-nlohmann::json minimal() {
-  return nlohmann::json::parse(R"({
-    "cluster": {"nodes": 2, "gpus_per_node": 4, "intra_node_GBps": 100, "inter_node_GBps": 10,
-                "intra_latency_us": 1, "inter_latency_us": 5},
-    "job": {"config": {"train_micro_batch_size_per_gpu": 2},
-            "seconds_per_sample_per_gpu": 0.1, "horizon_hours": 1}
-  })");
-}
-
-Scenario parse(const nlohmann::json& j) {
-  ScenarioOptions o;
-  o.presetDir = test::fixturePath("clusters");
-  return parseScenario(j, kScenarios, o);
-}
+using scenario_support::minimal;
+using scenario_support::parse;
 
 // The message of the ConfigError parsing `j` throws ("" when it does not throw).
 std::string errorOf(const nlohmann::json& j) {
