@@ -18,6 +18,7 @@
 #include "runtime/comm/in_process_backend.hpp"
 #include "runtime/launcher/token.hpp"
 #include "sim/collective_cost.hpp"
+#include "tests/support/sim_cluster.hpp"
 #include "tools/rank_launcher.hpp"
 #include "tools/sim_comm_bench.hpp"
 
@@ -283,15 +284,7 @@ TEST(RankLauncher, Tokens) {
 // The simulated sweep times each row on simulated clocks: a row's time is exactly the cost model's
 // for that collective and placement, and the data is really moved (no wrong elements).
 TEST(SimulatedSweep, RowsAreTheCostModelsTimes) {
-  sim::ClusterSpec cluster;
-  cluster.name = "test";
-  cluster.nodes = 2;
-  cluster.gpusPerNode = 2;
-  cluster.intraNodeGBps = 100;
-  cluster.interNodeGBps = 10;
-  cluster.intraLatencyUs = 2;
-  cluster.interLatencyUs = 5;
-  cluster.opLatencyUs = 10;
+  const sim::ClusterSpec cluster = test::handCluster("test", 2, 2, 100, 10, 2, 5, 10);
   SweepOptions options;
   options.ops = {OpType::AllReduce, OpType::AllGather, OpType::Broadcast};
   options.minBytes = 1024;

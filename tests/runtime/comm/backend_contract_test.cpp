@@ -25,6 +25,7 @@
 #include "runtime/comm/reduce.hpp"
 #include "runtime/comm/store.hpp"
 #include "sim/sim_backend.hpp"
+#include "tests/support/sim_cluster.hpp"
 
 namespace stretch::comm {
 namespace {
@@ -52,14 +53,8 @@ World makeWorld(const std::string& kind, int size, Duration timeout = 20s) {
   }
   if (kind == "sim") {
     // Functional mode: the data really moves; 2 GPUs per node so that worlds span nodes.
-    sim::ClusterSpec cluster;
-    cluster.nodes = 8;
-    cluster.gpusPerNode = 2;
-    cluster.intraNodeGBps = 10;
-    cluster.interNodeGBps = 1;
-    cluster.intraLatencyUs = 1;
-    cluster.interLatencyUs = 10;
-    world.sim = sim::SimWorld::create(cluster, size, sim::SimBackendMode::Functional,
+    world.sim = sim::SimWorld::create(test::handCluster("custom", 8, 2, 10, 1, 1, 10), size,
+                                      sim::SimBackendMode::Functional,
                                       {sim::CollectiveAlgorithm::Auto, timeout});
     for (int r = 0; r < size; ++r)
       world.ranks[static_cast<std::size_t>(r)] = world.sim->backend(r);

@@ -13,6 +13,7 @@
 
 #include "runtime/comm/bandwidth.hpp"
 #include "runtime/common/error.hpp"
+#include "tests/support/sim_cluster.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch::sim {
@@ -23,28 +24,13 @@ using A = CollectiveAlgorithm;
 
 constexpr std::uint64_t kGiB = 1ull << 30;
 
-ClusterSpec preset(const char* name, std::int64_t nodes) {
-  ClusterSpec spec = loadClusterPreset(name, test::fixturePath("clusters"));
-  spec.nodes = nodes;
-  return spec;
-}
-
 // A cluster with round figures for hand computation.
 ClusterSpec roundCluster(std::int64_t nodes) {
-  ClusterSpec c;
-  c.name = "round";
-  c.nodes = nodes;
-  c.gpusPerNode = 4;
-  c.intraNodeGBps = 100;
-  c.interNodeGBps = 10;
-  c.intraLatencyUs = 1;
-  c.interLatencyUs = 5;
-  c.opLatencyUs = 2;
-  return c;
+  return test::handCluster("round", nodes, 4, 100, 10, 1, 5, 2);
 }
 
 TEST(CollectiveCost, OneRankAndEmptyBuffersCostNothing) {
-  const ClusterSpec c = preset("dgx-h100", 4);
+  const ClusterSpec c = test::clusterPreset("dgx-h100", 4);
   for (OpType op : comm::kAllOpTypes) {
     SCOPED_TRACE(toString(op));
     for (A a : {A::Ring, A::Tree, A::Hierarchical, A::Auto}) {
@@ -58,7 +44,7 @@ TEST(CollectiveCost, OneRankAndEmptyBuffersCostNothing) {
 }
 
 TEST(CollectiveCost, LargeAllReduceInsideADgxH100ReachesTheNvlinkRate) {
-  const ClusterSpec c = preset("dgx-h100", 1);
+  const ClusterSpec c = test::clusterPreset("dgx-h100", 1);
   const CollectiveCost cost = collectiveCost(c, OpType::AllReduce, 4 * kGiB, 8);
   EXPECT_EQ(cost.algorithm, A::Ring);
   EXPECT_NEAR(cost.busbwGBps, c.intraNodeGBps, 0.01 * c.intraNodeGBps);
@@ -71,7 +57,7 @@ TEST(CollectiveCost, RingAcrossDgxNodesReachesTheNodesNicTotal) {
   // all_reduce busbw across DGX-A100 with 8 x 200 Gb/s; nccl-tests#290: ~370-400 on DGX-H100).
   for (const char* name : {"dgx-h100", "dgx-a100"}) {
     SCOPED_TRACE(name);
-    const ClusterSpec c = preset(name, 2);
+    const ClusterSpec c = test::clusterPreset(name, 2);
     const double nicTotal = static_cast<double>(c.gpusPerNode) * c.interNodeGBps;
     const CollectiveCost ring = collectiveCost(c, OpType::AllReduce, 4 * kGiB, 16, A::Ring);
     EXPECT_NEAR(ring.busbwGBps, nicTotal, 0.01 * nicTotal);
@@ -79,14 +65,14 @@ TEST(CollectiveCost, RingAcrossDgxNodesReachesTheNodesNicTotal) {
     EXPECT_EQ(collectiveCost(c, OpType::AllReduce, 4 * kGiB, 16).algorithm, A::Ring);
   }
   // One GPU per node: the ring runs at one NIC's rate.
-  ClusterSpec single = preset("dgx-h100", 64);
+  ClusterSpec single = test::clusterPreset("dgx-h100", 64);
   single.gpusPerNode = 1;
   const auto cost = collectiveCost(single, OpType::AllReduce, 4 * kGiB, 64, A::Ring);
   EXPECT_NEAR(cost.busbwGBps, single.interNodeGBps, 0.01 * single.interNodeGBps);
 }
 
 TEST(CollectiveCost, LatencyDominatesTinyMessages) {
-  const ClusterSpec c = preset("dgx-h100", 1);
+  const ClusterSpec c = test::clusterPreset("dgx-h100", 1);
   const CollectiveCost cost = collectiveCost(c, OpType::AllReduce, 8, 8, A::Ring);
   const double latency = (c.opLatencyUs + 2 * 7 * c.intraLatencyUs) * 1e-6;
   EXPECT_NEAR(cost.seconds, latency, 0.001 * latency);
@@ -169,12 +155,12 @@ TEST(CollectiveCost, AllToAllAndPointToPoint) {
 }
 
 TEST(CollectiveCost, AutoPicksTreeForSmallMessagesAtScaleAndRingForLargeOnFewNodes) {
-  const ClusterSpec big = preset("dgx-h100", 2048);  // 16,384 GPUs, as Llama 3
+  const ClusterSpec big = test::clusterPreset("dgx-h100", 2048);  // 16,384 GPUs, as Llama 3
   const auto small = collectiveCost(big, OpType::AllReduce, 1 << 20, big.gpus());
   EXPECT_EQ(small.algorithm, A::Tree);
   EXPECT_LT(small.seconds,
             collectiveCost(big, OpType::AllReduce, 1 << 20, big.gpus(), A::Ring).seconds / 10);
-  const ClusterSpec two = preset("dgx-h100", 2);
+  const ClusterSpec two = test::clusterPreset("dgx-h100", 2);
   EXPECT_EQ(collectiveCost(two, OpType::AllReduce, 4 * kGiB, 16).algorithm, A::Ring);
   // Auto is the cheapest of the three and equals one of them.
   for (std::uint64_t bytes : {std::uint64_t{8}, std::uint64_t{1} << 20, 4 * kGiB}) {
@@ -191,13 +177,13 @@ TEST(CollectiveCost, AutoPicksTreeForSmallMessagesAtScaleAndRingForLargeOnFewNod
 
 TEST(CollectiveCost, HierarchicalBeatsTheRingOnPcieEthernetNodesButNotOnDgx) {
   // cloud-a10g-4x, 2 nodes: Bi = 31.5 > N g Be = 2 x 4 x 1.25 = 10.
-  const ClusterSpec cloud = preset("cloud-a10g-4x", 2);
+  const ClusterSpec cloud = test::clusterPreset("cloud-a10g-4x", 2);
   const auto hier = collectiveCost(cloud, OpType::AllReduce, kGiB, 8, A::Hierarchical);
   const auto ring = collectiveCost(cloud, OpType::AllReduce, kGiB, 8, A::Ring);
   EXPECT_LT(hier.seconds, ring.seconds);
   EXPECT_EQ(collectiveCost(cloud, OpType::AllReduce, kGiB, 8).algorithm, A::Hierarchical);
   // DGX-H100, 2 nodes: Bi = 450 < 2 x 8 x 50 = 800: the rails make the ring faster.
-  const ClusterSpec dgx = preset("dgx-h100", 2);
+  const ClusterSpec dgx = test::clusterPreset("dgx-h100", 2);
   EXPECT_GT(collectiveCost(dgx, OpType::AllReduce, kGiB, 16, A::Hierarchical).seconds,
             collectiveCost(dgx, OpType::AllReduce, kGiB, 16, A::Ring).seconds);
   // One node: hierarchical is the ring, and says so.
@@ -207,7 +193,7 @@ TEST(CollectiveCost, HierarchicalBeatsTheRingOnPcieEthernetNodesButNotOnDgx) {
 }
 
 TEST(CollectiveCost, BusbwIsAlgbwTimesTheBenchmarkFactor) {
-  const ClusterSpec c = preset("dgx-a100", 16);
+  const ClusterSpec c = test::clusterPreset("dgx-a100", 16);
   for (OpType op : comm::kAllOpTypes) {
     for (std::int64_t ranks : {2, 7, 8, 9, 128}) {
       for (A a : {A::Ring, A::Tree, A::Hierarchical, A::Auto}) {
@@ -223,7 +209,7 @@ TEST(CollectiveCost, BusbwIsAlgbwTimesTheBenchmarkFactor) {
 }
 
 TEST(CollectiveCost, ExplicitPlacementCostsASubGroupWhereItIs) {
-  const ClusterSpec c = preset("dgx-h100", 4);
+  const ClusterSpec c = test::clusterPreset("dgx-h100", 4);
   // 4 ranks, one per node: every ring link is a NIC.
   const auto spread = collectiveCost(c, OpType::AllReduce, 4 * kGiB, Placement{4, 4, 1}, A::Ring);
   EXPECT_NEAR(spread.busbwGBps, c.interNodeGBps, 0.01 * c.interNodeGBps);
@@ -235,7 +221,7 @@ TEST(CollectiveCost, ExplicitPlacementCostsASubGroupWhereItIs) {
 }
 
 TEST(CollectiveCost, BadRanksAndPlacementsAreConfigErrors) {
-  const ClusterSpec c = preset("dgx-h100", 2);
+  const ClusterSpec c = test::clusterPreset("dgx-h100", 2);
   for (std::int64_t ranks : {std::int64_t{0}, std::int64_t{-1}, std::int64_t{17}}) {
     try {
       collectiveCost(c, OpType::AllReduce, 8, ranks);
@@ -267,7 +253,7 @@ TEST(CollectiveCost, AlgorithmNames) {
 
 TEST(CollectiveCost, CostPerCallDoesNotGrowWithTheWorld) {
   // O(1): the step-level simulator calls this millions of times at 100,000-GPU scale.
-  const ClusterSpec c = preset("dgx-h100", 16384);
+  const ClusterSpec c = test::clusterPreset("dgx-h100", 16384);
   auto timeCalls = [&](std::int64_t ranks) {
     constexpr int kCalls = 200000;
     double sink = 0;

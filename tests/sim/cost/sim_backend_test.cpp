@@ -18,6 +18,7 @@
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/in_process_backend.hpp"
 #include "runtime/common/error.hpp"
+#include "tests/support/sim_cluster.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch::sim {
@@ -31,24 +32,9 @@ using comm::DataType;
 using comm::OpType;
 using comm::ReduceOp;
 
-ClusterSpec preset(const char* name, std::int64_t nodes) {
-  ClusterSpec spec = loadClusterPreset(name, test::fixturePath("clusters"));
-  spec.nodes = nodes;
-  return spec;
-}
-
 // 2 nodes x 2 GPUs with round figures.
 ClusterSpec smallCluster() {
-  ClusterSpec c;
-  c.name = "small";
-  c.nodes = 2;
-  c.gpusPerNode = 2;
-  c.intraNodeGBps = 10;
-  c.interNodeGBps = 1;
-  c.intraLatencyUs = 2;
-  c.interLatencyUs = 20;
-  c.opLatencyUs = 5;
-  return c;
+  return test::handCluster("small", 2, 2, 10, 1, 2, 20, 5);
 }
 
 SimDuration costOf(const ClusterSpec& c, OpType op, std::uint64_t bytes, std::int64_t ranks) {
@@ -67,7 +53,7 @@ std::string errorOf(F&& body) {
 }
 
 TEST(SimBackendFunctional, SixtyFourRanksReduceCorrectlyAndClocksFollowTheCostModel) {
-  const ClusterSpec c = preset("dgx-h100", 8);
+  const ClusterSpec c = test::clusterPreset("dgx-h100", 8);
   auto world = SimWorld::create(c, 64, SimBackendMode::Functional);
   constexpr std::size_t kCount = 1000;
   std::vector<std::vector<float>> data(64, std::vector<float>(kCount));
@@ -165,7 +151,7 @@ TEST(SimBackendFunctional, EveryOperationMovesTheDataAndAdvancesTheClock) {
 }
 
 TEST(SimBackendFunctional, SubGroupsShareClocksAndAreCostedWhereTheirMembersAre) {
-  const ClusterSpec c = preset("dgx-h100", 2);
+  const ClusterSpec c = test::clusterPreset("dgx-h100", 2);
   auto world = SimWorld::create(c, 16, SimBackendMode::Functional);
   constexpr std::size_t kCount = 1 << 18;  // 1 MiB of fp32
   const SimDuration rail =
@@ -278,7 +264,7 @@ TEST(SimBackend, DevicesAndNullBuffersByMode) {
 }
 
 TEST(SimBackendCostOnly, OneThreadDrives131072RanksThroughAnAllReduce) {
-  const ClusterSpec c = preset("dgx-h100", 16384);
+  const ClusterSpec c = test::clusterPreset("dgx-h100", 16384);
   const auto start = std::chrono::steady_clock::now();
   auto world = SimWorld::create(c, c.gpus(), SimBackendMode::CostOnly);
   const int n = static_cast<int>(world->size());
@@ -306,7 +292,7 @@ TEST(SimBackendCostOnly, OneThreadDrives131072RanksThroughAnAllReduce) {
 }
 
 TEST(SimBackendCostOnly, LockstepWorldStepsAreConstantTimeAtScale) {
-  const ClusterSpec c = preset("dgx-h100", 16384);
+  const ClusterSpec c = test::clusterPreset("dgx-h100", 16384);
   auto world = SimWorld::create(c, c.gpus(), SimBackendMode::CostOnly);
   const std::uint64_t bucket = 100'000'000;
   const SimDuration cost = costOf(c, OpType::AllReduce, bucket, c.gpus());
@@ -410,7 +396,7 @@ TEST(SimBackendCostOnly, MismatchedSizesPoisonTheGroup) {
 
 TEST(SimBackend, ResultsAreBitIdenticalRunToRun) {
   auto run = [] {
-    const ClusterSpec c = preset("dgx-a100", 2);
+    const ClusterSpec c = test::clusterPreset("dgx-a100", 2);
     auto world = SimWorld::create(c, 16, SimBackendMode::Functional);
     runRankThreads(16, [&](int r) {
       auto b = world->backend(r);
