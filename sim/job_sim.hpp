@@ -104,7 +104,9 @@ struct RunResult {
   std::uint64_t generations = 0;
   std::int64_t checkpoints = 0;  // completed saves
   std::int64_t scriptFired = 0;
-  std::map<std::int64_t, SimTime> worldSizeNs;  // time with workers at each world size; 0: none
+  // Time with workers at each world size (0: none). While a live start's joiners start, the
+  // world that trains meanwhile counts (docs/simulator.md, live recovery).
+  std::map<std::int64_t, SimTime> worldSizeNs;
   // Things the run skipped and why (a scripted kill of a rank that did not run, a trace cause
   // missing from the cause table, ...); at most 20.
   std::vector<std::string> notes;

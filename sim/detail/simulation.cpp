@@ -291,7 +291,7 @@ void Simulation::emit(TimelineKind kind, SimTime time, SimTime duration, std::st
   r.duration = duration;
   r.kind = kind;
   r.generation = group_.running() ? group_.generation() : driver_.machine().generation();
-  r.worldSize = group_.running() ? group_.worldSize() : 0;
+  r.worldSize = worldSizeNow();
   r.step = progress_.step;
   r.name = std::move(name);
   r.detail = std::move(detail);

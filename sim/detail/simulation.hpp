@@ -80,6 +80,9 @@ class Simulation {
 
   // ---- simulation_workers.cpp: the worker group, training and checkpoints ----------------
   void setPhase(Phase phase);
+  // The world size the timeline shows now: while a start's joiners start, the world that trains
+  // meanwhile (interimWorld_); else the running generation's, or 0 without workers.
+  std::int64_t worldSizeNow() const;
   void closeWorldSpan();
   const StepPlan& planFor(const agent::StartWorkers& a);
   const StepPlan& planFor(std::int64_t worldSize, const config::BatchTriple& batch,
@@ -170,6 +173,9 @@ class Simulation {
   // While a start's joiners start: the plan of the generation they complete (plan_ is the one
   // that trains meanwhile). Its steps do not make the joiners holders of the state.
   const StepPlan* joinersPlan_ = nullptr;
+  // Meanwhile, the size of the world that trains (its own generation's when the group trains on,
+  // else the interim world's); 0 when no start's joiners are starting.
+  std::int64_t interimWorld_ = 0;
   // Who holds the state lives in group_ (SimWorkerGroup::liveSituation).
   std::int64_t generationStep_ = 0;    // the step the current generation started from
   std::optional<Progress> survivors_;  // the last completed step at the stop, live mode

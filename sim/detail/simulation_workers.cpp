@@ -16,8 +16,15 @@ void Simulation::setPhase(Phase phase) {
   metrics_.setPhase(phase, now_);
 }
 
+std::int64_t Simulation::worldSizeNow() const {
+  if (interimWorld_ > 0) {
+    return interimWorld_;
+  }
+  return group_.running() ? group_.worldSize() : 0;
+}
+
 void Simulation::closeWorldSpan() {
-  metrics_.closeWorldSpan(now_, group_.running() ? group_.worldSize() : 0);
+  metrics_.closeWorldSpan(now_, worldSizeNow());
 }
 
 const StepPlan& Simulation::planFor(const agent::StartWorkers& a) {
@@ -68,6 +75,7 @@ void Simulation::startGeneration(const agent::StartWorkers& a, const agent::Live
   SimTime startup = startupNs_ + checkpoints_.loadNs();
   // With joiners: what trains while they start, from when, and when they are ready.
   const StepPlan* meanwhile = nullptr;
+  std::int64_t meanwhileWorld = 0;
   SimTime meanwhileFrom = now_;
   if (survivors_) {
     RunResult& r = metrics_.result();
@@ -84,8 +92,10 @@ void Simulation::startGeneration(const agent::StartWorkers& a, const agent::Live
         // it has formed; without one the survivors wait (LivePlan::groupTrainsOn, publish).
         if (live->groupTrainsOn && plan_ != nullptr) {
           meanwhile = plan_;
+          meanwhileWorld = group_.worldSize();  // its own generation's, still running
         } else if (live->publish) {
           const std::int64_t world = static_cast<std::int64_t>(live->publish->members.size());
+          meanwhileWorld = world;
           const std::int64_t modelParallel =
               a.dataParallelSize > 0 ? a.worldSize / a.dataParallelSize : 1;
           meanwhile = &planFor(world, live->publish->batch, world / modelParallel);
@@ -109,9 +119,13 @@ void Simulation::startGeneration(const agent::StartWorkers& a, const agent::Live
   ++workEpoch_;
   setPhase(Phase::Starting);
   startedAt_ = now_;
-  emit(TimelineKind::WorldSize, now_, 0, "world_size", "");
   const SimTime joinersReady = now_ + startupNs_;
-  if (meanwhile != nullptr && joinersReady > meanwhileFrom) {
+  const bool trainsMeanwhile = meanwhile != nullptr && joinersReady > meanwhileFrom;
+  // Until the joiners are ready, the timeline shows the world that trains meanwhile (it forms,
+  // then trains); the full world from the handover on (onJoinersReady).
+  interimWorld_ = trainsMeanwhile ? meanwhileWorld : 0;
+  emit(TimelineKind::WorldSize, now_, 0, "world_size", "");
+  if (trainsMeanwhile) {
     joinersPlan_ = plan_;
     plan_ = meanwhile;
     sched_.schedule(meanwhileFrom, Payload{Ev::Productive, workEpoch_, 0});
@@ -125,11 +139,14 @@ void Simulation::onJoinersReady() {
   // The world that trained meanwhile hands over (its step in flight, or a save under way, is
   // cut off, as a stop cuts them): the next generation forms and sends the joiners the state.
   abortWorkInFlight();
+  closeWorldSpan();
+  interimWorld_ = 0;
   plan_ = joinersPlan_;
   joinersPlan_ = nullptr;
   ++workEpoch_;
   setPhase(Phase::Starting);
   startedAt_ = now_;
+  emit(TimelineKind::WorldSize, now_, 0, "world_size", "");
   sched_.schedule(now_ + reconfigureNs_ + transferNs_, Payload{Ev::Productive, workEpoch_, 0});
 }
 
@@ -163,6 +180,7 @@ void Simulation::stopGeneration(bool keepRunning) {
   closeWorldSpan();
   ++workEpoch_;
   joinersPlan_ = nullptr;
+  interimWorld_ = 0;
   ++metrics_.result().stops;
   // Everything since the latest completed checkpoint is lost, unless the next generation resumes
   // from the survivors (live recovery keeps the last completed step: the step in flight is lost).

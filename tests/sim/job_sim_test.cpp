@@ -550,6 +550,50 @@ TEST(LiveRecovery, SurvivorsTrainInTheInterimWorldWhileTheReplacementStarts) {
   }
 }
 
+// Timeline records kept in memory.
+struct RecordSink final : TimelineSink {
+  void record(const TimelineRecord& r) override { records.push_back(r); }
+  std::vector<TimelineRecord> records;
+};
+
+// The world-size timeline while a replacement starts shows the interim world that trains, not the
+// full generation: 4 workers until the kill, 3 from the stop until the replacement has started,
+// then 4 again; the world-size hours, the markers and the compute spans agree.
+TEST(LiveRecovery, TheTimelineShowsTheInterimWorldUntilTheReplacementHasStarted) {
+  const nlohmann::json kill = {{{"at_step", 30}, {"kind", "kill_worker"}, {"rank", 1}}};
+  auto j = liveJob(0, kill);
+  j["job"]["total_steps"] = 2000;
+  j["job"]["checkpoint"]["every_steps"] = 5000;
+  const Scenario s = fromJson(j);
+  for (const SimMode mode : {SimMode::Aggregate, SimMode::StepLevel}) {
+    SCOPED_TRACE(mode == SimMode::Aggregate ? "aggregate" : "step-level");
+    RecordSink sink;
+    RunOptions o;
+    o.mode = mode;
+    o.timeline = &sink;
+    const RunResult r = simulate(s, o);
+    ASSERT_EQ(r.liveRecoveries, 1);
+    // The kill after 10 s of start-up and 30 steps of 12 ms; the replacement starts for 10 s.
+    const SimTime stop = secondsToNanos(10) + 30 * secondsToNanos(0.012);
+    const SimTime handover = stop + secondsToNanos(10);
+    std::vector<std::pair<SimTime, std::int64_t>> changes;
+    for (const TimelineRecord& rec : sink.records) {
+      if (rec.kind == TimelineKind::WorldSize &&
+          (changes.empty() || changes.back().second != rec.worldSize)) {
+        changes.emplace_back(rec.time, rec.worldSize);
+      }
+      if (rec.kind == TimelineKind::Compute || rec.kind == TimelineKind::MicroStep) {
+        const bool interim = rec.time >= stop && rec.time < handover;
+        EXPECT_EQ(rec.worldSize, interim ? 3 : 4) << rec.name << " at " << rec.time;
+      }
+    }
+    EXPECT_EQ(changes,
+              (std::vector<std::pair<SimTime, std::int64_t>>{{0, 4}, {stop, 3}, {handover, 4}}));
+    EXPECT_EQ(r.worldSizeNs, (std::map<std::int64_t, SimTime>{
+                                 {3, handover - stop}, {4, r.simulatedNs - (handover - stop)}}));
+  }
+}
+
 TEST(LiveRecovery, ZeroPartitionsLostWithTheirCopyFallBackToTheCheckpoint) {
   // n1 and n2 leave at the same step: with ZeRO 1 or 2, n1's partition had its copy on n2.
   const nlohmann::json neighbours = {{{"at_step", 60}, {"kind", "leave"}, {"node", "n1"}},
