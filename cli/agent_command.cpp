@@ -76,7 +76,7 @@ Command addAgentCommand(CLI::App& app) {
                 "read the store token from the first line of stdin (else STRETCH_STORE_TOKEN)");
   sub->add_option("--token_file", o->tokenFile,
                   "read the store token from this file (the launcher writes LOG_DIR/job_token)");
-  sub->add_option("--keepalive_interval,--heartbeat_interval", o->heartbeatInterval,
+  sub->add_option("--keepalive_interval,--heartbeat_interval", o->keepAliveInterval,
                   "seconds between keep-alives (--heartbeat_interval is its old name)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

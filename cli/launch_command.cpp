@@ -124,7 +124,7 @@ Command addLaunchCommand(CLI::App& app) {
                   "multi-node: port of the job's store (default: --master_port + 1)")
       ->check(CLI::Range(1, 65535));
   // Keep-alive for nodes, heartbeat for workers (--hang_timeout); the old name stays accepted.
-  sub->add_option("--keepalive_timeout,--heartbeat_timeout", options->heartbeatTimeout,
+  sub->add_option("--keepalive_timeout,--heartbeat_timeout", options->keepAliveTimeout,
                   "multi-node: seconds without a node's keep-alive before it counts as lost "
                   "(--heartbeat_timeout is its old name)")
       ->check(CLI::PositiveNumber)

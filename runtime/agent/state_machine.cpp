@@ -51,9 +51,9 @@ void validate(const AgentConfig& c) {
           "a non-negative duration");
   require(c.waitTimeout > Duration{0}, "agent.wait_timeout", formatDuration(c.waitTimeout),
           "a positive duration");
-  if (c.heartbeatTimeout) {
-    require(*c.heartbeatTimeout > Duration{0}, "agent.heartbeat_timeout",
-            formatDuration(*c.heartbeatTimeout), "a positive duration");
+  if (c.keepAliveTimeout) {
+    require(*c.keepAliveTimeout > Duration{0}, "agent.keepalive_timeout",
+            formatDuration(*c.keepAliveTimeout), "a positive duration");
   }
   if (c.exitBarrierTimeout) {
     require(*c.exitBarrierTimeout >= Duration{0}, "agent.exit_barrier_timeout",
@@ -120,10 +120,10 @@ std::vector<Action> AgentStateMachine::handle(Time now, const Event& event) {
                  [&](const NodeLeft& e) {
                    onNodesGone({e.nodeId}, e.reason.empty() ? "left" : e.reason, out);
                  },
-                 [&](const HeartbeatLost& e) { onNodesGone({e.nodeId}, "heartbeat lost", out); },
-                 [&](const Heartbeat& e) {
+                 [&](const KeepAliveLost& e) { onNodesGone({e.nodeId}, "keep-alive lost", out); },
+                 [&](const KeepAlive& e) {
                    if (auto it = nodes_.find(e.nodeId); it != nodes_.end()) {
-                     it->second.lastHeartbeat = now_;
+                     it->second.lastKeepAlive = now_;
                    }
                  },
                  [&](const Tick&) {},
@@ -209,7 +209,7 @@ void AgentStateMachine::onNodeJoined(const NodeJoined& e, std::vector<Action>& o
   node.slots = e.slots;
   node.order = nextOrder_++;
   node.joinedAt = now_;
-  node.lastHeartbeat = now_;
+  node.lastKeepAlive = now_;
   node.pooled = phase_ == Phase::Rendezvous && poolSize() < config_.maxNodes;
   addNode(e.nodeId, node);
   scaleUpSettled_ = false;
@@ -246,10 +246,10 @@ void AgentStateMachine::onNodesGone(const std::vector<std::string>& ids, const s
 }
 
 void AgentStateMachine::expireDeadlines(std::vector<Action>& out) {
-  if (config_.heartbeatTimeout) {
+  if (config_.keepAliveTimeout) {
     std::vector<std::pair<std::uint64_t, std::string>> dead;
     for (const auto& [id, node] : nodes_) {
-      if (now_ - node.lastHeartbeat > *config_.heartbeatTimeout) {
+      if (now_ - node.lastKeepAlive > *config_.keepAliveTimeout) {
         dead.emplace_back(node.order, id);
       }
     }
@@ -260,7 +260,7 @@ void AgentStateMachine::expireDeadlines(std::vector<Action>& out) {
         ids.push_back(std::move(id));
       }
       onNodesGone(
-          ids, fmt::format("sent no heartbeat for {}", formatDuration(*config_.heartbeatTimeout)),
+          ids, fmt::format("sent no keep-alive for {}", formatDuration(*config_.keepAliveTimeout)),
           out);
       if (finished()) {
         return;

@@ -24,8 +24,8 @@
 //     this restart (it happens anyway). A worker that exits with worker_env::kExitCannotRun
 //     (78: the job cannot run as launched, e.g. another job holds its checkpoint directory)
 //     stops the workers and fails the job at once with exit code 2: no restart would help.
-//  4. A node of the running world leaving (NodeLeft, HeartbeatLost, or a heartbeat older than
-//     heartbeat_timeout): stop and restart without it. Counts against max_restarts
+//  4. A node of the running world leaving (NodeLeft, KeepAliveLost, or a keep-alive older than
+//     keepalive_timeout): stop and restart without it. Counts against max_restarts
 //     (DSElasticAgent's rule). A spare or waiting node leaving changes nothing running.
 //  5. Nodes waiting to join while the world runs: once the last-call window has passed since
 //     the first of them joined (at once when the pool would reach max_nodes), if the larger
@@ -79,9 +79,9 @@ struct AgentConfig {
   Duration lastCall = std::chrono::seconds(30);
   // Longest time without running workers before the job fails (torchelastic's join timeout).
   Duration waitTimeout = std::chrono::seconds(600);
-  // When set, a node whose last Heartbeat event is older than this is treated as lost. Leave
+  // When set, a node whose last KeepAlive event is older than this is treated as lost. Leave
   // unset when the caller detects dead nodes itself (the launcher's job controller does).
-  std::optional<Duration> heartbeatTimeout;
+  std::optional<Duration> keepAliveTimeout;
   // When set, workers still running this long after the first clean exit of their generation
   // count as a failure (torchelastic's exit_barrier_timeout is 300 s). Unset: wait forever.
   std::optional<Duration> exitBarrierTimeout;
@@ -121,17 +121,17 @@ struct NodeLeft {
   std::string reason;
 };
 // A node's keep-alive stopped (detected by the caller, e.g. the launcher's job controller).
-struct HeartbeatLost {
+struct KeepAliveLost {
   std::string nodeId;
 };
-// A node's keep-alive arrived (only needed when AgentConfig::heartbeatTimeout is set).
-struct Heartbeat {
+// A node's keep-alive arrived (only needed when AgentConfig::keepAliveTimeout is set).
+struct KeepAlive {
   std::string nodeId;
 };
-// Time passed; the machine checks its deadlines (last call, wait, heartbeat, exit barrier).
+// Time passed; the machine checks its deadlines (last call, wait, keep-alive, exit barrier).
 struct Tick {};
 
-using Event = std::variant<WorkerExited, NodeJoined, NodeLeft, HeartbeatLost, Heartbeat, Tick>;
+using Event = std::variant<WorkerExited, NodeJoined, NodeLeft, KeepAliveLost, KeepAlive, Tick>;
 
 // ---- Actions (outputs), carried out in order by the caller ---------------------------------
 
@@ -252,7 +252,7 @@ class AgentStateMachine {
     std::int64_t slots = 0;
     std::uint64_t order = 0;  // join order; earlier nodes are preferred and ranked first
     Time joinedAt{0};
-    Time lastHeartbeat{0};
+    Time lastKeepAlive{0};
     bool pooled = false;  // in the pool (member or spare) rather than waiting
   };
 

@@ -146,7 +146,7 @@ class AgentLoop {
           !failureSeen_)
         failureSeen_ = clock_();
     } else if (std::holds_alternative<NodeLeft>(event) ||
-               std::holds_alternative<HeartbeatLost>(event)) {
+               std::holds_alternative<KeepAliveLost>(event)) {
       if (!failureSeen_)
         failureSeen_ = clock_();
     }
@@ -174,8 +174,7 @@ class AgentLoop {
           result_.message = fail->message;
           done_ = true;
         } else if (const auto* event = std::get_if<LogEvent>(&action)) {
-          if (event->event == "node_left" || event->event == "heartbeat_lost" ||
-              event->event == "node_joined")
+          if (event->event == "node_left" || event->event == "node_joined")
             spdlog::info("agent: {}: {}", event->event, event->reason);
         }
       }
@@ -185,7 +184,7 @@ class AgentLoop {
   static const std::string* goneId(const Event& event) {
     if (const auto* left = std::get_if<NodeLeft>(&event))
       return &left->nodeId;
-    if (const auto* lost = std::get_if<HeartbeatLost>(&event))
+    if (const auto* lost = std::get_if<KeepAliveLost>(&event))
       return &lost->nodeId;
     return nullptr;
   }
@@ -310,7 +309,7 @@ class AgentLoop {
   AgentResult result_;
   std::optional<Time> failureSeen_;  // when the exit that caused the pending restart was reaped
   // Nodes whose departure the loop fed before a start (WorkerGroup::goneNodes): their own
-  // NodeLeft / HeartbeatLost from the node events is dropped once.
+  // NodeLeft / KeepAliveLost from the node events is dropped once.
   std::set<std::string> departed_;
   bool done_ = false;
 };

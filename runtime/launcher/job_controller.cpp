@@ -25,7 +25,7 @@ AgentResult runJobController(const JobControllerOptions& options) {
     throw ConfigError(fmt::format(
         "the job's store already holds a command ('{}'): another job uses this rendezvous port",
         old->substr(0, old->find('\n'))));
-  NodeTracker tracker(store, options.heartbeatTimeout, options.launchHosts,
+  NodeTracker tracker(store, options.keepAliveTimeout, options.launchHosts,
                       options.registrationWindow, options.keepAliveCheck);
   RemoteWorkers workers(options, tracker);
 
@@ -60,10 +60,10 @@ AgentResult runJobController(const JobControllerOptions& options) {
         changed ? workers.readExits() : std::vector<WorkerExited>();
     if (options.liveStore)
       workers.pollLive();
-    const bool heartbeats = now - lastNodePoll >= tracker.checkInterval();
-    if (heartbeats)
+    const bool keepAlives = now - lastNodePoll >= tracker.checkInterval();
+    if (keepAlives)
       lastNodePoll = now;
-    std::vector<Event> events = tracker.poll(now, heartbeats, changed);
+    std::vector<Event> events = tracker.poll(now, keepAlives, changed);
     if (changed) {
       exitWatch.readUpTo(workers.nextExit());
       nodeWatch.readUpTo(tracker.nextRegistration());

@@ -4,8 +4,8 @@
 //
 // Job controller (runJobController, in `stretch launch`): runs the job's one AgentStateMachine
 // with the job-wide view. Node agents that register become NodeJoined events; a departure record
-// becomes NodeLeft; a keep-alive counter that has not moved for heartbeatTimeout (on the
-// controller's own clock) becomes HeartbeatLost; exit records become WorkerExited. The
+// becomes NodeLeft; a keep-alive counter that has not moved for keepAliveTimeout (on the
+// controller's own clock) becomes KeepAliveLost; exit records become WorkerExited. The
 // machine's StartWorkers / StopWorkers become commands every live agent carries out and
 // acknowledges; the controller waits for the acknowledgements (at most commandTimeout; an agent
 // that does not answer is treated as lost). When the job ends (Finish, Fail, a stop signal) it
@@ -53,10 +53,10 @@ struct JobControllerOptions {
   std::optional<std::filesystem::path> eventLog;
   std::optional<std::filesystem::path> checkpointDir;
   Duration monitorInterval = kDefaultMonitorInterval;
-  Duration heartbeatTimeout = std::chrono::seconds(10);
+  Duration keepAliveTimeout = kDefaultKeepAliveTimeout;
   Duration commandTimeout = std::chrono::seconds(30);
   // How often the controller reads the nodes' keep-alives (one request per kKeepAliveGroup
-  // nodes): the agents' keep-alive interval, at most heartbeatTimeout / 4.
+  // nodes): the agents' keep-alive interval, at most keepAliveTimeout / 4.
   Duration keepAliveCheck = kDefaultKeepAliveInterval;
   // MASTER_ADDR for the workers; empty: the address node rank 0 registered with.
   std::string masterAddr;

@@ -146,7 +146,7 @@ RemoteLaunchSpec agentLaunchSpec(const LaunchRequest& o, RunnerKind runner,
                     "--node_rank",
                     std::string(kNodeRankPlaceholder),
                     "--controller_timeout",
-                    fmt::format("{}", o.heartbeatTimeout * kControllerTimeoutHeartbeats),
+                    fmt::format("{}", o.keepAliveTimeout * kControllerTimeoutFactor),
                     "--keepalive_interval",
                     fmt::format("{}", toSeconds(*job.keepAliveInterval))};
   if (!o.logDir.empty()) {
@@ -269,7 +269,7 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
   job.hangTimeout = o.hangTimeout;
   job.hangTimeoutFixed = o.hangTimeoutGiven;
   // The agents beat, and the controller reads their keep-alives, at a quarter of the timeout.
-  job.keepAliveInterval = keepAliveIntervalFor(agent::fromSeconds(o.heartbeatTimeout));
+  job.keepAliveInterval = keepAliveIntervalFor(agent::fromSeconds(o.keepAliveTimeout));
   publishJob(*store, job, hosts);
   spdlog::info("launch: job store on {}:{}; starting {} node agent(s) with the {} runner", rdzvAddr,
                rdzvPort, hosts.size(), toString(runner));
@@ -309,12 +309,12 @@ AgentResult runMultiNode(const LaunchRequest& o, const ActiveResources& active,
   if (!o.checkpointDir.empty())
     options.checkpointDir = o.checkpointDir;
   options.monitorInterval = agent::fromSeconds(o.monitorInterval);
-  options.heartbeatTimeout = agent::fromSeconds(o.heartbeatTimeout);
+  options.keepAliveTimeout = agent::fromSeconds(o.keepAliveTimeout);
   // A command's round on one machine's agents grows with their number (2,048 local agents
   // starting their workers took more than the 15 s of the default, and were given up on): 10 ms
   // more per host. Agents that died are found by their keep-alives, not by this.
   options.commandTimeout =
-      agent::fromSeconds(o.heartbeatTimeout + 10.0 + 0.01 * static_cast<double>(hosts.size()));
+      agent::fromSeconds(o.keepAliveTimeout + 10.0 + 0.01 * static_cast<double>(hosts.size()));
   if (o.masterAddrGiven)
     options.masterAddr = o.masterAddr;
   for (const auto& h : hosts)
@@ -559,7 +559,7 @@ AgentResult joinAsNode(const LaunchRequest& o, const JobSettings& job) {
   join.nodeRank = *o.nodeRank;
   join.token = job.token;
   join.logDir = o.logDir;
-  join.controllerTimeout = o.heartbeatTimeout * kControllerTimeoutHeartbeats;
+  join.controllerTimeout = o.keepAliveTimeout * kControllerTimeoutFactor;
   join.stopSignal = o.stopSignal;
   spdlog::info("launch: node rank {} joins the job at {}", *o.nodeRank, join.rdzv);
   const NodeAgentResult result = joinJob(join);

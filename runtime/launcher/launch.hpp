@@ -38,7 +38,7 @@ struct LaunchRequest {
   std::string launcher;          // "": local for one host, pdsh (DeepSpeed's default) for several
   std::string rdzvAddr;
   std::optional<int> rdzvPort;
-  double heartbeatTimeout = toSeconds(kDefaultNodeHeartbeatTimeout);
+  double keepAliveTimeout = toSeconds(kDefaultKeepAliveTimeout);
   double lastCall = toSeconds(kDefaultLastCall);
   std::string launcherArgs;
   std::optional<int> sshPort;

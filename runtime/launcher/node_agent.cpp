@@ -201,7 +201,7 @@ class KeepAlive {
         key_(keepAliveKey(slot)),
         bit_(keepAliveBit(slot)),
         contact_(contact),
-        task_("keep-alive of " + options.node.nodeId, options.heartbeatInterval, [this] {
+        task_("keep-alive of " + options.node.nodeId, options.keepAliveInterval, [this] {
           beat();
           return PeriodicTask::Next::Continue;
         }) {}
@@ -215,7 +215,7 @@ class KeepAlive {
       if (!hb_) {
         hb_ = options_.connect(std::min<Duration>(
             options_.controllerTimeout,
-            std::max<Duration>(kMinKeepAliveRequestTimeout, options_.heartbeatInterval)));
+            std::max<Duration>(kMinKeepAliveRequestTimeout, options_.keepAliveInterval)));
       }
       hb_->add(key_, bit_);
       contact_.touch();
@@ -557,13 +557,13 @@ NodeAgentResult joinJob(const JoinRequest& r) {
   options.node = node;
   options.command = job.command;
   options.logDir = r.logDir;
-  options.heartbeatInterval = fromSeconds(r.heartbeatInterval);
+  options.keepAliveInterval = fromSeconds(r.keepAliveInterval);
   if (job.keepAliveInterval) {
     // The controller reads the keep-alives at the job's interval, and a node's field holds 15
     // beats between two reads: the agent beats at most as slowly as the job says, at most 4
     // times as often.
-    options.heartbeatInterval =
-        std::clamp(options.heartbeatInterval, *job.keepAliveInterval / 4, *job.keepAliveInterval);
+    options.keepAliveInterval =
+        std::clamp(options.keepAliveInterval, *job.keepAliveInterval / 4, *job.keepAliveInterval);
   }
   options.controllerTimeout = fromSeconds(r.controllerTimeout);
   options.stopSignal = r.stopSignal;

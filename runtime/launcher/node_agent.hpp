@@ -3,7 +3,7 @@
 // job controller: job_controller.hpp).
 //
 // Node agent (runNodeAgent, `stretch agent`): registers the node, sends a keep-alive every
-// heartbeatInterval from its own thread and store connection (so a worker stop that takes the
+// keepAliveInterval from its own thread and store connection (so a worker stop that takes the
 // grace period does not look like a dead node), carries out each new command with its
 // NodeWorkers and reports its workers' exits. Idle, it sends no other request than its
 // keep-alives and a blocking wait for the next command's key (its own thread and connection):
@@ -49,7 +49,7 @@ struct NodeAgentOptions {
       const std::string& masterAddr)>
       environment;
   std::filesystem::path logDir;
-  agent::Duration heartbeatInterval = kDefaultKeepAliveInterval;
+  agent::Duration keepAliveInterval = kDefaultKeepAliveInterval;
   agent::Duration controllerTimeout = kDefaultControllerTimeout;
   agent::Duration stopGrace = kDefaultStopGrace;
   agent::HangPolicy hang;  // the job's (JobSettings::hangTimeout)
@@ -83,7 +83,7 @@ struct JoinRequest {
   std::string token;
   std::string tokenSource = worker_env::kStoreToken;
   std::filesystem::path tokenFile;
-  double heartbeatInterval = toSeconds(kDefaultKeepAliveInterval);  // seconds
+  double keepAliveInterval = toSeconds(kDefaultKeepAliveInterval);  // seconds
   double controllerTimeout = toSeconds(kDefaultControllerTimeout);
   const std::atomic<int>* stopSignal = nullptr;
 };

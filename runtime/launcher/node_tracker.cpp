@@ -10,17 +10,17 @@ namespace stretch::launcher {
 
 using namespace agent;
 
-NodeTracker::NodeTracker(comm::Store& store, Duration heartbeatTimeout,
+NodeTracker::NodeTracker(comm::Store& store, Duration keepAliveTimeout,
                          std::vector<std::string> launchHosts, Duration window,
                          Duration checkInterval)
     : store_(store),
-      heartbeatTimeout_(heartbeatTimeout),
+      keepAliveTimeout_(keepAliveTimeout),
       launchHosts_(std::move(launchHosts)),
       window_(window),
-      checkInterval_(std::min(checkInterval, heartbeatTimeout / 4)),
+      checkInterval_(std::min(checkInterval, keepAliveTimeout / 4)),
       holding_(!launchHosts_.empty()) {}
 
-std::vector<Event> NodeTracker::poll(Time now, bool withHeartbeats, bool readLists) {
+std::vector<Event> NodeTracker::poll(Time now, bool withKeepAlives, bool readLists) {
   noticeStall(now);
   std::vector<Event> out;
   const std::vector<std::string> registrations =
@@ -51,7 +51,7 @@ std::vector<Event> NodeTracker::poll(Time now, bool withHeartbeats, bool readLis
     auto it = nodes_.find(id);
     if (it != nodes_.end() && it->second.alive) {
       it->second.alive = false;
-      out.emplace_back(HeartbeatLost{id});
+      out.emplace_back(KeepAliveLost{id});
     }
   }
   pendingLost_.clear();
@@ -73,7 +73,7 @@ std::vector<Event> NodeTracker::poll(Time now, bool withHeartbeats, bool readLis
   }
   if (holding_)
     maybeRelease(now, out);
-  if (!withHeartbeats)
+  if (!withKeepAlives)
     return out;
   for (auto& [id, node] : nodes_) {
     if (!node.alive)
@@ -81,9 +81,9 @@ std::vector<Event> NodeTracker::poll(Time now, bool withHeartbeats, bool readLis
     if (silent(node, now)) {
       node.alive = false;
       spdlog::warn("controller: node {} sent no keep-alive for {}", id,
-                   formatDuration(heartbeatTimeout_));
+                   formatDuration(keepAliveTimeout_));
       if (!isHeld(id))
-        out.emplace_back(HeartbeatLost{id});
+        out.emplace_back(KeepAliveLost{id});
     }
   }
   return out;
@@ -120,7 +120,7 @@ const NodeRecord* NodeTracker::record(const std::string& id) const {
 
 bool NodeTracker::silent(Node& node, Time now) {
   readGroup(node.slot / kKeepAliveGroup, now);
-  return now - node.lastChange > heartbeatTimeout_;
+  return now - node.lastChange > keepAliveTimeout_;
 }
 
 void NodeTracker::readGroup(std::int64_t group, Time now) {
@@ -155,7 +155,7 @@ void NodeTracker::readGroup(std::int64_t group, Time now) {
 }
 
 void NodeTracker::noticeStall(Time now) {
-  if (lastLook_ && now - *lastLook_ > heartbeatTimeout_ / 2) {
+  if (lastLook_ && now - *lastLook_ > keepAliveTimeout_ / 2) {
     spdlog::warn(
         "controller: no look at the nodes for {} (was this process stopped?): every node's "
         "keep-alive timeout starts again now",

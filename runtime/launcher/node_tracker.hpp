@@ -1,7 +1,7 @@
 #pragma once
 // NodeTracker: the job controller's view of the node agents of a multi-node job, read from the
 // job's store (keys and records: job_protocol.hpp): registrations, departures and keep-alive
-// counters become the state machine's NodeJoined, NodeLeft and HeartbeatLost events. Used by
+// counters become the state machine's NodeJoined, NodeLeft and KeepAliveLost events. Used by
 // runJobController (job_controller.hpp) and by RemoteWorkers (remote_workers.hpp), which asks it
 // which agents are alive and marks those that do not answer a command as lost. Not thread-safe.
 //
@@ -31,21 +31,21 @@ class NodeTracker {
   // to be gone, then announced in that order, so node ranks follow the hostfile (and MASTER_ADDR
   // is the first host's) whatever order the agents come up in.
   // checkInterval: a node's keep-alive group is read at most this often (at most
-  // heartbeatTimeout / 4), by poll and silent alike.
-  NodeTracker(comm::Store& store, agent::Duration heartbeatTimeout,
+  // keepAliveTimeout / 4), by poll and silent alike.
+  NodeTracker(comm::Store& store, agent::Duration keepAliveTimeout,
               std::vector<std::string> launchHosts, agent::Duration window,
               agent::Duration checkInterval = std::chrono::seconds(1));
 
   agent::Duration checkInterval() const noexcept { return checkInterval_; }
 
   // New registrations and departures since the last call (read from the store only with
-  // readLists), nodes the caller marked lost, and (withHeartbeats) silent nodes. Exits read
+  // readLists), nodes the caller marked lost, and (withKeepAlives) silent nodes. Exits read
   // before this call that a departure explains are applied after it (see job_protocol.hpp,
   // "Order").
-  std::vector<agent::Event> poll(agent::Time now, bool withHeartbeats, bool readLists = true);
+  std::vector<agent::Event> poll(agent::Time now, bool withKeepAlives, bool readLists = true);
 
   // Reads the node's keep-alive group (unless read within checkInterval); true when its field
-  // has not moved for heartbeatTimeout.
+  // has not moved for keepAliveTimeout.
   bool silent(const std::string& id, agent::Time now);
 
   // Where the reads of the registration and departure lists stand (for RecordWatch).
@@ -81,7 +81,7 @@ class NodeTracker {
 
   // A controller that did not look for a while (the launcher stopped by SIGSTOP, a slow
   // checkpoint read) cannot tell a silent node from its own absence: every node's keep-alive
-  // clock starts again at `now` when the last look is more than half a heartbeat timeout ago.
+  // clock starts again at `now` when the last look is more than half a keep-alive timeout ago.
   void noticeStall(agent::Time now);
 
   bool isHeld(const std::string& id) const;
@@ -91,7 +91,7 @@ class NodeTracker {
   void maybeRelease(agent::Time now, std::vector<agent::Event>& out);
 
   comm::Store& store_;
-  agent::Duration heartbeatTimeout_;
+  agent::Duration keepAliveTimeout_;
   std::vector<std::string> launchHosts_;
   agent::Duration window_;
   agent::Duration checkInterval_;

@@ -294,7 +294,7 @@ inline std::string digitsConfig() {
 // digitsConfig(), a checkpoint in dir/ckpt every `saveEvery` steps, resuming from the latest one,
 // and a JSON summary.
 // The launcher options a multi-node run of the example job uses: the job's store on
-// masterPort + 1, the example's elastic config, 1 s ticks, a 3 s heartbeat timeout, logs, event
+// masterPort + 1, the example's elastic config, 1 s ticks, a 3 s keep-alive timeout, logs, event
 // log and checkpoints under `dir`.
 inline std::vector<std::string> multiNodeOptions(const fs::path& dir, int masterPort) {
   return {"--master_port",
@@ -303,7 +303,7 @@ inline std::vector<std::string> multiNodeOptions(const fs::path& dir, int master
           digitsConfig(),
           "--monitor_interval",
           "1",
-          "--heartbeat_timeout",
+          "--keepalive_timeout",
           "3",
           "--log_dir",
           (dir / "logs").string(),
@@ -315,7 +315,7 @@ inline std::vector<std::string> multiNodeOptions(const fs::path& dir, int master
 
 // The launcher options of a job on `nodes` local node agents n0, n1, ... of `slots` workers each
 // (the local runner; the hostfile is written into `dir`), elastic on 1 to `maxNodes` nodes: its
-// store on masterPort + 1, 0.1 s ticks, a 5 s heartbeat timeout, up to 10 restarts, logs under
+// store on masterPort + 1, 0.1 s ticks, a 5 s keep-alive timeout, up to 10 restarts, logs under
 // dir/logs and the event log `events`.
 inline std::vector<std::string> localNodesOptions(const fs::path& dir, int nodes, int slots,
                                                   int masterPort, const std::string& config,
@@ -341,7 +341,7 @@ inline std::vector<std::string> localNodesOptions(const fs::path& dir, int nodes
           "10",
           "--monitor_interval",
           "0.1",
-          "--heartbeat_timeout",
+          "--keepalive_timeout",
           "5",
           "--log_dir",
           (dir / "logs").string(),

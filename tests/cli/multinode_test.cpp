@@ -136,7 +136,7 @@ TEST(MultiNodeLocal, NodeLeavesThenANewNodeJoinsAndTheGlobalBatchNeverChanges) {
 }
 
 // A host that hangs (agent and workers frozen, as in a network partition) sends no keep-alive:
-// the controller drops it after --heartbeat_timeout and goes on without it. (The frozen workers
+// the controller drops it after --keepalive_timeout and goes on without it. (The frozen workers
 // hold the others in their collectives, so the job cannot end before the drop: 2000 steps, some
 // 7 s of training on 2 cores, is plenty.)
 TEST(MultiNodeLocal, HungNodeIsDroppedWhenItsKeepAliveTimesOut) {
@@ -160,7 +160,8 @@ TEST(MultiNodeLocal, HungNodeIsDroppedWhenItsKeepAliveTimesOut) {
     ::kill(p, SIGKILL);
   ASSERT_FALSE(shrunk.is_null()) << launch.err();
   const double detected = shrunk["time_ns"].get<double>() / 1e9 - frozenAt;
-  std::printf("hung node -> world size 2 started after %.3f s (heartbeat timeout 3 s)\n", detected);
+  std::printf("hung node -> world size 2 started after %.3f s (keep-alive timeout 3 s)\n",
+              detected);
   EXPECT_GE(detected, 2.5);
   EXPECT_LT(detected, 10.0);
   ASSERT_EQ(launch.wait(180s), 0) << launch.err();
@@ -328,7 +329,7 @@ TEST(MultiNodeLocal, SigkillOfTheControllerRecordsTheEndAndLeavesNothingBehind) 
 }
 
 // SIGSTOP and SIGCONT of the launcher (the controller of an elastic job on two nodes, a 2 s
-// heartbeat timeout, so the agents' --controller_timeout is 6 s):
+// keep-alive timeout, so the agents' --controller_timeout is 6 s):
 //  - stopped for less than the agents' timeout, the job resumes as if nothing had happened;
 //  - stopped for longer, the agents stop their workers and exit about 6 s after the stop (their
 //    store requests and reconnections used to come on top: 16.5 s here, 22.8-24 s for the
@@ -342,7 +343,7 @@ TEST(MultiNodeLocal, ALauncherStoppedAndContinuedResumesOrEndsWithinSeconds) {
   Launch launch(dir.path(),
                 {"--hostfile", oneSlotHosts(dir.path()).string(), "--launcher", "local",
                  "--master_port", std::to_string(freePort()), "--elastic", "1:2",
-                 "--heartbeat_timeout", "2", "--log_dir", (dir.path() / "logs").string(),
+                 "--keepalive_timeout", "2", "--log_dir", (dir.path() / "logs").string(),
                  "--event_log", events.string(), "/bin/sh", "-c", "exec sleep 600"});
   ASSERT_FALSE(waitForStart(events, [](const auto& s) { return s["world_size"] == 2; }).is_null())
       << launch.err();

@@ -504,7 +504,7 @@ TEST(PythonExampleNetns, HostLostThenRejoinsAndTheGlobalBatchNeverChanges) {
                                       {"--hostfile", hostfile.string(), "--launcher", "netns",
                                        "--rdzv_addr", net.launcherAddress(), "--master_port",
                                        std::to_string(port), "--elastic", "1:2", "--last_call", "1",
-                                       "--heartbeat_timeout", "3", "--monitor_interval", "1"},
+                                       "--keepalive_timeout", "3", "--monitor_interval", "1"},
                                       steps, {"--step_sleep", "0.05"}));
 
   // Both hosts, world size 4; rank 0 on the first host, gloo on the namespace's own link.

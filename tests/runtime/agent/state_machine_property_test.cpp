@@ -64,8 +64,8 @@ config::DsConfig trainingFor(int which) {
 }
 
 struct Step {
-  int kind = 0;    // 0 join, 1 leave, 2 heartbeat lost, 3 clean exit, 4 failed exit,
-                   // 5 tick, 6 stale exit, 7 heartbeat
+  int kind = 0;    // 0 join, 1 leave, 2 keep-alive lost, 3 clean exit, 4 failed exit,
+                   // 5 tick, 6 stale exit, 7 keep-alive
   int node = 0;    // 0..7
   int worker = 0;  // picks a worker of the running generation
   int code = 1;    // exit code of a failed exit (negative: signal)
@@ -97,7 +97,7 @@ RC_GTEST_PROP(AgentStateMachineProperty, RandomEventSequencesKeepTheInvariants, 
   c.lastCall = std::chrono::milliseconds(*rc::gen::inRange(0, 15000));
   c.waitTimeout = std::chrono::milliseconds(*rc::gen::inRange(20000, 200000));
   if (*rc::gen::arbitrary<bool>()) {
-    c.heartbeatTimeout = std::chrono::milliseconds(*rc::gen::inRange(5000, 60000));
+    c.keepAliveTimeout = std::chrono::milliseconds(*rc::gen::inRange(5000, 60000));
   }
   if (*rc::gen::arbitrary<bool>()) {
     c.exitBarrierTimeout = std::chrono::milliseconds(*rc::gen::inRange(0, 60000));
@@ -126,8 +126,8 @@ RC_GTEST_PROP(AgentStateMachineProperty, RandomEventSequencesKeepTheInvariants, 
     RC_ASSERT(m.restartCount() <= c.maxRestarts);
     RC_ASSERT(m.restartCount() >= restartsBefore);
     const bool quietTick =
-        (std::holds_alternative<Tick>(event) || std::holds_alternative<Heartbeat>(event)) &&
-        !c.heartbeatTimeout && !c.exitBarrierTimeout;
+        (std::holds_alternative<Tick>(event) || std::holds_alternative<KeepAlive>(event)) &&
+        !c.keepAliveTimeout && !c.exitBarrierTimeout;
     if (quietTick) {
       RC_ASSERT(m.restartCount() == restartsBefore);
     }
@@ -214,7 +214,7 @@ RC_GTEST_PROP(AgentStateMachineProperty, RandomEventSequencesKeepTheInvariants, 
         event = NodeLeft{id, "test"};
         break;
       case 2:
-        event = HeartbeatLost{id};
+        event = KeepAliveLost{id};
         break;
       case 3:
       case 4:
@@ -230,7 +230,7 @@ RC_GTEST_PROP(AgentStateMachineProperty, RandomEventSequencesKeepTheInvariants, 
         event = WorkerExited{m.generation() == 0 ? 0 : m.generation() - 1, id, 0, step.code};
         break;
       case 7:
-        event = Heartbeat{id};
+        event = KeepAlive{id};
         break;
       default:
         break;

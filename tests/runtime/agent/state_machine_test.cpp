@@ -260,21 +260,21 @@ TEST(AgentStateMachine, NodeLeavingRestartsWithFewerNodesAndCounts) {
   EXPECT_EQ(s.nodes[0], (NodeAssignment{"b", 0, 0, 4, 4}));
 }
 
-TEST(AgentStateMachine, HeartbeatLostIsADeparture) {
+TEST(AgentStateMachine, KeepAliveLostIsADeparture) {
   AgentStateMachine m(agentConfig(1, 2));
   startWith(m, {"a", "b"});
-  const auto a = m.handle(5s, HeartbeatLost{"b"});
+  const auto a = m.handle(5s, KeepAliveLost{"b"});
   ASSERT_EQ(kinds(a), (Kinds{"stop", "start"}));
-  EXPECT_NE(single<StopWorkers>(a).reason.find("heartbeat lost"), std::string::npos);
+  EXPECT_NE(single<StopWorkers>(a).reason.find("keep-alive lost"), std::string::npos);
   EXPECT_EQ(single<StartWorkers>(a).restartCount, 1);
 }
 
-TEST(AgentStateMachine, HeartbeatTimeoutDetectsASilentNode) {
+TEST(AgentStateMachine, KeepAliveTimeoutDetectsASilentNode) {
   AgentConfig c = agentConfig(1, 2);
-  c.heartbeatTimeout = 30s;
+  c.keepAliveTimeout = 30s;
   AgentStateMachine m(c);
   startWith(m, {"a", "b"});  // both heard at t=0
-  EXPECT_TRUE(m.handle(20s, Heartbeat{"a"}).empty());
+  EXPECT_TRUE(m.handle(20s, KeepAlive{"a"}).empty());
   EXPECT_TRUE(m.tick(30s).empty());  // b: exactly 30 s, not older
   const auto a = m.tick(31s);
   ASSERT_EQ(kinds(a), (Kinds{"stop", "start"}));

@@ -204,7 +204,7 @@ struct Job {
     c.config.lastCall = 200ms;
     c.store = store;
     c.monitorInterval = 100ms;
-    c.heartbeatTimeout = 2s;
+    c.keepAliveTimeout = 2s;
     c.commandTimeout = 5s;
     c.stopSignal = &controllerStop;
     controller = std::async(std::launch::async, [c] { return runJobController(c); });
@@ -218,7 +218,7 @@ struct Job {
         return std::map<std::string, std::string>{{"RANK", std::to_string(node.firstRank + local)},
                                                   {"WORLD_SIZE", std::to_string(s.worldSize)}};
       };
-      n.heartbeatInterval = 100ms;
+      n.keepAliveInterval = 100ms;
       n.stopGrace = 1s;
       n.stopSignal = id == "a" ? &stopA : &stopB;
       agents.push_back(std::async(std::launch::async, [n] { return runNodeAgent(n); }));
@@ -341,7 +341,7 @@ TEST(JobController, NodesThatLeaveInOnePollAreNamedByNoStart) {
   c.store = gated;
   c.eventLog = eventLog;
   c.monitorInterval = 100ms;
-  c.heartbeatTimeout = 5s;
+  c.keepAliveTimeout = 5s;
   c.commandTimeout = 5s;
   c.stopSignal = &controllerStop;
   c.launchHosts = {"a", "b", "c"};
@@ -357,7 +357,7 @@ TEST(JobController, NodesThatLeaveInOnePollAreNamedByNoStart) {
                        const std::string&) {
       return std::map<std::string, std::string>{{"WORLD_SIZE", std::to_string(s.worldSize)}};
     };
-    n.heartbeatInterval = 100ms;
+    n.keepAliveInterval = 100ms;
     n.stopGrace = 1s;
     n.stopSignal = stops.back().get();
     agents.push_back(std::async(std::launch::async, [n] { return runNodeAgent(n); }));
@@ -509,7 +509,7 @@ TEST(NodeTracker, KeepAlivesAreReadByGroupsAndASilentNodeIsTheOnlyOneLost) {
     }
     const std::int64_t before = counted.requests();
     for (const Event& e : tracker.poll(Time{0} + std::chrono::seconds(second), true, false)) {
-      if (const auto* l = std::get_if<HeartbeatLost>(&e))
+      if (const auto* l = std::get_if<KeepAliveLost>(&e))
         lost.push_back(fmt::format("{}@{}", l->nodeId, second));
     }
     EXPECT_EQ(counted.requests() - before, 2) << "second " << second;
@@ -540,7 +540,7 @@ TEST(NodeAgent, ADroppedCommandWatchCatchesUpWithTheLatestCommand) {
                                             std::int64_t, const std::string&) {
     return std::map<std::string, std::string>{{"DIR", d}, {"GEN", std::to_string(s.generation)}};
   };
-  n.heartbeatInterval = 100ms;
+  n.keepAliveInterval = 100ms;
   n.stopGrace = 1s;
   n.stopSignal = &stop;
   auto agent = std::async(std::launch::async, [n] { return runNodeAgent(n); });
