@@ -26,6 +26,16 @@ void Store::checkKey(std::string_view storeName, const std::string& key) {
     throw StoreError(fmt::format("{}: key = \"\": expected a non-empty key", storeName));
 }
 
+std::vector<std::optional<std::string>> Store::tryMultiGet(const std::vector<std::string>& keys) {
+  for (const auto& key : keys)
+    checkKey("Store::tryMultiGet", key);
+  std::vector<std::optional<std::string>> out;
+  out.reserve(keys.size());
+  for (const auto& key : keys)
+    out.push_back(check({key}) ? std::optional<std::string>(get(key)) : std::nullopt);
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // HashStore
 
@@ -140,6 +150,20 @@ bool HashStore::deleteKey(const std::string& key) {
   return state_->values.erase(key) > 0;
 }
 
+std::vector<std::optional<std::string>> HashStore::tryMultiGet(
+    const std::vector<std::string>& keys) {
+  std::vector<std::optional<std::string>> out;
+  out.reserve(keys.size());
+  std::lock_guard lock(state_->mutex);
+  for (const auto& key : keys) {
+    checkKey(kHashStoreName, key);
+    const auto it = state_->values.find(key);
+    out.push_back(it == state_->values.end() ? std::nullopt
+                                             : std::optional<std::string>(it->second));
+  }
+  return out;
+}
+
 std::int64_t HashStore::numKeys() {
   std::lock_guard lock(state_->mutex);
   return static_cast<std::int64_t>(state_->values.size());
@@ -194,6 +218,11 @@ void ForwardingStore::wait(const std::vector<std::string>& keys, std::optional<D
 
 bool ForwardingStore::deleteKey(const std::string& key) {
   return inner_->deleteKey(innerKey(key));
+}
+
+std::vector<std::optional<std::string>> ForwardingStore::tryMultiGet(
+    const std::vector<std::string>& keys) {
+  return inner_->tryMultiGet(innerKeys(keys));
 }
 
 std::int64_t ForwardingStore::numKeys() {

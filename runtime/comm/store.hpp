@@ -11,6 +11,8 @@
 //  - compareSet(key, expected, desired): if the key is missing and expected is empty, or the
 //    value equals expected, the value becomes desired; returns the value stored afterwards
 //    (expected itself when the key is missing and expected is not empty).
+//  - tryMultiGet(keys) returns, in order, each key's value as it is now, nullopt for a key that
+//    does not exist; it never blocks (nor creates a key).
 //  - Implementations are safe to call from several threads at once; a Store object may be
 //    shared by several backends (through PrefixStore).
 
@@ -44,6 +46,11 @@ class Store {
                     std::optional<Duration> timeout = std::nullopt) = 0;
   // Removes the key; false when it did not exist.
   virtual bool deleteKey(const std::string& key) = 0;
+  // The values of `keys` now, in order; nullopt for a key that does not exist. Never blocks.
+  // TcpStore answers it with one request however many keys (the job controller reads every
+  // node's keep-alive counter so); this default (FileStore, RedisStore) asks check() and get()
+  // per key, so a key deleted between the two makes its get() wait up to the timeout.
+  virtual std::vector<std::optional<std::string>> tryMultiGet(const std::vector<std::string>& keys);
   // Number of keys currently held (for a PrefixStore: in the whole underlying store).
   virtual std::int64_t numKeys() = 0;
 
@@ -75,6 +82,8 @@ class HashStore final : public Store {
   void wait(const std::vector<std::string>& keys,
             std::optional<Duration> timeout = std::nullopt) override;
   bool deleteKey(const std::string& key) override;
+  std::vector<std::optional<std::string>> tryMultiGet(
+      const std::vector<std::string>& keys) override;
   std::int64_t numKeys() override;
 
  private:
@@ -103,6 +112,8 @@ class ForwardingStore : public Store {
   void wait(const std::vector<std::string>& keys,
             std::optional<Duration> timeout = std::nullopt) override;
   bool deleteKey(const std::string& key) override;
+  std::vector<std::optional<std::string>> tryMultiGet(
+      const std::vector<std::string>& keys) override;
   std::int64_t numKeys() override;
 
   const std::shared_ptr<Store>& underlying() const noexcept { return inner_; }

@@ -75,6 +75,9 @@ class TcpStore final : public Store {
   void wait(const std::vector<std::string>& keys,
             std::optional<Duration> timeout = std::nullopt) override;
   bool deleteKey(const std::string& key) override;
+  // One request (MultiGet) whatever the number of keys.
+  std::vector<std::optional<std::string>> tryMultiGet(
+      const std::vector<std::string>& keys) override;
   std::int64_t numKeys() override;
 
   const std::string& host() const noexcept { return options_.host; }

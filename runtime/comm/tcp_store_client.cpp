@@ -515,6 +515,31 @@ bool TcpStore::deleteKey(const std::string& key) {
   return erased != 0;
 }
 
+std::vector<std::optional<std::string>> TcpStore::tryMultiGet(
+    const std::vector<std::string>& keys) {
+  client_->timeoutTicks.store(timeout().count());
+  FrameWriter frame(Request::MultiGet);
+  frame.u32(static_cast<std::uint32_t>(keys.size()));
+  for (const auto& key : keys) {
+    client_->checkKey(key);
+    frame.str(key);
+  }
+  Client::ReplyFrame reply =
+      client_->call(frame.take(), fmt::format("multiGet of {} keys", keys.size()), Reply::Values);
+  FrameReader reader(reply.body());
+  const std::uint32_t n = reader.u32();
+  std::vector<std::optional<std::string>> out;
+  if (!reader.failed() && n == keys.size()) {
+    out.reserve(n);
+    for (std::uint32_t i = 0; i < n && !reader.failed(); ++i)
+      out.push_back(reader.u8() != 0 ? std::optional<std::string>(reader.str()) : std::nullopt);
+  }
+  if (!reader.complete() || out.size() != keys.size())
+    throw StoreError(
+        fmt::format("{}: malformed reply to multiGet of {} keys", client_->name, keys.size()));
+  return out;
+}
+
 std::int64_t TcpStore::numKeys() {
   client_->timeoutTicks.store(timeout().count());
   Client::ReplyFrame reply =

@@ -383,7 +383,7 @@ bool TcpStoreServer::Impl::handleFrame(Conn& conn, std::string_view payload) {
     return true;
   }
   if (type < static_cast<std::uint8_t>(Request::Set) ||
-      type > static_cast<std::uint8_t>(Request::NumKeys)) {
+      type > static_cast<std::uint8_t>(Request::MultiGet)) {
     return false;
   }
   const auto request = static_cast<Request>(type);

@@ -1,6 +1,6 @@
 // TCPStore server, part two: the request handlers (Set, Get, Add, CompareSet, Check, Wait,
-// CancelWait, DeleteKey, NumKeys) and the Wait bookkeeping that wakes parked waiters. The event
-// loop, connections and the handshake are in tcp_store_server.cpp; the state both share is in
+// CancelWait, DeleteKey, NumKeys, MultiGet) and the Wait bookkeeping that wakes parked waiters. The
+// event loop, connections and the handshake are in tcp_store_server.cpp; the state both share is in
 // detail/tcp_store_server_impl.hpp. Runs on the server thread only.
 
 #include <charconv>
@@ -60,6 +60,8 @@ bool TcpStoreServer::Impl::handleRequest(Conn& conn, Request type, FrameReader& 
       return handleDeleteKey(conn, reader);
     case Request::NumKeys:
       return handleNumKeys(conn, reader);
+    case Request::MultiGet:
+      return handleMultiGet(conn, reader);
     case Request::Hello:
       return false;  // only valid as the first frame
   }
@@ -237,6 +239,33 @@ bool TcpStoreServer::Impl::handleNumKeys(Conn& conn, FrameReader& reader) {
   if (!reader.complete())
     return false;
   queue(conn, FrameWriter(Reply::Int).i64(static_cast<std::int64_t>(data.size())).take());
+  return true;
+}
+
+bool TcpStoreServer::Impl::handleMultiGet(Conn& conn, FrameReader& reader) {
+  std::vector<std::string> keys;
+  if (!readKeys(reader, keys))
+    return false;
+  FrameWriter reply(Reply::Values);
+  reply.u32(static_cast<std::uint32_t>(keys.size()));
+  for (const auto& key : keys) {
+    if (refuseBadKey(conn, key))
+      return true;
+    const auto it = data.find(key);
+    if (it == data.end()) {
+      reply.u8(0);
+    } else {
+      reply.u8(1).str(it->second);
+    }
+    // A client takes no reply longer than two values of the largest size (tcp_store_client.cpp).
+    if (reply.payloadSize() > 2 * kMaxValueLimit) {
+      queue(conn, errorFrame(fmt::format("multiGet of {} keys: their values add up to more "
+                                         "than one reply may hold ({} bytes); ask for fewer",
+                                         keys.size(), 2 * kMaxValueLimit)));
+      return true;
+    }
+  }
+  queue(conn, reply.take());
   return true;
 }
 

@@ -21,6 +21,7 @@
 //                                              key still missing
 //   DeleteKey  str key                         Bool u8
 //   NumKeys                                    Int i64
+//   MultiGet   u32 n, n x str key              Values u32 n, n x (u8 present, [str value])
 // Any request may instead get `Error str message` (bad key, oversized value, non-numeric add);
 // the connection stays usable after an Error. Requests are answered in order, one at a time:
 // while a Wait is pending the only valid request is CancelWait, which the client sends when its
@@ -56,6 +57,7 @@ enum class Request : std::uint8_t {
   CancelWait = 0x08,
   DeleteKey = 0x09,
   NumKeys = 0x0A,
+  MultiGet = 0x0B,  // Store::tryMultiGet: never waits; a missing key is "not present"
 };
 
 enum class Reply : std::uint8_t {
@@ -68,6 +70,7 @@ enum class Reply : std::uint8_t {
   WaitCanceled = 0x86,
   Error = 0x87,
   Rejected = 0x88,
+  Values = 0x89,
 };
 
 enum class RejectReason : std::uint8_t { WrongToken = 1, BadVersion = 2, ConnectionLimit = 3 };

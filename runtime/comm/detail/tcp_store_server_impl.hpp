@@ -97,6 +97,7 @@ struct TcpStoreServer::Impl {
   bool handleCancelWait(Conn& conn, FrameReader& reader);
   bool handleDeleteKey(Conn& conn, FrameReader& reader);
   bool handleNumKeys(Conn& conn, FrameReader& reader);
+  bool handleMultiGet(Conn& conn, FrameReader& reader);
   // True when the key (or value) breaks our limits; it has then been answered with Error and
   // the connection stays usable.
   bool refuseBadKey(Conn& conn, std::string_view key);

@@ -526,6 +526,26 @@ TYPED_TEST(StoreContractTest, NumKeysCountsDistinctKeys) {
   EXPECT_EQ(this->open()->numKeys(), before + 2);
 }
 
+TYPED_TEST(StoreContractTest, TryMultiGetReturnsWhatExistsNowInOrderWithoutWaiting) {
+  this->store().set("m1", "one");
+  this->store().add("m3", 7);
+  this->store().set("m4", std::string("\0\n", 2));
+  const auto start = std::chrono::steady_clock::now();
+  const auto values = this->open()->tryMultiGet({"m3", "m2", "m1", "m4", "m1"});
+  // A missing key is answered at once, not waited for (the handles' timeout is 20 s).
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kTimeoutSlack);
+  ASSERT_EQ(values.size(), 5u);
+  EXPECT_EQ(values[0], std::optional<std::string>("7"));
+  EXPECT_EQ(values[1], std::nullopt);
+  EXPECT_EQ(values[2], std::optional<std::string>("one"));
+  EXPECT_EQ(values[3], std::optional<std::string>(std::string("\0\n", 2)));
+  EXPECT_EQ(values[4], std::optional<std::string>("one"));
+  // It creates nothing, and no key at all is an empty answer.
+  EXPECT_FALSE(this->store().check({"m2"}));
+  EXPECT_TRUE(this->store().tryMultiGet({}).empty());
+  EXPECT_THROW(this->store().tryMultiGet({"m1", ""}), StoreError);
+}
+
 TYPED_TEST(StoreContractTest, PrefixStoresOnOneStoreDoNotSeeEachOthersKeys) {
   auto under = this->harness_->openUnderlying(kHandleTimeout);
   PrefixStore mine("group-a", this->store_);
