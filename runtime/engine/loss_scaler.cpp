@@ -90,25 +90,34 @@ void StaticLossScaler::loadState(const LossScalerState& state) {
   curIter_ = state.curIter;
 }
 
-// ---- DynamicLossScaler --------------------------------------------------------------------------
+// ---- DynamicLossScalerBase ----------------------------------------------------------------------
 
-DynamicLossScaler::DynamicLossScaler(const DynamicLossScalerOptions& options)
-    : raiseErrorAtMinScale_(options.raiseErrorAtMinScale) {
-  STRETCH_CHECK(positiveFinite(options.initScale), "init_scale {}", options.initScale);
-  STRETCH_CHECK(positiveFinite(options.minScale), "min_scale {}", options.minScale);
-  STRETCH_CHECK_GE(options.scaleWindow, std::int64_t{1});
-  STRETCH_CHECK_GE(options.delayedShift, std::int64_t{1});
+DynamicLossScalerBase::DynamicLossScalerBase(double initScale, std::int64_t scaleWindow,
+                                             double minScale, const char* minScaleKey,
+                                             std::int64_t delayedShift,
+                                             bool consecutiveHysteresis) {
+  STRETCH_CHECK(positiveFinite(initScale), "init_scale {}", initScale);
+  STRETCH_CHECK(positiveFinite(minScale), "{} {}", minScaleKey, minScale);
+  STRETCH_CHECK_GE(scaleWindow, std::int64_t{1});
+  STRETCH_CHECK_GE(delayedShift, std::int64_t{1});
   state_.dynamic = true;
-  state_.curScale = options.initScale;
+  state_.curScale = initScale;
   state_.curIter = 0;
   state_.lastOverflowIter = -1;
   state_.scaleFactor = kScaleFactor;
-  state_.scaleWindow = options.scaleWindow;
-  state_.minScale = options.minScale;
-  state_.delayedShift = options.delayedShift;
-  state_.curHysteresis = options.delayedShift;
-  state_.consecutiveHysteresis = options.consecutiveHysteresis;
+  state_.scaleWindow = scaleWindow;
+  state_.minScale = minScale;
+  state_.delayedShift = delayedShift;
+  state_.curHysteresis = delayedShift;
+  state_.consecutiveHysteresis = consecutiveHysteresis;
 }
+
+// ---- DynamicLossScaler --------------------------------------------------------------------------
+
+DynamicLossScaler::DynamicLossScaler(const DynamicLossScalerOptions& options)
+    : DynamicLossScalerBase(options.initScale, options.scaleWindow, options.minScale, "min_scale",
+                            options.delayedShift, options.consecutiveHysteresis),
+      raiseErrorAtMinScale_(options.raiseErrorAtMinScale) {}
 
 void DynamicLossScaler::update(bool overflow) {
   LossScalerState& s = state_;
@@ -148,21 +157,10 @@ void DynamicLossScaler::loadState(const LossScalerState& state) {
 
 // ---- Fp16OptimizerLossScaler --------------------------------------------------------------------
 
-Fp16OptimizerLossScaler::Fp16OptimizerLossScaler(const Fp16OptimizerLossScalerOptions& options) {
-  STRETCH_CHECK(positiveFinite(options.initScale), "init_scale {}", options.initScale);
-  STRETCH_CHECK(positiveFinite(options.minScale), "min_loss_scale {}", options.minScale);
-  STRETCH_CHECK_GE(options.scaleWindow, std::int64_t{1});
-  state_.dynamic = true;
-  state_.curScale = options.initScale;
-  state_.curIter = 0;
-  state_.lastOverflowIter = -1;
-  state_.scaleFactor = kScaleFactor;
-  state_.scaleWindow = options.scaleWindow;
-  state_.minScale = options.minScale;
-  state_.delayedShift = 1;  // no hysteresis in this rule
-  state_.curHysteresis = 1;
-  state_.consecutiveHysteresis = false;
-}
+// No hysteresis in this rule: delayed_shift 1.
+Fp16OptimizerLossScaler::Fp16OptimizerLossScaler(const Fp16OptimizerLossScalerOptions& options)
+    : DynamicLossScalerBase(options.initScale, options.scaleWindow, options.minScale,
+                            "min_loss_scale", 1, false) {}
 
 void Fp16OptimizerLossScaler::update(bool overflow) {
   LossScalerState& s = state_;

@@ -91,6 +91,28 @@ class StaticLossScaler final : public LossScaler {
   std::int64_t curIter_ = 0;
 };
 
+// What the two dynamic rules share: their whole state, read through the accessors. update() and
+// loadState() are each rule's own.
+class DynamicLossScalerBase : public LossScaler {
+ public:
+  bool dynamic() const noexcept final { return true; }
+  double curScale() const noexcept final { return state_.curScale; }
+  LossScalerState state() const final { return state_; }
+
+  std::int64_t curIter() const noexcept { return state_.curIter; }
+  std::int64_t lastOverflowIter() const noexcept { return state_.lastOverflowIter; }
+
+ protected:
+  // Starts at initScale, iteration 0, no overflow yet, with the hysteresis full. Checks (fails
+  // with CheckError) initScale and minScale finite and > 0 (`minScaleKey` names the latter as
+  // the rule's DeepSpeed attribute does), scaleWindow and delayedShift >= 1.
+  DynamicLossScalerBase(double initScale, std::int64_t scaleWindow, double minScale,
+                        const char* minScaleKey, std::int64_t delayedShift,
+                        bool consecutiveHysteresis);
+
+  LossScalerState state_;
+};
+
 struct DynamicLossScalerOptions {
   double initScale = 65536.0;       // 2^initial_scale_power; finite, > 0
   std::int64_t scaleWindow = 1000;  // > 0
@@ -112,22 +134,16 @@ struct DynamicLossScalerOptions {
 //                 if not consecutive_hysteresis: cur_hysteresis = delayed_shift
 //                 cur_scale *= 2
 //   cur_iter += 1   (not reached when it throws)
-class DynamicLossScaler final : public LossScaler {
+class DynamicLossScaler final : public DynamicLossScalerBase {
  public:
   explicit DynamicLossScaler(const DynamicLossScalerOptions& options = {});
-  bool dynamic() const noexcept override { return true; }
-  double curScale() const noexcept override { return state_.curScale; }
   void update(bool overflow) override;
-  LossScalerState state() const override { return state_; }
   void loadState(const LossScalerState& state) override;
 
-  std::int64_t curIter() const noexcept { return state_.curIter; }
-  std::int64_t lastOverflowIter() const noexcept { return state_.lastOverflowIter; }
   std::int64_t curHysteresis() const noexcept { return state_.curHysteresis; }
   bool raiseErrorAtMinScale() const noexcept { return raiseErrorAtMinScale_; }
 
  private:
-  LossScalerState state_;
   bool raiseErrorAtMinScale_;
 };
 
@@ -144,20 +160,11 @@ struct Fp16OptimizerLossScalerOptions {
 //   cur_iter += 1
 // loadState restores cur_scale, cur_iter, last_overflow_iter, scale_factor and scale_window, as
 // FP16_Optimizer.load_state_dict does; min_loss_scale stays the configured one.
-class Fp16OptimizerLossScaler final : public LossScaler {
+class Fp16OptimizerLossScaler final : public DynamicLossScalerBase {
  public:
   explicit Fp16OptimizerLossScaler(const Fp16OptimizerLossScalerOptions& options = {});
-  bool dynamic() const noexcept override { return true; }
-  double curScale() const noexcept override { return state_.curScale; }
   void update(bool overflow) override;
-  LossScalerState state() const override { return state_; }
   void loadState(const LossScalerState& state) override;
-
-  std::int64_t curIter() const noexcept { return state_.curIter; }
-  std::int64_t lastOverflowIter() const noexcept { return state_.lastOverflowIter; }
-
- private:
-  LossScalerState state_;
 };
 
 // The scaler DeepSpeed builds for this fp16 section (CreateLossScaler / LossScaleConfig):
