@@ -22,10 +22,12 @@
 #include "runtime/common/error.hpp"
 #include "runtime/config/ds_config.hpp"
 #include "tests/support/test_support.hpp"
+#include "tests/support/text_support.hpp"
 
 namespace stretch::engine {
 namespace {
 
+using test::trim;
 using ::testing::HasSubstr;
 
 // ---- The recorded traces ------------------------------------------------------------------------
@@ -52,22 +54,10 @@ struct LsSamples {
   std::vector<std::pair<std::int64_t, double>> defaultDoublings;  // (cur_iter, scale after)
 };
 
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) {
-    return "";
-  }
-  const auto e = s.find_last_not_of(" \t\r");
-  return s.substr(b, e - b + 1);
-}
-
 LsSamples parseLsSamples(const std::string& text) {
   LsSamples samples;
-  std::stringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    line = trim(line);
-    if (line.empty() || line.starts_with("iter |")) {
+  for (const std::string& line : test::trimmedLines(text)) {
+    if (line.starts_with("iter |")) {
       continue;
     }
     if (line.starts_with("### ")) {
@@ -77,9 +67,8 @@ LsSamples parseLsSamples(const std::string& text) {
     if (line.starts_with("min-scale guard")) {
       const auto open = line.find('[');
       const auto close = line.find(']');
-      std::stringstream pattern(line.substr(open + 1, close - open - 1));
-      std::string item;
-      while (std::getline(pattern, item, ',')) {
+      for (const std::string& item :
+           test::trimmedFields(line.substr(open + 1, close - open - 1), ',')) {
         samples.guardPattern.push_back(std::stoi(item));
       }
       samples.guardMessage = trim(line.substr(line.find("Exception :") + 11));
@@ -96,12 +85,7 @@ LsSamples parseLsSamples(const std::string& text) {
       }
       continue;
     }
-    std::vector<std::string> parts;
-    std::stringstream fields(line);
-    std::string field;
-    while (std::getline(fields, field, '|')) {
-      parts.push_back(trim(field));
-    }
+    const std::vector<std::string> parts = test::trimmedFields(line, '|');
     if (samples.traces.empty() || parts.size() != 7) {
       ADD_FAILURE() << "unexpected line in ls_samples.txt: " << line;
       continue;

@@ -29,12 +29,14 @@
 #include "runtime/common/error.hpp"
 #include "runtime/config/ds_config.hpp"
 #include "tests/support/test_support.hpp"
+#include "tests/support/text_support.hpp"
 
 namespace stretch::engine {
 namespace {
 
 using config::Params;
 using config::SchedulerConfig;
+using test::trim;
 using ::testing::HasSubstr;
 
 // ---- The recorded tables ------------------------------------------------------------------------
@@ -52,15 +54,6 @@ struct Table {
   std::vector<Row> rows;
 };
 
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) {
-    return "";
-  }
-  const auto e = s.find_last_not_of(" \t\r");
-  return s.substr(b, e - b + 1);
-}
-
 std::string collapseSpaces(const std::string& s) {
   std::string out;
   for (const char c : s) {
@@ -72,24 +65,11 @@ std::string collapseSpaces(const std::string& s) {
   return trim(out);
 }
 
-std::vector<std::string> splitBars(const std::string& line) {
-  std::vector<std::string> parts;
-  std::stringstream in(line);
-  std::string part;
-  while (std::getline(in, part, '|')) {
-    parts.push_back(trim(part));
-  }
-  return parts;
-}
-
 std::vector<Table> parseLrSamples(const std::string& text) {
   std::vector<Table> tables;
   std::string version;
-  std::stringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    line = trim(line);
-    if (line.empty() || line.starts_with("k(")) {
+  for (const std::string& line : test::trimmedLines(text)) {
+    if (line.starts_with("k(")) {
       continue;
     }
     if (line.starts_with("================")) {
@@ -100,7 +80,7 @@ std::vector<Table> parseLrSamples(const std::string& text) {
       tables.push_back(Table{version, collapseSpaces(line.substr(4)), {}});
       continue;
     }
-    const auto parts = splitBars(line);
+    const auto parts = test::trimmedFields(line, '|');
     if (tables.empty() || (parts.size() != 3 && parts.size() != 4)) {
       ADD_FAILURE() << "unexpected line in lr_samples.txt: " << line;
       continue;
