@@ -1,7 +1,8 @@
 #pragma once
 // A cost in seconds that depends on the job's node count: the scenario's
-// job.restart_overhead_seconds and job.recovery.reconfigure_seconds (docs/simulator.md,
-// "Costs that grow with the nodes"). Three forms, one value at every node count n:
+// job.restart_overhead_seconds, job.failure_detection_seconds and
+// job.recovery.reconfigure_seconds (docs/simulator.md, "Costs that grow with the nodes"). Three
+// forms, one value at every node count n:
 //
 //   5                                          5 s at every n (the plain number: a constant)
 //   {"fixed_seconds": F, "per_node_seconds": P,

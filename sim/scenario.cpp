@@ -349,6 +349,8 @@ void parseJob(const ObjectReader& r, const std::filesystem::path& baseDir, Scena
   }
   job.restartOverheadSeconds =
       readSecondsByNodes(r, "restart_overhead_seconds", s.warnings).value_or(0.0);
+  job.failureDetectionSeconds =
+      readSecondsByNodes(r, "failure_detection_seconds", s.warnings).value_or(0.0);
   if (const auto rec = r.readObject("recovery", "a JSON object")) {
     RecoverySpec& live = job.recovery;
     const std::string mode = rec->readString("mode").value_or("checkpoint");

@@ -11,7 +11,8 @@
 //                  "checkpoint": {"interval_minutes": t | "every_steps": k,
 //                                 "save_seconds": c, "load_seconds": l},
 //                  "restart_overhead_seconds": r | {"fixed_seconds", "per_node_seconds",
-//                                                    "points": [{"nodes", "seconds"}]}},
+//                                                    "points": [{"nodes", "seconds"}]},
+//                  "failure_detection_seconds": d | {the same form}},
 //     "agent":    {"min_nodes", "max_nodes", "max_restarts", "last_call_seconds",
 //                  "monitor_interval_seconds", "wait_timeout_seconds", "node_selection"},
 //     "failures": {"model": "none" | "exponential" | "weibull" | "trace",
@@ -135,6 +136,12 @@ struct JobSpec {
   // number, or a function of the generation's node count (sim/node_cost.hpp) that the simulator
   // evaluates at the nodes of each start.
   SecondsByNodes restartOverheadSeconds;
+  // Time from a failure that takes a node silently (it stops answering; its processes report no
+  // exit) to the agent's reaction, seconds: the control plane's keep-alive timeout and its
+  // polling (bench/control_plane.sh's stop_noticed_s). A number, or a function of the job's node
+  // count at the failure (sim/node_cost.hpp). Default 0: noticed at once. Which events pay it:
+  // docs/simulator.md, "Failure detection".
+  SecondsByNodes failureDetectionSeconds;
   RecoverySpec recovery;
 };
 

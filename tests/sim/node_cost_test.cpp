@@ -199,6 +199,26 @@ TEST(NodeCost, ReconfigureSecondsTakesTheSameFormsAndStaysRequiredInLiveMode) {
   EXPECT_THROW(parse(j), ConfigError);
 }
 
+TEST(NodeCost, FailureDetectionSecondsTakesTheSameFormsAndDefaultsToZero) {
+  nlohmann::json j = minimal();
+  EXPECT_EQ(parse(j).job.failureDetectionSeconds.at(4096), 0.0);
+  j["job"]["failure_detection_seconds"] = 5;
+  EXPECT_EQ(parse(j).job.failureDetectionSeconds.at(4096), 5.0);
+  j["job"]["failure_detection_seconds"] = {{"points", points({{256, 4.5}, {2048, 5.8}})},
+                                           {"source", "bench/control_plane.sh stop_noticed_s"}};
+  const Scenario s = parse(j);
+  EXPECT_DOUBLE_EQ(s.job.failureDetectionSeconds.at(256), 4.5);
+  EXPECT_DOUBLE_EQ(s.job.failureDetectionSeconds.at(2048), 5.8);
+  EXPECT_EQ(s.job.failureDetectionSeconds.source(), "bench/control_plane.sh stop_noticed_s");
+  j["job"]["failure_detection_seconds"] = -1;
+  try {
+    parse(j);
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("job.failure_detection_seconds = -1"));
+  }
+}
+
 // ---- the simulator charges each start at its generation's node count -----------------------
 
 // 4 nodes of 1 GPU, elastic on 1 to 4 (batch 48), no checkpoint before step 50, a fault script;
