@@ -14,8 +14,9 @@
 //    boundary (checkpoint, scripted fault, end of the job) to the next analytically: a few events
 //    per checkpoint interval. Step-level mode schedules every micro step and every bucket's
 //    all-reduce as an event; both give the same times to the nanosecond.
-//  - Checkpoints: after every k-th step (every_steps) or every round(interval / step time) steps;
-//    each save stalls training for save_seconds and becomes the latest checkpoint when it ends.
+//  - Checkpoints: after every global step that is a multiple of k (every_steps, or
+//    round(interval / step time)), whatever restarts came between; each save stalls training for
+//    save_seconds and becomes the latest checkpoint when it ends.
 //  - A failure kills the workers on its node (WorkerExited, non-zero) or takes the node away
 //    (NodeLeft) per the cause and the replacement policy; the agent decides (restart, shrink,
 //    wait, fail). A stop of the workers loses everything since the latest completed checkpoint:

@@ -68,10 +68,10 @@ inline constexpr std::int64_t kMaxScenarioSteps = std::int64_t{1} << 50;    // t
 inline constexpr std::int64_t kMaxScenarioSamples = std::int64_t{1} << 53;  // total_samples
 
 struct CheckpointSpec {
-  // Exactly one cadence (or none: the job never saves). interval: a save after every
-  // round(interval / step time) steps since the last save or resume; everySteps: a save after
-  // every step that is a multiple of k (as the example job's --save-every), never after the
-  // final step.
+  // Exactly one cadence (or none: the job never saves): a save after every global step that is a
+  // multiple of k (as the example job's --save-every), never after the final step; k =
+  // everySteps, or round(interval / step time) at the step time of the world that trains.
+  // Restarts and live recoveries do not reset the count (sim/detail/checkpoints.hpp).
   std::optional<double> intervalMinutes;
   std::optional<std::int64_t> everySteps;
   double saveSeconds = 0.0;  // training stalls this long per save

@@ -11,16 +11,17 @@ Checkpoints::Checkpoints(const CheckpointSpec& spec)
       loadNs_(secondsToNanos(spec.loadSeconds)) {}
 
 std::int64_t Checkpoints::nextStep(std::int64_t after, SimTime stepNs) const {
+  std::int64_t k = 0;
   if (spec_.everySteps) {
-    return (after / *spec_.everySteps + 1) * *spec_.everySteps;
-  }
-  if (spec_.intervalMinutes) {
+    k = *spec_.everySteps;
+  } else if (spec_.intervalMinutes) {
     const double steps = *spec_.intervalMinutes * 60.0 / nanosToSeconds(stepNs);
-    const auto k =
-        std::max<std::int64_t>(1, static_cast<std::int64_t>(std::llround(std::min(steps, 1e15))));
-    return cadenceBase_ + k;
+    k = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::llround(std::min(steps, 1e15))));
+  } else {
+    return kNever;
   }
-  return kNever;
+  const std::int64_t multiple = after / k + 1;
+  return multiple > kNever / k ? kNever : multiple * k;
 }
 
 }  // namespace stretch::sim::detail

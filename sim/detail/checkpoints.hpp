@@ -1,8 +1,13 @@
 #pragma once
-// The checkpoints of one job simulation: when the next save is due (every_steps, or
-// round(interval / step time) steps after the cadence's base: the last start or save), how long
-// saves and loads take, and the latest completed checkpoint, which a stopped generation rolls
-// back to.
+// The checkpoints of one job simulation: when the next save is due, how long saves and loads
+// take, and the latest completed checkpoint, which a stopped generation rolls back to.
+//
+// The cadence is the example jobs' (examples/common/job_support.cpp saveIfDue, the Python
+// examples' --checkpoint-every): a save after every global step that is a multiple of k, with
+// k = every_steps, or k = round(interval / step time) at the step time of the world that trains
+// (the --save-every a job runs with to save every interval). The count is the job's step, which a
+// restart from a checkpoint resumes at the loaded step and a live recovery keeps: neither resets
+// it.
 //
 // Internal to sim/job_sim.cpp and sim/detail/. Not thread-safe: one per run.
 
@@ -28,10 +33,8 @@ class Checkpoints {
   // Where training stands after a stop: the latest checkpoint, or the start.
   Progress rollback() const noexcept { return any_ ? latest_ : Progress{}; }
 
-  // The cadence counts from `step` on (a generation became productive, or a save ended).
-  void restartCadence(std::int64_t step) noexcept { cadenceBase_ = step; }
-  // The first checkpoint step after step `after` at a step time of stepNs; kNever without a
-  // cadence.
+  // The first checkpoint step after step `after` at a step time of stepNs (the multiple of k
+  // above); kNever without a cadence.
   std::int64_t nextStep(std::int64_t after, SimTime stepNs) const;
 
   // A save begins at `now`; it completes with `saved` as the latest checkpoint.
@@ -48,7 +51,6 @@ class Checkpoints {
   SimTime loadNs_ = 0;
   Progress latest_;
   bool any_ = false;
-  std::int64_t cadenceBase_ = 0;
   SimTime saveStart_ = 0;
 };
 

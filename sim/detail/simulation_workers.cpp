@@ -218,7 +218,6 @@ void Simulation::onProductive() {
                           : "startup",
        "");
   setPhase(Phase::Computing);
-  checkpoints_.restartCadence(progress_.step);
   finalStep_ = finalStep();
   if (progress_.step >= finalStep_) {
     finishJob();
@@ -274,7 +273,6 @@ void Simulation::completeSave() {
   setPhase(Phase::Computing);
   checkpoints_.completeSave(progress_);
   ++metrics_.result().checkpoints;
-  checkpoints_.restartCadence(progress_.step);
   continueAfterBoundary();
 }
 

@@ -594,6 +594,52 @@ TEST(LiveRecovery, TheTimelineShowsTheInterimWorldUntilTheReplacementHasStarted)
   }
 }
 
+// The checkpoint cadence counts the job's global step, as the example jobs' --save-every does: a
+// live recovery that keeps training does not reset it (it used to restart at every start, so
+// failures more frequent than the interval meant no checkpoint ever), and a restart from a
+// checkpoint resumes it at the loaded step.
+TEST(LiveRecovery, LiveRecoveriesDoNotResetTheCheckpointCadence) {
+  nlohmann::json kills = nlohmann::json::array();
+  for (const int step : {30, 70, 110, 150}) {
+    kills.push_back({{"at_step", step}, {"kind", "kill_worker"}, {"rank", 1}});
+  }
+  auto j = liveJob(0, kills);
+  j["job"]["total_steps"] = 200;
+  // 0.6 s at 12 ms a step: every 50 steps; no interim world (only 4 GPUs valid), so every
+  // generation trains at world 4.
+  j["job"]["checkpoint"] = {{"interval_minutes", 0.01}, {"save_seconds", 1}, {"load_seconds", 2}};
+  j["job"]["config"]["elasticity"]["min_gpus"] = 4;
+  auto savedSteps = [](const Scenario& s, RunResult& r) {
+    RecordSink sink;
+    RunOptions o;
+    o.timeline = &sink;
+    r = simulate(s, o);
+    std::vector<std::string> saves;
+    for (const TimelineRecord& rec : sink.records) {
+      if (rec.kind == TimelineKind::Checkpoint) {
+        saves.push_back(rec.name);
+      }
+    }
+    return saves;
+  };
+  RunResult r;
+  // Each kill comes 40 steps after the previous start (the old rule, 50 steps after each start,
+  // saved nothing).
+  EXPECT_EQ(savedSteps(fromJson(j), r),
+            (std::vector<std::string>{"save step 50", "save step 100", "save step 150"}));
+  EXPECT_EQ(r.liveRecoveries, 4);
+  EXPECT_EQ(r.steps, 200);
+
+  // Restarts from the checkpoint: the kills roll back to 0, 50, 100 and 150 and the count goes on
+  // from the loaded step, so the saves are the same.
+  j["job"]["recovery"] = {{"mode", "checkpoint"}};
+  EXPECT_EQ(savedSteps(fromJson(j), r),
+            (std::vector<std::string>{"save step 50", "save step 100", "save step 150"}));
+  EXPECT_EQ(r.checkpointFallbacks, 0);
+  EXPECT_EQ(r.restarts, 4);
+  EXPECT_EQ(r.steps, 200);
+}
+
 TEST(LiveRecovery, ZeroPartitionsLostWithTheirCopyFallBackToTheCheckpoint) {
   // n1 and n2 leave at the same step: with ZeRO 1 or 2, n1's partition had its copy on n2.
   const nlohmann::json neighbours = {{{"at_step", 60}, {"kind", "leave"}, {"node", "n1"}},
