@@ -1,6 +1,7 @@
 #include "runtime/config/elasticity_config.hpp"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -118,35 +119,26 @@ TEST(ElasticityConfigTest, ValidationFollowsDeepSpeedsOrder) {
   // Both required keys missing: max_train_batch_size is reported first.
   EXPECT_THAT(sectionErrorOf(R"("enabled": true)"),
               HasSubstr("Elasticity config missing max_train_batch_size"));
-  // Micro batches before GPU counts, GPU counts before model parallelism, ... min_time last.
-  EXPECT_THAT(
-      sectionErrorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [0],
-                         "min_gpus": 0)"),
-      HasSubstr("micro_batch_sizes[0]"));
-  EXPECT_THAT(
-      sectionErrorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
-                         "min_gpus": 0, "model_parallel_size": 0)"),
-      HasSubstr("elasticity.min_gpus = 0"));
-  EXPECT_THAT(
-      sectionErrorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
-                         "min_gpus": 9, "max_gpus": 8)"),
-      HasSubstr("min_gpus <= max_gpus (given min_gpus: 9, max_gpus: 8)"));
-  EXPECT_THAT(
-      sectionErrorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
-                         "max_gpus": 0)"),
-      HasSubstr("elasticity.max_gpus = 0"));
-  EXPECT_THAT(
-      sectionErrorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
-                         "model_parallel_size": 0, "num_gpus_per_node": 0)"),
-      HasSubstr("elasticity.model_parallel_size = 0"));
-  EXPECT_THAT(
-      sectionErrorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
-                         "num_gpus_per_node": 0, "min_time": -1)"),
-      HasSubstr("elasticity.num_gpus_per_node = 0"));
-  EXPECT_THAT(
-      sectionErrorOf(R"("enabled": true, "max_train_batch_size": 10, "micro_batch_sizes": [1],
-                         "min_time": -0.5, "version": 7)"),
-      HasSubstr("elasticity.min_time = -0.5"));
+  // Micro batches before GPU counts, GPU counts before model parallelism, ... min_time last: of
+  // a section's faults, the one DeepSpeed checks first is reported.
+  const std::pair<const char*, const char*> cases[] = {
+      {R"("micro_batch_sizes": [0], "min_gpus": 0)", "micro_batch_sizes[0]"},
+      {R"("micro_batch_sizes": [1], "min_gpus": 0, "model_parallel_size": 0)",
+       "elasticity.min_gpus = 0"},
+      {R"("micro_batch_sizes": [1], "min_gpus": 9, "max_gpus": 8)",
+       "min_gpus <= max_gpus (given min_gpus: 9, max_gpus: 8)"},
+      {R"("micro_batch_sizes": [1], "max_gpus": 0)", "elasticity.max_gpus = 0"},
+      {R"("micro_batch_sizes": [1], "model_parallel_size": 0, "num_gpus_per_node": 0)",
+       "elasticity.model_parallel_size = 0"},
+      {R"("micro_batch_sizes": [1], "num_gpus_per_node": 0, "min_time": -1)",
+       "elasticity.num_gpus_per_node = 0"},
+      {R"("micro_batch_sizes": [1], "min_time": -0.5, "version": 7)", "elasticity.min_time = -0.5"},
+  };
+  for (const auto& [faults, reported] : cases) {
+    EXPECT_THAT(
+        sectionErrorOf(std::string(R"("enabled": true, "max_train_batch_size": 10, )") + faults),
+        HasSubstr(reported));
+  }
   EXPECT_THAT(
       sectionErrorOf(R"("enabled": true, "max_train_batch_size": 0, "micro_batch_sizes": [1])"),
       HasSubstr("elasticity.max_train_batch_size = 0: expected an integer in [1, "));
