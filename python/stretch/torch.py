@@ -40,7 +40,6 @@ import io
 import os
 import random
 import signal
-import socket
 import sys
 import threading
 import time
@@ -52,29 +51,15 @@ from torch.nn.parallel import DistributedDataParallel
 
 from . import _stretch
 from ._errors import ConfigError, StretchError
+from ._torch_files import load_latest_checkpoint, save_checkpoint, write_heartbeat
+from ._torch_group import (CannotContinueLive, StoreBridge, _Group, _gloo_group,
+                           _is_peer_failure, _make_default, _socket_fds)
 
 __all__ = ["init", "LiveJob", "CannotContinueLive", "StoreBridge"]
 
 #: How long the members of a generation's group, once all are present, may take to connect
 #: (the engine's LiveRecovery::kRendezvousTimeout).
 RENDEZVOUS_TIMEOUT_S = 20.0
-
-# Messages of the errors a dead or departed peer causes in a collective (Gloo's transport, torch's
-# process group wrappers, this module's own aborts and supersessions).
-_PEER_FAILURE_WORDS = (
-    "gloo",
-    "Connection closed by peer",
-    "Connection reset by peer",
-    "Broken pipe",
-    "Timed out",
-    "timed out",
-    "stretch.torch:",
-)
-
-
-class CannotContinueLive(StretchError, RuntimeError):
-    """A failure stretch.torch cannot recover from live (the worker withdrew its live/capable key:
-    the launcher restarts every worker from the checkpoint)."""
 
 
 class _Superseded(Exception):
@@ -93,163 +78,6 @@ def _env_int(name, default):
         return int(value)
     except ValueError:
         raise ConfigError(f"{name} = {value!r}: expected an integer") from None
-
-
-def _is_peer_failure(error):
-    """Whether `error` is what a collective raises when a peer died, left or hung."""
-    backend_error = getattr(dist, "DistBackendError", None)
-    if backend_error is not None and isinstance(error, backend_error):
-        return True
-    if not isinstance(error, RuntimeError) or isinstance(error, StretchError):
-        return False
-    text = str(error)
-    return any(word in text for word in _PEER_FAILURE_WORDS)
-
-
-def _socket_fds():
-    """This process's socket file descriptors: {fd: 'socket:[inode]'}."""
-    out = {}
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            link = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:
-            continue
-        if link.startswith("socket:"):
-            out[int(name)] = link
-    return out
-
-
-class StoreBridge(dist.Store):
-    """A ``torch.distributed.Store`` over Stretch's store client (``stretch._stretch.StoreClient``):
-    what ``ProcessGroupGloo`` rendezvouses through in a live generation. Waits give up as soon as
-    the agent publishes a newer generation or the job finishes (the engine's SupersedableStore).
-    Keep the object alive for the group's life: torch's trampoline calls back into it."""
-
-    def __init__(self, client, generation, timeout_s):
-        super().__init__()
-        self._client = client
-        self._generation = generation
-        self._timeout_s = timeout_s
-
-    @staticmethod
-    def _bytes(value):
-        if isinstance(value, str):
-            return value.encode()
-        return bytes(value)
-
-    def set(self, key, value):
-        self._client.set(key, self._bytes(value))
-
-    def get(self, key):
-        self.wait([key])
-        return self._client.get(key)
-
-    def add(self, key, value):
-        return self._client.add(key, int(value))
-
-    def compare_set(self, key, expected, desired):
-        return self._client.compare_set(key, self._bytes(expected), self._bytes(desired))
-
-    def delete_key(self, key):
-        return self._client.delete_key(key)
-
-    def num_keys(self):
-        return self._client.num_keys()
-
-    def check(self, keys):
-        return self._client.check(list(keys))
-
-    def set_timeout(self, timeout):
-        self._timeout_s = timeout.total_seconds()
-
-    def wait(self, keys, timeout=None):
-        seconds = self._timeout_s if timeout is None else timeout.total_seconds()
-        status = _stretch.wait_unless_superseded(self._client, list(keys), self._generation,
-                                                 max(seconds, 0.001))
-        if status != "ready":
-            raise RuntimeError(f"stretch.torch: live generation {self._generation} was "
-                               f"{'superseded' if status == 'superseded' else 'ended'} before "
-                               "its group formed")
-
-
-def _gloo_group(store, rank, size, timeout_s):
-    """A ProcessGroupGloo over `store` (torch 1.13: itself a ProcessGroup; torch 2.x: a backend,
-    registered in a ProcessGroup of its own)."""
-    timeout = datetime.timedelta(seconds=timeout_s)
-    gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
-    if isinstance(gloo, dist.ProcessGroup):
-        return gloo
-    try:  # torch 2.x
-        group_type = dist.ProcessGroup
-        try:
-            group = group_type(store, rank, size)
-        except TypeError:
-            group = group_type(store, rank, size, group_type.Options(backend="gloo"))
-        backend_type = group_type.BackendType.GLOO
-        if hasattr(group, "_set_default_backend"):
-            group._set_default_backend(backend_type)
-        group._register_backend(torch.device("cpu"), backend_type, gloo)
-        return group
-    except Exception as e:  # noqa: BLE001  (any internal API change: say which torch)
-        raise CannotContinueLive(
-            f"torch {torch.__version__}: cannot wrap ProcessGroupGloo in a ProcessGroup ({e}); "
-            "stretch.torch was tested with torch 1.13") from e
-
-
-def _make_default(group, store, name):
-    """`group` becomes torch.distributed's default (WORLD) group: dist.all_reduce(t),
-    dist.get_rank() and DistributedDataParallel use it."""
-    c10d = dist.distributed_c10d
-    world = getattr(c10d, "_world", None)
-    old = c10d.GroupMember.WORLD
-    if world is not None:  # torch 2.x
-        maps = (world.pg_map, world.pg_names, world.pg_group_ranks)
-    else:
-        maps = (c10d._pg_map, c10d._pg_names, c10d._pg_group_ranks)
-    for table in maps:
-        if old is not None:
-            table.pop(old, None)
-    maps[0][group] = (dist.Backend.GLOO, store)
-    maps[1][group] = name
-    maps[2][group] = {r: r for r in range(group.size())}
-    if world is not None and hasattr(world, "pg_backend_config"):
-        world.pg_backend_config.pop(old, None)
-        world.pg_backend_config[group] = "cpu:gloo"
-    c10d._update_default_pg(group)
-
-
-class _Group:
-    """One generation's process group and what keeps it alive and lets it be aborted."""
-
-    def __init__(self, group, store, fds, generation):
-        self.group = group
-        self.store = store  # the Python store torch calls back into: alive as long as the group
-        self.fds = fds
-        self.generation = generation
-        self.aborted = False
-
-    def abort(self):
-        """Closes the group's connections (shutdown, not close: Gloo's threads still own the
-        descriptors), so that peers waiting in a collective with this rank fail at once instead of
-        at their timeout, and this rank's own pending operations fail too. torch 1.13 has no
-        abort of its own."""
-        if self.aborted:
-            return
-        self.aborted = True
-        now = _socket_fds()
-        for fd, link in self.fds.items():
-            if now.get(fd) != link:
-                continue  # closed (and perhaps reused) since
-            try:
-                s = socket.socket(fileno=fd)
-            except OSError:
-                continue
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            finally:
-                s.detach()
 
 
 class LiveJob:
@@ -442,36 +270,16 @@ class LiveJob:
             raise ConfigError("save_checkpoint: no checkpoint_dir (give one here or to init)")
         if self.rank != 0:
             return None
-        tag = f"global_step{self.step}"
-        tag_dir = os.path.join(directory, tag)
-        os.makedirs(tag_dir, exist_ok=True)
-        state = self.state_dict()
-        _atomic_write(os.path.join(tag_dir, "mp_rank_00_model_states.pt"),
-                      lambda f: torch.save(state, f))
-        _atomic_write(os.path.join(directory, "latest"), lambda f: f.write(tag.encode()))
-        _prune(directory, keep=2)
-        return tag
+        return save_checkpoint(directory, self.step, self.state_dict())
 
     def load_checkpoint(self, checkpoint_dir=None):
         """Every rank loads ``latest``'s checkpoint (DeepSpeed's layout; a DeepSpeed checkpoint's
         module, optimizer and lr_scheduler entries too); the step it resumes from, or None when
         there is none."""
         directory = checkpoint_dir or self.checkpoint_dir
-        if directory is None:
+        state = load_latest_checkpoint(directory) if directory is not None else None
+        if state is None:
             return None
-        try:
-            with open(os.path.join(directory, "latest"), encoding="utf-8") as f:
-                tag = f.read().strip()
-        except FileNotFoundError:
-            return None
-        path = os.path.join(directory, tag, "mp_rank_00_model_states.pt")
-        try:
-            state = torch.load(path, map_location="cpu")
-        except FileNotFoundError:
-            raise ConfigError(f"{directory}/latest = {tag!r}: {path} does not exist "
-                              "(expected DeepSpeed's layout)") from None
-        if "global_steps" not in state and tag.startswith("global_step"):
-            state["global_steps"] = int(tag[len("global_step"):])
         self.load_state_dict(state, rng=False)
         return self.step
 
@@ -628,7 +436,7 @@ class LiveJob:
 
     def _beat(self):
         if self._heartbeat_path and not self._heartbeat_stop.is_set():
-            _write_heartbeat(self._heartbeat_path, f"{self.step} {self._completed}")
+            write_heartbeat(self._heartbeat_path, f"{self.step} {self._completed}")
 
     def _join_running_job(self):
         """A replacement or a new node's worker: says it is ready, joins the first generation that
@@ -806,37 +614,6 @@ class LiveJob:
                  f"{self.train_batch_size} = micro {self.micro_batch_size} x accumulation "
                  f"{self.gradient_accumulation_steps} x {self.world_size} "
                  f"({self.batch_source})")
-
-
-def _write_heartbeat(path, text):
-    tmp = f"{path}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(f"{text}\n")
-        os.replace(tmp, path)
-    except OSError:
-        pass
-
-
-def _atomic_write(path, write):
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _prune(directory, keep):
-    steps = sorted((int(n[len("global_step"):]) for n in os.listdir(directory)
-                    if n.startswith("global_step") and n[len("global_step"):].isdigit()),
-                   reverse=True)
-    for old in steps[keep:]:
-        tag_dir = os.path.join(directory, f"global_step{old}")
-        with contextlib.suppress(OSError):
-            for name in os.listdir(tag_dir):
-                os.remove(os.path.join(tag_dir, name))
-            os.rmdir(tag_dir)
 
 
 def init(model, optimizer, scheduler=None, *, checkpoint_dir=None, ds_config=None,

@@ -24,9 +24,11 @@ CHECK = (
     "'max_train_batch_size': 10000, 'micro_batch_sizes': [8, 12, 16, 17], 'min_gpus': 32, "
     "'max_gpus': 1500, 'version': 0.1}}, '0.18.0'); "
     "print(stretch.__file__); print(batch, len(gpus)); "
-    # stretch.torch is installed too (found, not imported: the venv has no torch).
+    # stretch.torch is installed too, with its private modules (found, not imported: the venv
+    # has no torch).
     "import importlib.util; print(importlib.util.find_spec('stretch.torch').origin, "
-    "hasattr(stretch._stretch, 'StoreClient'))"
+    "hasattr(stretch._stretch, 'StoreClient'), all(importlib.util.find_spec(f'stretch.{m}') "
+    "for m in ('_torch_group', '_torch_files')))"
 )
 
 
@@ -59,7 +61,7 @@ def test_pip_installs_from_the_source_tree_offline_into_a_venv(venv, tmp_path):
     answer = run([venv / "bin" / "python", "-c", CHECK], tmp_path, clean_env()).stdout.split("\n")
     assert answer[0].startswith(str(venv)), answer
     assert answer[1] == "9792 23"
-    assert answer[2].startswith(str(venv)) and answer[2].endswith("stretch/torch.py True"), answer
+    assert answer[2].startswith(str(venv)) and answer[2].endswith("stretch/torch.py True True"), answer
 
     run([venv / "bin" / "pip", "uninstall", "-y", "stretch"], tmp_path, env)
     gone = run([venv / "bin" / "python", "-c", "import stretch"], tmp_path, clean_env(),
@@ -86,4 +88,4 @@ def test_cmake_install_puts_the_package_under_the_prefix(tmp_path):
     answer = run([sys.executable, "-c", CHECK], tmp_path, clean_env(PYTHONPATH=str(site)))
     lines = answer.stdout.split("\n")
     assert lines[0].startswith(str(site)) and lines[1] == "9792 23"
-    assert lines[2].startswith(str(site)) and lines[2].endswith("stretch/torch.py True"), lines
+    assert lines[2].startswith(str(site)) and lines[2].endswith("stretch/torch.py True True"), lines
