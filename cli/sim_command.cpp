@@ -160,15 +160,25 @@ void printHuman(const sim::Scenario& s, const sim::MonteCarloResult& r, const Si
   }
 }
 
-// The control-plane benchmark's cost as text: "0.67 s at 256 nodes (2-core VM, 2026-11-29);
-// fit 0 s + 0.00262 s per node".
+// The control-plane benchmark's costs as text: "on 2-core VM, 2026-11-29: kill_to_running_s 0.67
+// s at 256 nodes (fit 0 s + 0.00262 s per node); stop_noticed_s not measured".
 std::string controlPlaneText(const tools::ControlPlaneBench& b) {
-  std::string points;
-  for (const sim::NodeCostPoint& p : b.cost) {
-    points += fmt::format("{}{:.3g} s at {} nodes", points.empty() ? "" : ", ", p.seconds, p.nodes);
+  std::string text = fmt::format("on {}, {}", b.machine, b.date);
+  for (const tools::ControlPlaneCost* cost : {&b.restart, &b.detection}) {
+    if (cost->points.empty()) {
+      text += fmt::format("; {} not measured", cost->field);
+      continue;
+    }
+    std::string points;
+    for (const sim::NodeCostPoint& p : cost->points) {
+      points +=
+          fmt::format("{}{:.3g} s at {} nodes", points.empty() ? "" : ", ", p.seconds, p.nodes);
+    }
+    text +=
+        fmt::format("{} {} {} (fit {:.3g} s + {:.3g} s per node)", cost == &b.restart ? ":" : ";",
+                    cost->field, points, cost->fit.fixedSeconds, cost->fit.perNodeSeconds);
   }
-  return fmt::format("{} ({}, {}); fit {:.3g} s + {:.3g} s per node", points, b.machine, b.date,
-                     b.fit.fixedSeconds, b.fit.perNodeSeconds);
+  return text;
 }
 
 // --calibrate --control-plane FILE SCENARIO: no runs; the benchmark's cost is added to the
@@ -277,6 +287,9 @@ int runCalibrate(const SimOptions& o) {
         std::cout << fmt::format("  control plane      {}, added to {}\n",
                                  controlPlaneText(tools::readControlPlane(o.controlPlane)),
                                  c["control_plane"]["added_to"].dump());
+        for (const auto& note : c["control_plane"]["notes"]) {
+          std::cout << fmt::format("  note: {}\n", note.get<std::string>());
+        }
       }
       if (!o.calibrationOut.empty()) {
         std::cout << fmt::format("  scenario written   {} (stretch sim {})\n", o.calibrationOut,
@@ -428,10 +441,12 @@ Command addSimCommand(CLI::App& app) {
   sub->add_option("--control-plane", o->controlPlane,
                   "with --calibrate: a control-plane benchmark result (bench/control_plane.sh's "
                   "JSON: {machine, date, points: [{nodes, launch_s, kill_to_running_s, "
-                  "stop_noticed_s, ...}]}); its kill_to_running_s + stop_noticed_s per node count "
-                  "is added to the restart and reconfiguration costs, which then grow with the "
-                  "nodes (docs/simulator.md). With a SCENARIO: no runs, added to that scenario's "
-                  "costs (--calibration-out FILE, else the scenario on stdout)");
+                  "stop_noticed_s, stop_to_running_s, failed, ...}]}); its kill_to_running_s per "
+                  "node count is added to the restart and reconfiguration costs, its "
+                  "stop_noticed_s to job.failure_detection_seconds, which then grow with the "
+                  "nodes (a null time is left out, with a note) (docs/simulator.md). With a "
+                  "SCENARIO: no runs, added to that scenario's costs (--calibration-out FILE, else "
+                  "the scenario on stdout)");
   sub->add_option("--seeds", o->seeds,
                   "independent replicas (Monte Carlo); replica i is seeded from the scenario's "
                   "seed and i, so results do not depend on --threads, nor on the ranks of "

@@ -45,8 +45,9 @@
 //     new group, re-slicing and the step redone, which the simulator charges a live start. A run
 //     whose kill did not happen or whose job restarted instead (its event log says "recovery":
 //     "checkpoint") measures nothing, and the scenario keeps checkpoint-restart.
-//  6. with --control-plane FILE, a benchmark of the control plane at many node agents: its cost
-//     per node count is added to restart_overhead_seconds and reconfigure_seconds
+//  6. with --control-plane FILE, a benchmark of the control plane at many node agents: its
+//     restart cost per node count (kill_to_running_s) is added to restart_overhead_seconds and
+//     reconfigure_seconds, its detection (stop_noticed_s) to failure_detection_seconds
 //     (sim_calibrate_control_plane.cpp).
 //
 // This file resolves the job and runs it (and the benchmark); reading what the runs wrote and

@@ -1,23 +1,25 @@
-// `stretch sim --calibrate --control-plane FILE`: the control plane's cost as a function of the
+// `stretch sim --calibrate --control-plane FILE`: the control plane's costs as functions of the
 // job's node count, from a benchmark of the control plane alone (bench/control_plane.sh: node
 // agents with `sleep` workers, so that only launching, noticing a loss and restarting is timed),
 // added to the per-job costs the calibration measures on this machine's CPU (docs/simulator.md,
-// "Costs that grow with the nodes").
+// "The control plane's cost at many nodes").
 //
 // What each field of the benchmark becomes:
 //   kill_to_running_s  SIGKILL of one agent -> every worker of the next generation running: the
-//                      controller noticing a lost node (its runner ends), stopping the
-//                      generation and starting the next one. The restart part.
+//                      controller noticing a lost node (its runner ends at once), stopping the
+//                      generation and starting the next one. The restart part, charged at every
+//                      start (restart_overhead_seconds) and every live start
+//                      (reconfigure_seconds).
 //   stop_noticed_s     SIGSTOP of one agent -> its loss noticed: a node that hangs is noticed only
 //                      when its keep-alive stops moving for --keepalive_timeout. The detection
-//                      part (the simulator's detection is instantaneous, so it is charged here).
-//   their sum          the cost per node count of noticing a failure and restarting, charged at
-//                      every start (restart_overhead_seconds) and every live start
-//                      (reconfigure_seconds). A SIGKILLed agent is noticed at once, so the sum
-//                      charges a crash as if it had hung: the slower of the two detections.
-//   launch_s, idle_requests_per_node_s, agent_rss_mib
+//                      part: job.failure_detection_seconds, charged between a silent failure and
+//                      the agent's reaction.
+//   launch_s, stop_to_running_s, idle_requests_per_node_s, agent_rss_mib, failed
 //                      kept in "calibration"."control_plane" only: the simulator charges the
-//                      first start as any other, and idle traffic and memory are not costs in time.
+//                      first start as any other, stop_to_running_s is the two parts above in one
+//                      run, and idle traffic and memory are not costs in time.
+// A null time (not reached: the job ended, or not measured) is left out of its cost's points, and
+// a note says at which node counts and why; the point's other times are kept.
 
 #include <algorithm>
 #include <filesystem>
@@ -68,19 +70,85 @@ ControlPlanePoint readPoint(const ObjectReader& p) {
     p.fail("nodes", nodesExpected);
   }
   point.nodes = *nodes;
-  const auto kill =
-      p.readNumber("kill_to_running_s", NumberRule{0.0, false, kSeconds, sim::kMaxScenarioSeconds});
-  if (!kill) {
-    p.fail("kill_to_running_s", kSeconds);
-  }
-  point.killToRunningSeconds = *kill;
+  point.killToRunningSeconds =
+      numberOrNull(p, "kill_to_running_s", kSecondsOrNull, sim::kMaxScenarioSeconds);
   point.launchSeconds = numberOrNull(p, "launch_s", kSecondsOrNull, sim::kMaxScenarioSeconds);
   point.stopNoticedSeconds =
       numberOrNull(p, "stop_noticed_s", kSecondsOrNull, sim::kMaxScenarioSeconds);
+  if (p.has("stop_to_running_s")) {  // written since bench/control_plane.sh times it
+    point.stopToRunningSeconds =
+        numberOrNull(p, "stop_to_running_s", kSecondsOrNull, sim::kMaxScenarioSeconds);
+  }
   point.idleRequestsPerNodeSecond =
       numberOrNull(p, "idle_requests_per_node_s", kNumberOrNull, 1e300);
   point.agentRssMib = numberOrNull(p, "agent_rss_mib", kNumberOrNull, 1e300);
+  if (const Json* failed = p.find("failed"); failed != nullptr && !failed->is_boolean()) {
+    p.fail("failed", "true or false (whether the job ended during the recoveries)");
+  }
+  point.failed = p.readBool("failed").value_or(false);
   return point;
+}
+
+std::string nodeList(const std::vector<std::int64_t>& nodes) {
+  const bool one = nodes.size() == 1 && nodes.front() == 1;
+  return fmt::format("{} node{}", fmt::join(nodes, ", "), one ? "" : "s");
+}
+
+// The points of one cost (`field` of every point that has it), with notes on what is left out,
+// what failed points keep, a single node count and a fitted line below 0 s at small counts.
+ControlPlaneCost costOf(const std::vector<ControlPlanePoint>& points,
+                        std::optional<double> ControlPlanePoint::*field, std::string field_name,
+                        std::string_view what, std::vector<std::string>& notes) {
+  ControlPlaneCost cost;
+  cost.field = std::move(field_name);
+  std::vector<std::int64_t> failedRun;  // null because the job ended there
+  std::vector<std::int64_t> notMeasured;
+  std::vector<std::int64_t> keptFromFailed;
+  for (const ControlPlanePoint& p : points) {
+    if (const std::optional<double>& v = p.*field) {
+      cost.points.push_back({p.nodes, *v});
+      if (p.failed) {
+        keptFromFailed.push_back(p.nodes);
+      }
+    } else {
+      (p.failed ? failedRun : notMeasured).push_back(p.nodes);
+    }
+  }
+  if (!failedRun.empty()) {
+    notes.push_back(fmt::format(
+        "{} null at {} (\"failed\": the job ended during the recoveries): left out of the {}",
+        cost.field, nodeList(failedRun), what));
+  }
+  if (!notMeasured.empty()) {
+    notes.push_back(fmt::format("{} null at {} (not measured): left out of the {}", cost.field,
+                                nodeList(notMeasured), what));
+  }
+  if (!keptFromFailed.empty()) {
+    notes.push_back(fmt::format(
+        "{} at {} was measured in a run that then failed (\"failed\": true): kept in the {}",
+        cost.field, nodeList(keptFromFailed), what));
+  }
+  cost.fit = sim::fitLine(cost.points);
+  if (cost.points.size() == 1) {
+    notes.push_back(fmt::format(
+        "{}: one node count ({}): no slope is measured; the {} is taken to grow in proportion to "
+        "the nodes beyond it (the pessimistic reading)",
+        cost.field, cost.points.front().nodes, what));
+  } else if (cost.fit.fixedSeconds < 0.0 && cost.fit.perNodeSeconds > 0.0) {
+    // The simulator uses the points, not the line: below the first point it goes down from that
+    // point with the line's slope and stops at 0 s (sim/node_cost.hpp).
+    const sim::NodeCostPoint& first = cost.points.front();
+    const double zeroBelow =
+        static_cast<double>(first.nodes) - first.seconds / cost.fit.perNodeSeconds;
+    notes.push_back(fmt::format(
+        "{}: the fitted line {:.3g} s + {:.3g} s per node is under 0 s below {:.0f} nodes; the "
+        "simulator takes the measured points instead, and below {} nodes the line down from "
+        "that point ({:.3g} s), which reaches 0 s at {:.0f} nodes and stays there",
+        cost.field, cost.fit.fixedSeconds, cost.fit.perNodeSeconds,
+        -cost.fit.fixedSeconds / cost.fit.perNodeSeconds, first.nodes, first.seconds,
+        std::max(0.0, zeroBelow)));
+  }
+  return cost;
 }
 
 ControlPlaneBench parseBench(const Json& root) {
@@ -117,26 +185,31 @@ ControlPlaneBench parseBench(const Json& root) {
   std::sort(
       bench.points.begin(), bench.points.end(),
       [](const ControlPlanePoint& a, const ControlPlanePoint& b) { return a.nodes < b.nodes; });
-  std::vector<std::int64_t> unnoticed;
-  for (const ControlPlanePoint& p : bench.points) {
-    bench.cost.push_back({p.nodes, p.killToRunningSeconds + p.stopNoticedSeconds.value_or(0.0)});
-    if (!p.stopNoticedSeconds) {
-      unnoticed.push_back(p.nodes);
+  bench.restart = costOf(bench.points, &ControlPlanePoint::killToRunningSeconds,
+                         "kill_to_running_s", "restart cost", bench.notes);
+  if (bench.restart.points.empty()) {
+    std::vector<std::int64_t> nodes;
+    std::vector<std::int64_t> failed;
+    for (const ControlPlanePoint& p : bench.points) {
+      nodes.push_back(p.nodes);
+      if (p.failed) {
+        failed.push_back(p.nodes);
+      }
     }
+    throw ConfigError(ErrorDetail{
+        "points[].kill_to_running_s",
+        fmt::format("null at every point ({}{})", nodeList(nodes),
+                    failed.empty() ? std::string()
+                                   : fmt::format("; \"failed\" at {}", fmt::join(failed, ", "))),
+        "a number of seconds at one node count at least (the restart cost is fitted from it)"});
   }
-  if (!unnoticed.empty()) {
-    bench.notes.push_back(fmt::format(
-        "stop_noticed_s not measured at {} node(s): the cost there is kill_to_running_s alone "
-        "(a hung node's detection, --keepalive_timeout, is not in it)",
-        fmt::join(unnoticed, ", ")));
-  }
-  if (bench.cost.size() == 1) {
+  bench.detection = costOf(bench.points, &ControlPlanePoint::stopNoticedSeconds, "stop_noticed_s",
+                           "detection cost", bench.notes);
+  if (bench.detection.points.empty()) {
     bench.notes.push_back(
-        fmt::format("one node count ({}): no slope is measured; the cost is taken to grow in "
-                    "proportion to the nodes beyond it (the pessimistic reading)",
-                    bench.cost.front().nodes));
+        "stop_noticed_s measured at no node count: job.failure_detection_seconds is left as it "
+        "was (a hung node's detection, --keepalive_timeout, is not calibrated)");
   }
-  bench.fit = sim::fitLine(bench.cost);
   return bench;
 }
 
@@ -155,10 +228,11 @@ auto namingFile(const std::string& source, F f) {
   }
 }
 
-// The cost object at `at`, with the benchmark's points added to what it was. J: nlohmann::json,
-// or ordered_json for a file whose key order is kept.
+// The cost object `before` with `points` and `source` in place of what it had. J:
+// nlohmann::json, or ordered_json for a file whose key order is kept.
 template <typename J>
-J withPoints(const J& before, const ControlPlaneBench& bench, const std::string& source) {
+J withPoints(const J& before, const std::vector<sim::NodeCostPoint>& points,
+             const std::string& source) {
   J cost = J::object();
   if (before.is_number()) {
     cost["fixed_seconds"] = before;
@@ -169,13 +243,27 @@ J withPoints(const J& before, const ControlPlaneBench& bench, const std::string&
       }
     }
   }
-  J points = J::array();
-  for (const sim::NodeCostPoint& p : bench.cost) {
-    points.push_back({{"nodes", p.nodes}, {"seconds", p.seconds}});
+  J list = J::array();
+  for (const sim::NodeCostPoint& p : points) {
+    list.push_back({{"nodes", p.nodes}, {"seconds", p.seconds}});
   }
-  cost["points"] = points;
+  cost["points"] = list;
   cost["source"] = source;
   return cost;
+}
+
+template <typename J>
+J fitJson(const ControlPlaneCost& cost) {
+  if (cost.points.empty()) {
+    return J(nullptr);
+  }
+  J nodes = J::array();
+  for (const sim::NodeCostPoint& p : cost.points) {
+    nodes.push_back(p.nodes);
+  }
+  return J{{"fixed_seconds", cost.fit.fixedSeconds},
+           {"per_node_seconds", cost.fit.perNodeSeconds},
+           {"nodes", nodes}};
 }
 
 template <typename J>
@@ -190,38 +278,45 @@ std::vector<std::string> addTo(J& scenario, const ControlPlaneBench& bench) {
   J& job = scenario["job"];
   std::vector<std::string> changed;
   job["restart_overhead_seconds"] =
-      withPoints(job.value("restart_overhead_seconds", J(0.0)), bench, source);
+      withPoints(job.value("restart_overhead_seconds", J(0.0)), bench.restart.points, source);
   changed.push_back("job.restart_overhead_seconds");
   if (job.contains("recovery") && job["recovery"].is_object() &&
       job["recovery"].value("mode", "") == "live") {
     J& recovery = job["recovery"];
     recovery["reconfigure_seconds"] =
-        withPoints(recovery.value("reconfigure_seconds", J(0.0)), bench, source);
+        withPoints(recovery.value("reconfigure_seconds", J(0.0)), bench.restart.points, source);
     changed.push_back("job.recovery.reconfigure_seconds");
+  }
+  if (!bench.detection.points.empty()) {
+    job["failure_detection_seconds"] =
+        withPoints(job.value("failure_detection_seconds", J(0.0)), bench.detection.points, source);
+    changed.push_back("job.failure_detection_seconds");
   }
   J points = J::array();
   for (const ControlPlanePoint& p : bench.points) {
     const auto orNull = [](const std::optional<double>& v) { return v ? J(*v) : J(nullptr); };
-    points.push_back({{"nodes", p.nodes},
-                      {"launch_s", orNull(p.launchSeconds)},
-                      {"kill_to_running_s", p.killToRunningSeconds},
-                      {"stop_noticed_s", orNull(p.stopNoticedSeconds)},
-                      {"idle_requests_per_node_s", orNull(p.idleRequestsPerNodeSecond)},
-                      {"agent_rss_mib", orNull(p.agentRssMib)}});
+    J point = {{"nodes", p.nodes},
+               {"launch_s", orNull(p.launchSeconds)},
+               {"kill_to_running_s", orNull(p.killToRunningSeconds)},
+               {"stop_noticed_s", orNull(p.stopNoticedSeconds)},
+               {"stop_to_running_s", orNull(p.stopToRunningSeconds)},
+               {"idle_requests_per_node_s", orNull(p.idleRequestsPerNodeSecond)},
+               {"agent_rss_mib", orNull(p.agentRssMib)},
+               {"failed", p.failed}};
+    points.push_back(std::move(point));
   }
   if (!scenario.contains("calibration") || !scenario["calibration"].is_object()) {
     scenario["calibration"] = J::object();
   }
-  scenario["calibration"]["control_plane"] = {
-      {"file", file},
-      {"machine", bench.machine},
-      {"date", bench.date},
-      {"points", points},
-      {"cost", "kill_to_running_s + stop_noticed_s, seconds, per node count"},
-      {"fit",
-       {{"fixed_seconds", bench.fit.fixedSeconds}, {"per_node_seconds", bench.fit.perNodeSeconds}}},
-      {"added_to", changed},
-      {"notes", bench.notes}};
+  scenario["calibration"]["control_plane"] = {{"file", file},
+                                              {"machine", bench.machine},
+                                              {"date", bench.date},
+                                              {"points", points},
+                                              {"fit",
+                                               {{"kill_to_running_s", fitJson<J>(bench.restart)},
+                                                {"stop_noticed_s", fitJson<J>(bench.detection)}}},
+                                              {"added_to", changed},
+                                              {"notes", bench.notes}};
   return changed;
 }
 

@@ -196,23 +196,34 @@ TEST(SimCli, ControlPlaneBenchmarkIsAddedToAScenario) {
   stretch::test::TempDir dir;
   const auto bench = dir.path() / "cp.json";
   std::ofstream(bench) << R"({"machine": "vm", "date": "2026-11-29", "points": [
-      {"nodes": 2, "launch_s": 1, "kill_to_running_s": 0.2, "stop_noticed_s": 3,
+      {"nodes": 2, "launch_s": 1, "kill_to_running_s": 0.4, "stop_noticed_s": 3,
        "idle_requests_per_node_s": 1, "agent_rss_mib": 8},
       {"nodes": 4, "launch_s": 2, "kill_to_running_s": 0.6, "stop_noticed_s": 3.2,
-       "idle_requests_per_node_s": 1, "agent_rss_mib": 8}]})";
+       "idle_requests_per_node_s": 1, "agent_rss_mib": 8},
+      {"nodes": 8, "launch_s": 4, "kill_to_running_s": null, "stop_noticed_s": null,
+       "idle_requests_per_node_s": 1, "agent_rss_mib": 8, "failed": true}]})";
   const auto out = dir.path() / "scenario.json";
   const CliRun r = runSim("--calibrate --control-plane " + bench.string() + " " +
                               fixture("elastic_scale") + " --calibration-out " + out.string(),
                           dir);
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("control plane 3.2 s at 2 nodes, 3.8 s at 4 nodes (vm, "
-                               "2026-11-29); fit 2.6 s + 0.3 s per node"));
+  EXPECT_THAT(r.out, HasSubstr("control plane on vm, 2026-11-29: kill_to_running_s 0.4 s at 2 "
+                               "nodes, 0.6 s at 4 nodes (fit 0.2 s + 0.1 s per node); "
+                               "stop_noticed_s 3 s at 2 nodes, 3.2 s at 4 nodes (fit 2.8 s + 0.1 "
+                               "s per node)"));
   EXPECT_THAT(r.out, HasSubstr("job.restart_overhead_seconds now grows with the nodes"));
+  EXPECT_THAT(r.out, HasSubstr("job.failure_detection_seconds now grows with the nodes"));
+  EXPECT_THAT(r.out, HasSubstr("note: kill_to_running_s null at 8 nodes (\"failed\": the job "
+                               "ended during the recoveries): left out of the restart cost"));
   const auto written = nlohmann::json::parse(stretch::test::readFileIfAny(out));
   const auto& cost = written["job"]["restart_overhead_seconds"];
   EXPECT_EQ(cost["points"].size(), 2u);
-  EXPECT_DOUBLE_EQ(cost["points"][1]["seconds"].get<double>(), 3.8);
+  EXPECT_DOUBLE_EQ(cost["points"][1]["seconds"].get<double>(), 0.6);
+  const auto& detection = written["job"]["failure_detection_seconds"];
+  EXPECT_EQ(detection["points"].size(), 2u);
+  EXPECT_DOUBLE_EQ(detection["points"][1]["seconds"].get<double>(), 3.2);
   EXPECT_EQ(written["calibration"]["control_plane"]["machine"], "vm");
+  EXPECT_EQ(written["calibration"]["control_plane"]["points"][2]["failed"], true);
   // The written scenario runs; its starts now cost more than the fixture's constant.
   const CliRun before = runSim(fixture("elastic_scale") + " --json", dir);
   const CliRun after = runSim(out.string() + " --json", dir);
@@ -234,6 +245,15 @@ TEST(SimCli, ControlPlaneBenchmarkIsAddedToAScenario) {
       runSim("--calibrate --control-plane " + bench.string() + " " + fixture("elastic_scale"), dir);
   EXPECT_EQ(broken.status, 2);
   EXPECT_THAT(broken.err, HasSubstr("invalid JSON"));
+  // Every point failed: nothing to fit the restart from.
+  std::ofstream(bench) << R"({"machine": "vm", "date": "2026-11-29", "points": [
+      {"nodes": 2, "launch_s": null, "kill_to_running_s": null, "stop_noticed_s": null,
+       "idle_requests_per_node_s": null, "agent_rss_mib": null, "failed": true}]})";
+  const CliRun none =
+      runSim("--calibrate --control-plane " + bench.string() + " " + fixture("elastic_scale"), dir);
+  EXPECT_EQ(none.status, 2);
+  EXPECT_THAT(none.err, HasSubstr("cp.json: points[].kill_to_running_s = null at every point (2 "
+                                  "nodes; \"failed\" at 2): expected a number of seconds"));
   // A SCENARIO with --calibrate needs --control-plane.
   const CliRun usage = runSim("--calibrate " + fixture("elastic_scale"), dir);
   EXPECT_EQ(usage.status, 2);
