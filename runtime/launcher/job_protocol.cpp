@@ -197,6 +197,48 @@ Duration keepAliveIntervalFor(Duration timeout) {
   return std::clamp<Duration>(timeout / 4, std::chrono::milliseconds(100), std::chrono::seconds(5));
 }
 
+std::map<std::string, std::string> encodeAssignments(
+    const StartWorkers& start, const std::function<std::int64_t(const std::string&)>& slotOf) {
+  std::map<std::int64_t, std::string> groups;
+  for (const NodeAssignment& n : start.nodes) {
+    const std::int64_t slot = slotOf(n.nodeId);
+    if (slot < 0)
+      continue;
+    std::string& value = groups[slot / kAssignmentGroup];
+    if (value.empty())
+      value = line("generation", std::to_string(start.generation));
+    value += line(std::to_string(slot), fmt::format("{}\t{}\t{}\t{}\t{}", n.nodeRank, n.firstRank,
+                                                    n.localWorldSize, n.slots, n.nodeId));
+  }
+  std::map<std::string, std::string> out;
+  for (auto& [group, value] : groups)
+    out.emplace(assignmentKey(group * kAssignmentGroup), std::move(value));
+  return out;
+}
+
+Assignment decodeAssignment(const std::string& text, std::int64_t slot, const std::string& nodeId) {
+  const Fields f = parse(text, "assignment");
+  Assignment a;
+  a.generation = number<std::uint64_t>(f, "generation", "assignment");
+  const auto it = f.find(std::to_string(slot));
+  if (it == f.end())
+    return a;
+  std::istringstream in(it->second);
+  NodeAssignment n;
+  if (!(in >> n.nodeRank >> n.firstRank >> n.localWorldSize >> n.slots) || in.get() != '\t' ||
+      !std::getline(in, n.nodeId) || n.nodeRank < 0 || n.firstRank < 0 || n.localWorldSize < 0)
+    throw ProtocolError(fmt::format(
+        "assignment record: {} = '{}': expected node rank, first rank, local world size, slots "
+        "and node id separated by tabs",
+        slot, it->second));
+  if (n.nodeId != nodeId)
+    throw ProtocolError(fmt::format(
+        "assignment record: {} = '{}': expected node {} (the agent registered at slot {})", slot,
+        it->second, nodeId, slot));
+  a.node = std::move(n);
+  return a;
+}
+
 bool expects(const Command& command, std::int64_t slot) {
   return std::binary_search(command.expect.begin(), command.expect.end(), slot);
 }
@@ -247,6 +289,8 @@ std::string encode(const Command& c) {
              line("restart_count", std::to_string(s.restartCount)) +
              line("resume", s.resumeFromLatest ? "1" : "0") + line("master_addr", c.masterAddr) +
              line("nodes", std::to_string(s.nodes.size()));
+      if (c.kind == CommandKind::Start)
+        break;  // the nodes' parts: encodeAssignments
       for (const NodeAssignment& n : s.nodes) {
         out += line(fmt::format("node.{}", n.nodeRank),
                     fmt::format("{}\t{}\t{}\t{}\t{}", n.nodeId, n.nodeRank, n.firstRank,
@@ -307,6 +351,14 @@ Command decodeCommand(const std::string& text) {
     s.reason = c.reason;
     c.masterAddr = field(f, "master_addr", "command");
     const auto count = number<std::int64_t>(f, "nodes", "command");
+    if (count < 0)
+      throw ProtocolError(
+          fmt::format("command record: nodes = {}: expected a node count >= 0", count));
+    c.nodeCount = count;
+    if (c.kind == CommandKind::Start) {
+      c.start = std::move(s);
+      return c;  // the nodes' parts are in assign/<group> (decodeAssignment)
+    }
     std::vector<NodeAssignment> nodes;
     std::int64_t nextRank = 0;
     for (std::int64_t i = 0; i < count; ++i) {

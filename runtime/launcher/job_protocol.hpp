@@ -34,6 +34,13 @@
 //   leaves/count, leaves/<i>       departures, appended with add(): "<node>\t<why>" (the agent
 //                                  leaving on purpose, or the launcher seeing its process end)
 //   cmd                            the latest Command (the controller overwrites it)
+//   assign/<group>                 the assignments of a Start command's nodes whose registration
+//                                  slots are in group slot / 64 (assignmentKey): the generation,
+//                                  then per member slot its node rank, first rank, local world
+//                                  size, slots and id. Written before the command; each agent
+//                                  reads its own group (64 nodes' lines at most), so a start
+//                                  round serves O(nodes) bytes, not every node's assignment to
+//                                  every node (2,048 x 60 KB before)
 //   cmd/<sequence>                 set once that command is in `cmd`: an idle agent blocks on a
 //                                  wait for the next one's key instead of polling `cmd`. The
 //                                  controller deletes cmd/<s - 2> when it publishes command s:
@@ -58,12 +65,14 @@
 // Values are "key=value" lines; decode* throw ProtocolError naming the record and the bad line.
 // Pure apart from the Store calls in the helpers at the bottom.
 //
-// What a worker learns of its generation travels one path: the controller's StartWorkers (world
-// size, batch triple, every node's assignment) goes out as the `cmd` key; each node agent hands
-// its NodeAssignment to NodeWorkers, which asks jobWorkerEnvironment (worker_env.hpp) for each
-// worker's variables and passes them to spawnProcess (process.hpp).
+// What a worker learns of its generation travels one path: the controller's StartWorkers goes
+// out as the `cmd` key (world size, batch triple, node count) and the assign/<group> keys (each
+// node's assignment); each node agent reads its own (readAssignment) and hands it to NodeWorkers,
+// which asks jobWorkerEnvironment (worker_env.hpp) for each worker's variables and passes them to
+// spawnProcess (process.hpp).
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -101,6 +110,12 @@ inline std::string acksDoneKey(std::uint64_t sequence) {
 // within this. An idle agent's requests besides its keep-alives: a wait, its cancel and a read
 // of `cmd` (check and get) per period.
 inline constexpr agent::Duration kCommandWaitPeriod = std::chrono::seconds(60);
+
+// Start commands' assignments (assign/<group>): the nodes of 64 registration slots share a key.
+inline constexpr std::int64_t kAssignmentGroup = 64;
+inline std::string assignmentKey(std::int64_t slot) {
+  return "assign/" + std::to_string(slot / kAssignmentGroup);
+}
 
 // Keep-alives (hb/<group>): 12 nodes share one counter, 4 bits each, so the controller reads 12
 // nodes' keep-alives with one request. A field holds up to 15 beats between two reads.
@@ -148,10 +163,13 @@ enum class CommandKind { Start, Stop, Exit, Live, Signal };
 struct Command {
   std::uint64_t sequence = 0;  // 1, 2, ...: agents carry out each sequence number once
   CommandKind kind = CommandKind::Stop;
-  std::optional<agent::StartWorkers> start;  // Start, Live: the generation (every node's part)
-  std::string masterAddr;                    // Start, Live: rank 0's host
-  std::uint64_t generation = 0;              // Stop: the generation to stop
-  int exitCode = 0;                          // Exit: the job's result
+  // Start, Live: the generation. Live carries every node's part; a Start's parts go to the
+  // assign/<group> keys (encodeAssignments), so a decoded Start has no nodes, only nodeCount.
+  std::optional<agent::StartWorkers> start;
+  std::int64_t nodeCount = 0;    // Start, Live: the generation's nodes (decoded)
+  std::string masterAddr;        // Start, Live: rank 0's host
+  std::uint64_t generation = 0;  // Stop: the generation to stop
+  int exitCode = 0;              // Exit: the job's result
   // Start: the newest live generation (workers wait for a later one); Live: the one the joiners
   // are for.
   std::uint64_t liveGeneration = 0;
@@ -165,6 +183,21 @@ struct Command {
   std::vector<std::int64_t> expect;
   bool operator==(const Command&) const = default;
 };
+
+// The assign/<group> values of a Start command's generation: key -> value for every group that
+// holds a member; slotOf gives a member's registration slot (members without one, < 0, are left
+// out: their agents are gone).
+std::map<std::string, std::string> encodeAssignments(
+    const agent::StartWorkers& start,
+    const std::function<std::int64_t(const std::string&)>& slotOf);
+// A node's part of a Start command, from its assign/<group> value.
+struct Assignment {
+  std::uint64_t generation = 0;               // the generation the value was written for
+  std::optional<agent::NodeAssignment> node;  // nullopt: the slot runs nothing in it
+};
+// Throws ProtocolError naming the record and line for a malformed value, and when the slot's
+// line names another node than `nodeId`.
+Assignment decodeAssignment(const std::string& text, std::int64_t slot, const std::string& nodeId);
 
 // True when `slot` is among the command's expected agents.
 bool expects(const Command& command, std::int64_t slot);

@@ -726,8 +726,8 @@ AgentResult runLaunch(const LaunchRequest& request) {
   options.environment = [job, devices, masterAddr, configs, liveAddress](
                             const agent::StartWorkers& start, const agent::NodeAssignment& node,
                             std::int64_t localRank) {
-    auto env =
-        jobWorkerEnvironment(job, start, node, localRank, masterAddr, devices, configs.get());
+    auto env = jobWorkerEnvironment(job, start, node, static_cast<std::int64_t>(start.nodes.size()),
+                                    localRank, masterAddr, devices, configs.get());
     if (!liveAddress.empty()) {
       env[worker_env::kAgentStore] = liveAddress;
       env[worker_env::kNodeId] = node.nodeId;

@@ -234,9 +234,10 @@ class KeepAlive {
 
 // What the agent's loop carries from one turn to the next.
 struct LoopState {
-  std::int64_t slot = 0;   // this agent's registration slot (Command::expect)
-  std::uint64_t done = 0;  // the sequence of the last command carried out (or skipped)
-  std::string masterAddr;  // the last Start or Live command's (rank 0's host)
+  std::int64_t slot = 0;       // this agent's registration slot (Command::expect)
+  std::uint64_t done = 0;      // the sequence of the last command carried out (or skipped)
+  std::string masterAddr;      // the last Start or Live command's (rank 0's host)
+  std::int64_t nodeCount = 0;  // and its generation's node count
   std::uint64_t generation = 0;
   std::string published;  // the workers/<node> record last written
 };
@@ -266,10 +267,11 @@ std::vector<int> localRanksOf(const std::map<std::string, std::vector<int>>& m,
   return it == m.end() ? std::vector<int>() : it->second;
 }
 
-// Carries out command `c` with this node's workers; true when the agent must end (Exit), with
-// `result` filled.
-bool carryOut(const Command& c, const NodeAgentOptions& options, comm::Store& store,
-              NodeWorkers& workers, LoopState& state, NodeAgentResult& result) {
+// Carries out command `c` with this node's workers (a Start: its part `assignment`); true when
+// the agent must end (Exit), with `result` filled.
+bool carryOut(const Command& c, const std::optional<NodeAssignment>& assignment,
+              const NodeAgentOptions& options, comm::Store& store, NodeWorkers& workers,
+              LoopState& state, NodeAgentResult& result) {
   const std::string& id = options.node.nodeId;
   switch (c.kind) {
     case CommandKind::Start:
@@ -278,10 +280,11 @@ bool carryOut(const Command& c, const NodeAgentOptions& options, comm::Store& st
       if (workers.running() > 0)
         workers.stop();
       state.masterAddr = c.masterAddr;
+      state.nodeCount = c.nodeCount;
       state.generation = c.start->generation;
       if (options.liveRecovery)
         workers.setLiveGeneration(c.liveGeneration);
-      workers.start(*c.start);
+      workers.start(*c.start, assignment);
       if (workers.running() > 0) {
         ++result.generationsRun;
         spdlog::info("agent {}: generation {}: {} worker(s) of world size {}", id,
@@ -293,6 +296,7 @@ bool carryOut(const Command& c, const NodeAgentOptions& options, comm::Store& st
       break;
     case CommandKind::Live:
       state.masterAddr = c.masterAddr;
+      state.nodeCount = c.nodeCount;
       state.generation = c.start->generation;
       workers.adoptLive(*c.start, localRanksOf(c.keep, id), localRanksOf(c.join, id),
                         c.liveGeneration);
@@ -321,13 +325,29 @@ bool carryOut(const Command& c, const NodeAgentOptions& options, comm::Store& st
 // must end (Exit), with `result` filled.
 bool followCommand(const NodeAgentOptions& options, comm::Store& store, NodeWorkers& workers,
                    LoopState& state, NodeAgentResult& result) {
-  auto text = tryGet(store, "cmd");
-  if (!text)
-    return false;
-  const Command c = decodeCommand(*text);
-  if (c.sequence <= state.done)
-    return false;
-  if (carryOut(c, options, store, workers, state, result))
+  Command c;
+  std::optional<NodeAssignment> assignment;
+  while (true) {
+    auto text = tryGet(store, "cmd");
+    if (!text)
+      return false;
+    c = decodeCommand(*text);
+    if (c.sequence <= state.done)
+      return false;
+    if (c.kind != CommandKind::Start)
+      break;
+    // This node's part only (assign/<group>, written before the command). A later generation's
+    // there: a newer command replaced this one meanwhile, read it instead.
+    const auto value = tryGet(store, assignmentKey(state.slot));
+    const Assignment a =
+        value ? decodeAssignment(*value, state.slot, options.node.nodeId) : Assignment{};
+    if (a.generation > c.start->generation)
+      continue;
+    if (a.generation == c.start->generation)
+      assignment = a.node;
+    break;
+  }
+  if (carryOut(c, assignment, options, store, workers, state, result))
     return true;
   publishWorkers(options, store, workers, state);
   state.done = c.sequence;
@@ -381,7 +401,7 @@ NodeAgentResult runNodeAgent(const NodeAgentOptions& options) {
   NodeWorkers workers(
       id, options.command,
       [&](const StartWorkers& s, const NodeAssignment& n, std::int64_t local) {
-        return options.environment(s, n, local, state.masterAddr);
+        return options.environment(s, n, state.nodeCount, local, state.masterAddr);
       },
       options.logDir, options.stopGrace);
   workers.detectHangs(options.hang);
@@ -577,9 +597,9 @@ NodeAgentResult joinJob(const JoinRequest& r) {
   // Live recovery: the workers meet in the job's store (its live/... keys), which outlives them.
   const std::string liveStore = job.liveRecovery ? r.rdzv : std::string();
   options.environment = [job, devices, configs, liveStore](
-                            const StartWorkers& s, const NodeAssignment& n, std::int64_t local,
-                            const std::string& masterAddr) {
-    auto env = jobWorkerEnvironment(job, s, n, local, masterAddr, devices, configs.get());
+                            const StartWorkers& s, const NodeAssignment& n, std::int64_t numNodes,
+                            std::int64_t local, const std::string& masterAddr) {
+    auto env = jobWorkerEnvironment(job, s, n, numNodes, local, masterAddr, devices, configs.get());
     if (!liveStore.empty()) {
       env[worker_env::kAgentStore] = liveStore;
       env[worker_env::kNodeId] = n.nodeId;

@@ -43,10 +43,11 @@ struct NodeAgentOptions {
   StoreFactory connect;
   NodeRecord node;  // id, slots, address, devices
   WorkerCommand command;
-  // The workers' variables for a generation; masterAddr is the command's (rank 0's host).
+  // The workers' variables for a generation: `start` without its nodes (the Start command's),
+  // this node's part, the generation's node count, and masterAddr, the command's (rank 0's host).
   std::function<std::map<std::string, std::string>(
-      const agent::StartWorkers& start, const agent::NodeAssignment& node, std::int64_t localRank,
-      const std::string& masterAddr)>
+      const agent::StartWorkers& start, const agent::NodeAssignment& node, std::int64_t numNodes,
+      std::int64_t localRank, const std::string& masterAddr)>
       environment;
   std::filesystem::path logDir;
   agent::Duration keepAliveInterval = kDefaultKeepAliveInterval;

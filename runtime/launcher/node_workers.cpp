@@ -173,21 +173,25 @@ std::vector<WorkerProcessSpec> NodeWorkers::specsFor(
 }
 
 void NodeWorkers::start(const StartWorkers& action) {
+  const auto node = std::find_if(action.nodes.begin(), action.nodes.end(),
+                                 [&](const NodeAssignment& n) { return n.nodeId == nodeId_; });
+  start(action, node == action.nodes.end() ? std::nullopt : std::optional(*node));
+}
+
+void NodeWorkers::start(const StartWorkers& action, const std::optional<NodeAssignment>& node) {
   generation_ = action.generation;
   joiners_.clear();
   if (executor_)
     executor_->started(action);
-  for (const auto& node : action.nodes) {
-    if (node.nodeId != nodeId_)
-      continue;
-    const std::vector<int> locals = localRanksBelow(node.localWorldSize);
-    std::map<std::string, std::string> extra;
-    if (executor_ || startLiveGeneration_)
-      extra[worker_env::kLiveGeneration] = std::to_string(
-          startLiveGeneration_.value_or(executor_ ? executor_->liveGeneration() : 0));
-    workers_.start(command_.argv, specsFor(action, node, locals, extra), logDir_,
-                   static_cast<int>(action.generation));
-  }
+  if (!node)
+    return;
+  const std::vector<int> locals = localRanksBelow(node->localWorldSize);
+  std::map<std::string, std::string> extra;
+  if (executor_ || startLiveGeneration_)
+    extra[worker_env::kLiveGeneration] =
+        std::to_string(startLiveGeneration_.value_or(executor_ ? executor_->liveGeneration() : 0));
+  workers_.start(command_.argv, specsFor(action, *node, locals, extra), logDir_,
+                 static_cast<int>(action.generation));
 }
 
 std::optional<agent::LiveSituation> NodeWorkers::liveSituation(const StartWorkers& next) const {

@@ -56,6 +56,9 @@ class NodeWorkers final : public agent::WorkerGroup, private LiveTransport {
               std::optional<LiveRecoveryOptions> live = std::nullopt);
 
   void start(const agent::StartWorkers& action) override;
+  // Starts this node's part `node` of the generation (none: runs nothing in it), as a node agent
+  // does with the assignment it read (a Start command carries no node's part).
+  void start(const agent::StartWorkers& action, const std::optional<agent::NodeAssignment>& node);
   void stop() override;
   // Hang detection for the workers started from now on (WorkerProcesses::detectHangs): their
   // heartbeat files live in a private temporary directory that goes with this object. Does

@@ -34,6 +34,10 @@ void RemoteWorkers::start(const StartWorkers& action) {
   c.liveGeneration = executor_ ? executor_->liveGeneration() : 0;
   if (executor_)
     executor_->started(action);
+  // Each node's part first, one key per 64 registration slots: an agent reads its own group.
+  for (const auto& [key, value] :
+       encodeAssignments(action, [&](const std::string& id) { return tracker_.slot(id); }))
+    store_.set(key, value);
   send(c);
   running_ = action.generation;
 }

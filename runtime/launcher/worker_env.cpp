@@ -77,11 +77,11 @@ std::optional<std::vector<int>> devicesOfSlots(const std::vector<int>& slots) {
 
 std::map<std::string, std::string> jobWorkerEnvironment(
     const JobSettings& job, const agent::StartWorkers& start, const agent::NodeAssignment& node,
-    std::int64_t localRank, const std::string& masterAddr,
+    std::int64_t numNodes, std::int64_t localRank, const std::string& masterAddr,
     const std::optional<std::vector<int>>& devices, GenerationConfigs* configs) {
   WorkerEnvSpec spec;
   spec.nodeRank = node.nodeRank;
-  spec.numNodes = static_cast<std::int64_t>(start.nodes.size());
+  spec.numNodes = numNodes;
   spec.localRank = localRank;
   spec.localWorldSize = node.localWorldSize;
   spec.globalRank = node.firstRank + localRank;

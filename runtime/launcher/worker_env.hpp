@@ -75,13 +75,15 @@ std::map<std::string, std::string> workerEnvironment(const WorkerEnvSpec& spec);
 std::optional<std::vector<int>> devicesOfSlots(const std::vector<int>& slots);
 
 // The variables of one worker of a generation, from the job's settings and the controller's
-// StartWorkers: the one place a StartWorkers becomes a worker's environment. devices: the
+// StartWorkers: the one place a StartWorkers becomes a worker's environment. numNodes: the
+// generation's node count (start.nodes.size() where the caller has them; a node agent has only
+// its own assignment and the Start command's count). devices: the
 // node's slot indices on a GPU host (CUDA_VISIBLE_DEVICES: the first localWorldSize of them),
 // nullopt on a CPU-only host. configs: where this node writes the generation's copy of the
 // job's config (STRETCH_DS_CONFIG); required when the job has a config (job.configJson).
 std::map<std::string, std::string> jobWorkerEnvironment(
     const JobSettings& job, const agent::StartWorkers& start, const agent::NodeAssignment& node,
-    std::int64_t localRank, const std::string& masterAddr,
+    std::int64_t numNodes, std::int64_t localRank, const std::string& masterAddr,
     const std::optional<std::vector<int>>& devices, GenerationConfigs* configs);
 
 }  // namespace stretch::launcher

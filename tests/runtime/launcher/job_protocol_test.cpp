@@ -52,7 +52,13 @@ TEST(JobProtocol, RecordsRoundTrip) {
   s.nodes = {{"host-a", 0, 0, 4, 4}, {"host b", 1, 4, 2, 2}};
   start.start = s;
   start.reason = s.reason;
-  EXPECT_EQ(decodeCommand(encode(start)), start);
+  // A Start carries the generation and its node count; each node's part goes to its
+  // assign/<group> key (below).
+  Command startRead = start;
+  startRead.start->nodes = {};
+  startRead.nodeCount = 2;
+  EXPECT_EQ(decodeCommand(encode(start)), startRead);
+  EXPECT_EQ(encode(start).find("host-a"), std::string::npos) << encode(start);
 
   Command stop;
   stop.sequence = 8;
@@ -82,9 +88,11 @@ TEST(JobProtocol, RecordsRoundTrip) {
   live.keep = {{"host-a", {0, 1, 3}}, {"host b", {1}}};
   live.join = {{"host-a", {2}}, {"host b", {0}}};
   live.signal = true;
+  live.nodeCount = 2;  // a Live command carries every node's part
   EXPECT_EQ(decodeCommand(encode(live)), live);
   start.liveGeneration = 4;  // a start names the newest live generation too
-  EXPECT_EQ(decodeCommand(encode(start)), start);
+  startRead.liveGeneration = 4;
+  EXPECT_EQ(decodeCommand(encode(start)), startRead);
   Command signal;
   signal.sequence = 11;
   signal.kind = CommandKind::Signal;
@@ -120,6 +128,58 @@ TEST(JobProtocol, MalformedRecordsAreNamedErrors) {
   } catch (const ProtocolError& e) {
     EXPECT_NE(std::string(e.what()).find("generation"), std::string::npos) << e.what();
   }
+}
+
+// Issue 43: a Start command's per-node parts are keyed by registration slot, 64 slots a key, so
+// each agent reads its own group: 2,048 nodes cost 32 keys, and the bytes all agents read in a
+// start round grow with the nodes (64 nodes' lines each), not with their square as when every
+// agent read every node's part in `cmd` (2,048 x 60 KB).
+TEST(JobProtocol, EachNodeReadsOnlyItsOwnGroupOfAssignments) {
+  std::vector<NodeAssignment> nodes;
+  for (int i = 0; i < 2048; ++i)
+    nodes.push_back({fmt::format("host-{:04}", i), i, 2 * i, 2, 2});
+  StartWorkers s;
+  s.generation = 5;
+  s.worldSize = 4096;
+  s.dataParallelSize = 4096;
+  s.batch = {4096, 1, 1};
+  s.nodes = NodeSequence::fromAssignments(nodes);
+  // Node ranks follow the hostfile, registration slots the arrival: reversed here.
+  const auto slotOf = [](const std::string& id) { return 2047 - std::stoll(id.substr(5)); };
+  const auto keys = encodeAssignments(s, slotOf);
+  EXPECT_EQ(keys.size(), 32u);
+  std::size_t served = 0;
+  for (const NodeAssignment& n : nodes) {
+    const std::int64_t slot = slotOf(n.nodeId);
+    const std::string& value = keys.at(assignmentKey(slot));
+    served += value.size();
+    const Assignment a = decodeAssignment(value, slot, n.nodeId);
+    EXPECT_EQ(a.generation, 5u);
+    ASSERT_TRUE(a.node.has_value()) << n.nodeId;
+    EXPECT_EQ(*a.node, n);
+  }
+  EXPECT_LT(served, std::size_t{2048} * 64 * 40);  // about 1.8 KB per agent
+  Command start;
+  start.sequence = 1;
+  start.kind = CommandKind::Start;
+  start.start = s;
+  start.masterAddr = "10.0.0.1";
+  EXPECT_LT(encode(start).size(), 400u);
+  EXPECT_EQ(decodeCommand(encode(start)).nodeCount, 2048);
+  // A slot of the group without a part in the generation runs nothing; a node that is not the
+  // slot's registration is a protocol error naming both.
+  s.nodes = NodeSequence::fromAssignments({nodes[0]});
+  const auto one = encodeAssignments(s, slotOf);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_FALSE(decodeAssignment(one.begin()->second, 2046, "host-0001").node.has_value());
+  try {
+    decodeAssignment(one.begin()->second, 2047, "host-9999");
+    FAIL();
+  } catch (const ProtocolError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected node host-9999"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(decodeAssignment("generation=1\n3=0\t0\n", 3, "a"), ProtocolError);
+  EXPECT_THROW(decodeAssignment("3=0\t0\t1\t1\ta\n", 3, "a"), ProtocolError);
 }
 
 // The job description reaches every node agent whole: the worker command with its rules
@@ -213,10 +273,11 @@ struct Job {
       n.connect = [s = store](Duration) { return std::static_pointer_cast<comm::Store>(s); };
       n.node = {id, 2, "127.0.0.1", {0, 1}};
       n.command.argv = {"/bin/sh", "-c", script};
-      n.environment = [](const StartWorkers& s, const NodeAssignment& node, std::int64_t local,
-                         const std::string&) {
+      n.environment = [](const StartWorkers& s, const NodeAssignment& node, std::int64_t nodes,
+                         std::int64_t local, const std::string&) {
         return std::map<std::string, std::string>{{"RANK", std::to_string(node.firstRank + local)},
-                                                  {"WORLD_SIZE", std::to_string(s.worldSize)}};
+                                                  {"WORLD_SIZE", std::to_string(s.worldSize)},
+                                                  {"NODES", std::to_string(nodes)}};
       };
       n.keepAliveInterval = 100ms;
       n.stopGrace = 1s;
@@ -231,7 +292,8 @@ struct Job {
 };
 
 TEST(JobController, TwoNodesRunTheJobToSuccess) {
-  Job job("exit 0");
+  // Each worker learns the node count from the Start command, its ranks from its own assignment.
+  Job job("[ \"$NODES\" = 2 ] && [ \"$WORLD_SIZE\" = 4 ] && [ \"$RANK\" -lt 4 ] || exit 9");
   ASSERT_EQ(job.controller.wait_for(30s), std::future_status::ready);
   const auto result = job.controller.get();
   EXPECT_EQ(result.exitCode, 0) << result.message;
@@ -353,7 +415,7 @@ TEST(JobController, NodesThatLeaveInOnePollAreNamedByNoStart) {
     n.connect = [store](Duration) { return std::static_pointer_cast<comm::Store>(store); };
     n.node = {id, 1, "127.0.0.1", {0}};
     n.command.argv = {"/bin/sh", "-c", "[ \"$WORLD_SIZE\" = 1 ] && exit 0; exec sleep 30"};
-    n.environment = [](const StartWorkers& s, const NodeAssignment&, std::int64_t,
+    n.environment = [](const StartWorkers& s, const NodeAssignment&, std::int64_t, std::int64_t,
                        const std::string&) {
       return std::map<std::string, std::string>{{"WORLD_SIZE", std::to_string(s.worldSize)}};
     };
@@ -415,9 +477,8 @@ TEST(JobController, AnIdleAgentSendsAtMostTwoRequestsASecond) {
   n.connect = [agentStore](Duration) { return std::static_pointer_cast<comm::Store>(agentStore); };
   n.node = {"a", 1, "127.0.0.1", {0}};
   n.command.argv = {"/bin/sh", "-c", "exec sleep 30"};
-  n.environment = [](const StartWorkers&, const NodeAssignment&, std::int64_t, const std::string&) {
-    return std::map<std::string, std::string>{};
-  };
+  n.environment = [](const StartWorkers&, const NodeAssignment&, std::int64_t, std::int64_t,
+                     const std::string&) { return std::map<std::string, std::string>{}; };
   n.stopGrace = 1s;
   n.stopSignal = &agentStop;
   auto agent = std::async(std::launch::async, [n] { return runNodeAgent(n); });
@@ -537,7 +598,7 @@ TEST(NodeAgent, ADroppedCommandWatchCatchesUpWithTheLatestCommand) {
   n.node = {"a", 1, "127.0.0.1", {0}};
   n.command.argv = {"/bin/sh", "-c", "echo $$ > \"$DIR/pid_$GEN\"; exec sleep 30"};
   n.environment = [d = dir.path().string()](const StartWorkers& s, const NodeAssignment&,
-                                            std::int64_t, const std::string&) {
+                                            std::int64_t, std::int64_t, const std::string&) {
     return std::map<std::string, std::string>{{"DIR", d}, {"GEN", std::to_string(s.generation)}};
   };
   n.keepAliveInterval = 100ms;
@@ -566,6 +627,11 @@ TEST(NodeAgent, ADroppedCommandWatchCatchesUpWithTheLatestCommand) {
   };
   const auto publish = [&](Command c) {
     c.expect = {0};  // the agent's registration slot
+    if (c.start) {
+      for (const auto& [key, value] :
+           encodeAssignments(*c.start, [](const std::string&) { return std::int64_t{0}; }))
+        store->set(key, value);
+    }
     store->set("cmd", encode(c));
     store->set(commandKey(c.sequence), "1");
   };

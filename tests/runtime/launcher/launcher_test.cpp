@@ -502,7 +502,7 @@ TEST(WorkerEnv, AGenerationBecomesEachWorkersVariables) {
   job.maxRestarts = 10;
   job.token = "t0k";
   job.batchFromConfig = true;
-  const auto env = jobWorkerEnvironment(job, start, start.nodes[1], 1, "10.0.0.1",
+  const auto env = jobWorkerEnvironment(job, start, start.nodes[1], 2, 1, "10.0.0.1",
                                         std::vector<int>{6, 7, 8}, nullptr);
   EXPECT_EQ(env.at("RANK"), "4");
   EXPECT_EQ(env.at("LOCAL_RANK"), "1");
@@ -522,7 +522,7 @@ TEST(WorkerEnv, AGenerationBecomesEachWorkersVariables) {
 
   job.batchFromConfig = false;  // no --config: no batch to promise
   const auto bare =
-      jobWorkerEnvironment(job, start, start.nodes[0], 0, "10.0.0.1", std::nullopt, nullptr);
+      jobWorkerEnvironment(job, start, start.nodes[0], 2, 0, "10.0.0.1", std::nullopt, nullptr);
   EXPECT_EQ(bare.count("STRETCH_TRAIN_BATCH_SIZE"), 0u);
   EXPECT_EQ(bare.count("STRETCH_MICRO_BATCH_SIZE"), 0u);
   EXPECT_EQ(bare.count("CUDA_VISIBLE_DEVICES"), 0u);
