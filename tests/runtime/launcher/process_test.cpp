@@ -4,10 +4,12 @@
 
 #include "runtime/launcher/process.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <pthread.h>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -72,6 +74,35 @@ TEST(Process, AnIgnoredSignalReachesTheWholeGroupWithoutKillingIt) {
     }
     child.signal(SIGKILL);  // what the run without the option left behind
   }
+}
+
+// The child shares this process's memory until it execs (spawnProcess's CLONE_VM child): a
+// handler of the parent must never run there, and the child starts with every disposition a
+// fresh program expects. Here the parent handles SIGUSR2 and blocks it in the spawning thread;
+// the child gets the default action (it dies of it) with nothing blocked, and the parent's
+// handler never ran.
+std::atomic<int> gParentHandlerRuns{0};
+TEST(Process, TheChildGetsDefaultHandlersAndNoBlockedSignalFromTheParent) {
+  struct sigaction handler {};
+  handler.sa_handler = [](int) { gParentHandlerRuns.fetch_add(1); };
+  struct sigaction old {};
+  ASSERT_EQ(::sigaction(SIGUSR2, &handler, &old), 0);
+  sigset_t usr2;
+  sigemptyset(&usr2);
+  sigaddset(&usr2, SIGUSR2);
+  sigset_t oldMask;
+  ::pthread_sigmask(SIG_BLOCK, &usr2, &oldMask);
+  SpawnOptions o;
+  o.argv = {"/bin/sh", "-c", "kill -USR2 $$; sleep 5; echo survived"};
+  o.pipeOutput = true;
+  ChildProcess child = spawnProcess(o);
+  const std::string out = readStdout(child);
+  const ProcessExit exit = child.wait();
+  ::pthread_sigmask(SIG_SETMASK, &oldMask, nullptr);
+  ::sigaction(SIGUSR2, &old, nullptr);
+  EXPECT_TRUE(exit.signaled) << out;
+  EXPECT_EQ(exit.signal(), SIGUSR2) << out;
+  EXPECT_EQ(gParentHandlerRuns.load(), 0);
 }
 
 TEST(Process, RunCapturedAppendsStderrToTheLog) {
