@@ -120,7 +120,10 @@ std::vector<Action> AgentStateMachine::handle(Time now, const Event& event) {
                  [&](const NodeLeft& e) {
                    onNodesGone({e.nodeId}, e.reason.empty() ? "left" : e.reason, out);
                  },
-                 [&](const KeepAliveLost& e) { onNodesGone({e.nodeId}, "keep-alive lost", out); },
+                 [&](const NodesLeft& e) {
+                   onNodesGone(e.nodeIds, e.reason.empty() ? "left" : e.reason, out);
+                 },
+                 [&](const KeepAliveLost& e) { onNodesGone(e.nodeIds, "keep-alive lost", out); },
                  [&](const KeepAlive& e) {
                    if (auto it = nodes_.find(e.nodeId); it != nodes_.end()) {
                      it->second.lastKeepAlive = now_;

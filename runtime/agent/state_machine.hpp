@@ -24,9 +24,11 @@
 //     this restart (it happens anyway). A worker that exits with worker_env::kExitCannotRun
 //     (78: the job cannot run as launched, e.g. another job holds its checkpoint directory)
 //     stops the workers and fails the job at once with exit code 2: no restart would help.
-//  4. A node of the running world leaving (NodeLeft, KeepAliveLost, or a keep-alive older than
-//     keepalive_timeout): stop and restart without it. Counts against max_restarts
-//     (DSElasticAgent's rule). A spare or waiting node leaving changes nothing running.
+//  4. A node of the running world leaving (NodeLeft, NodesLeft, KeepAliveLost, or a keep-alive
+//     older than keepalive_timeout): stop and restart without it. Counts against max_restarts
+//     (DSElasticAgent's rule). A spare or waiting node leaving changes nothing running. Nodes
+//     that leave in one event (NodesLeft, KeepAliveLost: lost in the same check) cost one
+//     restart together.
 //  5. Nodes waiting to join while the world runs: once the last-call window has passed since
 //     the first of them joined (at once when the pool would reach max_nodes), if the larger
 //     pool allows a larger world, stop and restart with it; this does NOT count as a restart.
@@ -120,9 +122,16 @@ struct NodeLeft {
   std::string nodeId;
   std::string reason;
 };
-// A node's keep-alive stopped (detected by the caller, e.g. the launcher's job controller).
+// Several nodes left at once (the launcher found them gone before it could carry out a start):
+// one restart for all of them.
+struct NodesLeft {
+  std::vector<std::string> nodeIds;
+  std::string reason;
+};
+// The keep-alives of these nodes stopped, seen in one check (detected by the caller, e.g. the
+// launcher's job controller): one restart for all of them, however many went silent together.
 struct KeepAliveLost {
-  std::string nodeId;
+  std::vector<std::string> nodeIds;
 };
 // A node's keep-alive arrived (only needed when AgentConfig::keepAliveTimeout is set).
 struct KeepAlive {
@@ -131,7 +140,8 @@ struct KeepAlive {
 // Time passed; the machine checks its deadlines (last call, wait, keep-alive, exit barrier).
 struct Tick {};
 
-using Event = std::variant<WorkerExited, NodeJoined, NodeLeft, KeepAliveLost, KeepAlive, Tick>;
+using Event =
+    std::variant<WorkerExited, NodeJoined, NodeLeft, NodesLeft, KeepAliveLost, KeepAlive, Tick>;
 
 // ---- Actions (outputs), carried out in order by the caller ---------------------------------
 

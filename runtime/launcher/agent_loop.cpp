@@ -138,15 +138,27 @@ class AgentLoop {
     // node events: the machine has forgotten the node, the second one says nothing new.
     if (const auto* joined = std::get_if<NodeJoined>(&event)) {
       departed_.erase(joined->nodeId);
-    } else if (const std::string* gone = goneId(event); gone && departed_.erase(*gone) > 0) {
-      return;
+    } else if (const auto* left = std::get_if<NodeLeft>(&event)) {
+      if (departed_.erase(left->nodeId) > 0)
+        return;
+    } else if (const auto* lost = std::get_if<KeepAliveLost>(&event)) {
+      KeepAliveLost rest;
+      for (const std::string& id : lost->nodeIds) {
+        if (departed_.erase(id) == 0)
+          rest.nodeIds.push_back(id);
+      }
+      if (rest.nodeIds.size() != lost->nodeIds.size()) {
+        if (!rest.nodeIds.empty())
+          apply(Event{std::move(rest)});
+        return;
+      }
     }
     if (const auto* exit = std::get_if<WorkerExited>(&event)) {
       if (exit->exitCode != 0 && exit->generation == driver_.machine().generation() &&
           !failureSeen_)
         failureSeen_ = clock_();
-    } else if (std::holds_alternative<NodeLeft>(event) ||
-               std::holds_alternative<KeepAliveLost>(event)) {
+    } else if (!std::holds_alternative<NodeJoined>(event) && !std::holds_alternative<Tick>(event) &&
+               !std::holds_alternative<KeepAlive>(event)) {
       if (!failureSeen_)
         failureSeen_ = clock_();
     }
@@ -181,30 +193,25 @@ class AgentLoop {
     }
   }
 
-  static const std::string* goneId(const Event& event) {
-    if (const auto* left = std::get_if<NodeLeft>(&event))
-      return &left->nodeId;
-    if (const auto* lost = std::get_if<KeepAliveLost>(&event))
-      return &lost->nodeId;
-    return nullptr;
-  }
-
   // A start carries out the live plan the driver made at the stop before it, or starts every
   // worker. A start naming nodes the group knows are gone (several departures read in one poll:
-  // the first one's restart still names the others; a node lost while the stop before waited for
-  // its acknowledgements) is neither carried out nor logged: the machine learns of the departures
-  // and plans the start again without them.
+  // the first one's restart still names the others; nodes lost while the stop before waited for
+  // their acknowledgements) is neither carried out nor logged: the machine learns of the
+  // departures, all of them in one event (one restart however many), and plans the start again
+  // without them.
   void startWorkers(const StartWorkers& start, DriverStep& step) {
     if (std::vector<NodeLeft> gone = workers_.goneNodes(start); !gone.empty()) {
       spdlog::info("agent: generation {} not started: {} of its node(s) already gone",
                    start.generation, gone.size());
-      for (NodeLeft& left : gone) {
-        if (done_)
-          break;
-        std::string id = left.nodeId;
-        apply(Event{std::move(left)});
-        departed_.insert(std::move(id));
+      NodesLeft left;
+      for (NodeLeft& node : gone) {
+        if (left.reason.empty())
+          left.reason = std::move(node.reason);
+        left.nodeIds.push_back(std::move(node.nodeId));
       }
+      const std::vector<std::string> ids = left.nodeIds;
+      apply(Event{std::move(left)});
+      departed_.insert(ids.begin(), ids.end());
       return;
     }
     const bool continued = step.live != nullptr;
@@ -309,7 +316,7 @@ class AgentLoop {
   AgentResult result_;
   std::optional<Time> failureSeen_;  // when the exit that caused the pending restart was reaped
   // Nodes whose departure the loop fed before a start (WorkerGroup::goneNodes): their own
-  // NodeLeft / KeepAliveLost from the node events is dropped once.
+  // NodeLeft / KeepAliveLost from the node events is dropped once (per node).
   std::set<std::string> departed_;
   bool done_ = false;
 };

@@ -4,8 +4,9 @@
 //
 // Job controller (runJobController, in `stretch launch`): runs the job's one AgentStateMachine
 // with the job-wide view. Node agents that register become NodeJoined events; a departure record
-// becomes NodeLeft; a keep-alive counter that has not moved for keepAliveTimeout (on the
-// controller's own clock) becomes KeepAliveLost; exit records become WorkerExited. The
+// becomes NodeLeft; keep-alive counters that have not moved for keepAliveTimeout (on the
+// controller's own clock) become one KeepAliveLost per check, however many nodes fell silent
+// together (one restart for all of them); exit records become WorkerExited. The
 // machine's StartWorkers / StopWorkers become commands every live agent carries out and
 // acknowledges; the controller waits for the acknowledgements (at most commandTimeout; an agent
 // that does not answer is treated as lost). When the job ends (Finish, Fail, a stop signal) it

@@ -47,11 +47,14 @@ std::vector<Event> NodeTracker::poll(Time now, bool withKeepAlives, bool readLis
       out.emplace_back(NodeJoined{record.nodeId, record.slots});
     }
   }
+  // Every node lost in this poll (marked by the caller, or silent) goes in one event: one restart
+  // however many went silent together (a loaded host starves many agents' keep-alives at once).
+  KeepAliveLost lost;
   for (auto& id : pendingLost_) {
     auto it = nodes_.find(id);
     if (it != nodes_.end() && it->second.alive) {
       it->second.alive = false;
-      out.emplace_back(KeepAliveLost{id});
+      lost.nodeIds.push_back(id);
     }
   }
   pendingLost_.clear();
@@ -73,9 +76,9 @@ std::vector<Event> NodeTracker::poll(Time now, bool withKeepAlives, bool readLis
   }
   if (holding_)
     maybeRelease(now, out);
-  if (!withKeepAlives)
-    return out;
   for (auto& [id, node] : nodes_) {
+    if (!withKeepAlives)
+      break;
     if (!node.alive)
       continue;
     if (silent(node, now)) {
@@ -83,9 +86,11 @@ std::vector<Event> NodeTracker::poll(Time now, bool withKeepAlives, bool readLis
       spdlog::warn("controller: node {} sent no keep-alive for {}", id,
                    formatDuration(keepAliveTimeout_));
       if (!isHeld(id))
-        out.emplace_back(KeepAliveLost{id});
+        lost.nodeIds.push_back(id);
     }
   }
+  if (!lost.nodeIds.empty())
+    out.emplace_back(std::move(lost));
   return out;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // NodeTracker: the job controller's view of the node agents of a multi-node job, read from the
 // job's store (keys and records: job_protocol.hpp): registrations, departures and keep-alive
-// counters become the state machine's NodeJoined, NodeLeft and KeepAliveLost events. Used by
+// counters become the state machine's NodeJoined, NodeLeft and KeepAliveLost events (every node
+// lost in one poll in one event, so that they cost one restart). Used by
 // runJobController (job_controller.hpp) and by RemoteWorkers (remote_workers.hpp), which asks it
 // which agents are alive and marks those that do not answer a command as lost. Not thread-safe.
 //
@@ -39,7 +40,8 @@ class NodeTracker {
   agent::Duration checkInterval() const noexcept { return checkInterval_; }
 
   // New registrations and departures since the last call (read from the store only with
-  // readLists), nodes the caller marked lost, and (withKeepAlives) silent nodes. Exits read
+  // readLists), then the nodes the caller marked lost and (withKeepAlives) the silent nodes, all
+  // in one KeepAliveLost event. Exits read
   // before this call that a departure explains are applied after it (see job_protocol.hpp,
   // "Order").
   std::vector<agent::Event> poll(agent::Time now, bool withKeepAlives, bool readLists = true);

@@ -214,7 +214,7 @@ RC_GTEST_PROP(AgentStateMachineProperty, RandomEventSequencesKeepTheInvariants, 
         event = NodeLeft{id, "test"};
         break;
       case 2:
-        event = KeepAliveLost{id};
+        event = KeepAliveLost{{id}};
         break;
       case 3:
       case 4:

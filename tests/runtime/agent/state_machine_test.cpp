@@ -263,10 +263,26 @@ TEST(AgentStateMachine, NodeLeavingRestartsWithFewerNodesAndCounts) {
 TEST(AgentStateMachine, KeepAliveLostIsADeparture) {
   AgentStateMachine m(agentConfig(1, 2));
   startWith(m, {"a", "b"});
-  const auto a = m.handle(5s, KeepAliveLost{"b"});
+  const auto a = m.handle(5s, KeepAliveLost{{"b"}});
   ASSERT_EQ(kinds(a), (Kinds{"stop", "start"}));
   EXPECT_NE(single<StopWorkers>(a).reason.find("keep-alive lost"), std::string::npos);
   EXPECT_EQ(single<StartWorkers>(a).restartCount, 1);
+}
+
+// Nodes lost together (one keep-alive check, or found gone before a start) are one restart.
+TEST(AgentStateMachine, NodesLostInOneEventCostOneRestart) {
+  AgentStateMachine m(agentConfig(1, 4));
+  startWith(m, {"a", "b", "c", "d"}, 2);  // 8 GPUs, every node a member
+  auto a = m.handle(5s, KeepAliveLost{{"b", "c"}});
+  ASSERT_EQ(kinds(a), (Kinds{"stop", "start"}));
+  EXPECT_NE(single<StopWorkers>(a).reason.find("nodes b, c of generation 1 keep-alive lost"),
+            std::string::npos)
+      << single<StopWorkers>(a).reason;
+  EXPECT_EQ(single<StartWorkers>(a).restartCount, 1);
+  EXPECT_EQ(single<StartWorkers>(a).nodes.size(), 2u);
+  a = m.handle(6s, NodesLeft{{"a", "d"}, "gone before generation 2 started"});
+  ASSERT_EQ(kinds(a), (Kinds{"stop", "wait"}));
+  EXPECT_EQ(m.restartCount(), 2);
 }
 
 TEST(AgentStateMachine, KeepAliveTimeoutDetectsASilentNode) {
