@@ -69,6 +69,47 @@ std::optional<std::vector<std::string>> onSmallFilesystem(const fs::path& dir,
   return argv;
 }
 
+// What launchOnSmallDisk's job left: its exit status, stderr, stdout and stderr together, and
+// its directories.
+struct SmallDiskJob {
+  int status = -1;
+  std::string err;
+  std::string all;
+  fs::path logs;    // --log_dir, on the tmpfs
+  fs::path out;     // where the workers write what the test checks
+  fs::path events;  // --event_log
+};
+
+// `stretch launch` of two /bin/sh workers (elastic 1:1, the digits config) that run `script`
+// with $1 = the out directory and $2 = the log directory, the log directory on a tmpfs of
+// `options` prepared by `setup` (onSmallFilesystem), all under `dir`; waits at most 90 s.
+// nullopt when no such tmpfs can be made here.
+std::optional<SmallDiskJob> launchOnSmallDisk(const stretch::test::TempDir& dir,
+                                              const std::string& options, const std::string& setup,
+                                              const std::string& script) {
+  SmallDiskJob job;
+  job.logs = dir.path() / "logs";
+  job.out = dir.path() / "out";
+  job.events = dir.path() / "events.jsonl";
+  fs::create_directories(job.out);
+  const auto prefix = onSmallFilesystem(job.logs, options, setup);
+  if (!prefix)
+    return std::nullopt;
+  std::vector<std::string> argv = *prefix;
+  argv.insert(argv.end(),
+              {STRETCH_CLI, "launch", "--num_gpus", "2", "--elastic", "1:1", "--config",
+               digitsConfig(), "--log_dir", job.logs.string(), "--event_log", job.events.string(),
+               "/bin/sh", "-c", script, "sh", job.out.string(), job.logs.string()});
+  Child launch(dir.path(), argv);
+  job.status = launch.wait(90s);
+  job.err = launch.err();
+  job.all = launch.out() + job.err;  // the agent's log lines, and the final errors
+  return job;
+}
+
+constexpr const char* kNoSmallDisk =
+    "no private mount namespace with a tmpfs here (needs root or user namespaces)";
+
 // A log directory that fills up while the job runs: generation 1's rank 0 fills it and fails;
 // generation 2 used to end the job at once (exit 2 in 0.03 s, "cannot write
 // .../ds_config.generation_2.json.tmp...: No space left on device", the survivor killed, no
@@ -76,13 +117,6 @@ std::optional<std::vector<std::string>> onSmallFilesystem(const fs::path& dir,
 // reported once in each place.
 TEST(Launch, ALogDirectoryThatFillsUpNeverEndsTheJob) {
   stretch::test::TempDir dir("stretch-launch");
-  const fs::path logs = dir.path() / "logs";
-  const fs::path out = dir.path() / "out";
-  const fs::path events = dir.path() / "events.jsonl";
-  fs::create_directories(out);
-  const auto prefix = onSmallFilesystem(logs, "size=256k", "true");
-  if (!prefix)
-    GTEST_SKIP() << "no private mount namespace with a tmpfs here (needs root or user namespaces)";
   const std::string script =
       "if [ \"$STRETCH_GENERATION\" = 1 ]; then\n"
       "  if [ \"$RANK\" = 0 ]; then dd if=/dev/zero of=\"$2/filler\" bs=4k >/dev/null 2>&1; "
@@ -92,15 +126,10 @@ TEST(Launch, ALogDirectoryThatFillsUpNeverEndsTheJob) {
       "cp \"$STRETCH_DS_CONFIG\" \"$1/config.$RANK\"\n"
       "echo \"$STRETCH_GENERATION $STRETCH_TRAIN_BATCH_SIZE\" > \"$1/gen.$RANK\"\n"
       "echo \"hello from $RANK\"\n";
-  std::vector<std::string> argv = *prefix;
-  argv.insert(argv.end(),
-              {STRETCH_CLI, "launch", "--num_gpus", "2", "--elastic", "1:1", "--config",
-               digitsConfig(), "--log_dir", logs.string(), "--event_log", events.string(),
-               "/bin/sh", "-c", script, "sh", out.string(), logs.string()});
-  Child launch(dir.path(), argv);
-  const int status = launch.wait(90s);
-  const std::string err = launch.err();
-  const std::string all = launch.out() + err;
+  const auto job = launchOnSmallDisk(dir, "size=256k", "true", script);
+  if (!job)
+    GTEST_SKIP() << kNoSmallDisk;
+  const auto& [status, err, all, logs, out, events] = *job;
   EXPECT_EQ(status, 74) << err;  // the job finished; output was lost
   for (const int rank : {0, 1}) {
     const std::string r = std::to_string(rank);
@@ -143,27 +172,14 @@ TEST(Launch, ALogDirectoryThatFillsUpNeverEndsTheJob) {
 // job at start (exit 2). Now every worker runs; what could not be written is listed.
 TEST(Launch, ALogDirectoryFullBeforeTheStartNeverStopsTheJob) {
   stretch::test::TempDir dir("stretch-launch");
-  const fs::path logs = dir.path() / "logs";
-  const fs::path out = dir.path() / "out";
-  const fs::path events = dir.path() / "events.jsonl";
-  fs::create_directories(out);
-  const auto prefix = onSmallFilesystem(
-      logs, "size=64k,nr_inodes=16",
-      "dd if=/dev/zero of=\"$0/filler\" bs=4k >/dev/null 2>&1; i=0; "
-      "while [ $i -lt 100 ] && touch \"$0/f$i\" 2>/dev/null; do i=$((i+1)); done");
-  if (!prefix)
-    GTEST_SKIP() << "no private mount namespace with a tmpfs here (needs root or user namespaces)";
-  std::vector<std::string> argv = *prefix;
-  argv.insert(
-      argv.end(),
-      {STRETCH_CLI, "launch", "--num_gpus", "2", "--elastic", "1:1", "--config", digitsConfig(),
-       "--log_dir", logs.string(), "--event_log", events.string(), "/bin/sh", "-c",
-       "cp \"$STRETCH_DS_CONFIG\" \"$1/config.$RANK\"; echo \"hello from $RANK\"", "sh",
-       out.string()});
-  Child launch(dir.path(), argv);
-  const int status = launch.wait(90s);
-  const std::string err = launch.err();
-  const std::string all = launch.out() + err;  // the agent's log lines, and the final errors
+  const auto job =
+      launchOnSmallDisk(dir, "size=64k,nr_inodes=16",
+                        "dd if=/dev/zero of=\"$0/filler\" bs=4k >/dev/null 2>&1; i=0; "
+                        "while [ $i -lt 100 ] && touch \"$0/f$i\" 2>/dev/null; do i=$((i+1)); done",
+                        "cp \"$STRETCH_DS_CONFIG\" \"$1/config.$RANK\"; echo \"hello from $RANK\"");
+  if (!job)
+    GTEST_SKIP() << kNoSmallDisk;
+  const auto& [status, err, all, logs, out, events] = *job;
   EXPECT_EQ(status, 74) << err;
   for (const int rank : {0, 1}) {
     const auto copy = stretch::test::readFileIfAny(out / ("config." + std::to_string(rank)));
