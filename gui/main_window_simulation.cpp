@@ -232,11 +232,15 @@ void MainWindow::showPlan(const SimulationResult& result) {
       }
       return text;
     };
-    headline += tr("<br><b>Live recovery</b> (survivors keep training; %1 s to reconfigure): "
-                   "%2. <b>Checkpoint-restart</b> (Daly's interval): %3. Live recovery gains "
-                   "%4 ± %5 ETTR points (%6 fresh replicas each).")
+    // The reconfiguration at the recommended size's nodes and where that figure comes from
+    // (given as a constant, or measured at some node counts and extrapolated), as section 6 says.
+    headline += tr("<br><b>Live recovery</b> (survivors keep training; %1 s to reconfigure at %2 "
+                   "nodes: %3): %4. <b>Checkpoint-restart</b> (Daly's interval): %5. Live "
+                   "recovery gains %6 ± %7 ETTR points (%8 fresh replicas each).")
                     .arg(rec.reconfigureSeconds, 0, 'g', 3)
-                    .arg(mode(rec.live), mode(rec.checkpoint))
+                    .arg(rec.nodes)
+                    .arg(QString::fromStdString(rec.reconfigureSource).toHtmlEscaped(),
+                         mode(rec.live), mode(rec.checkpoint))
                     .arg(100.0 * rec.gain.mean, 0, 'f', 2)
                     .arg(100.0 * rec.gain.ci95, 0, 'f', 2)
                     .arg(rec.seeds);
