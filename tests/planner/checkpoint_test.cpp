@@ -29,6 +29,19 @@ std::string exponentialJob(const std::string& failures) {
     "plan": {"world_sizes": {"min_gpus": 256, "max_gpus": 256}, "sweep_seeds": 300}})";
 }
 
+// 64 DGX nodes, node MTBF 640 h, exponential failures (a stationary process), 500 h, a
+// checkpoint every 20 min; `restart` is the job's "restart_overhead_seconds" and what follows it.
+PlanInput stationaryJob(const std::string& restart) {
+  return parsePlanInput(R"({"cluster": {"preset": "dgx-h100", "nodes": 64},
+          "job": {"config": {"train_micro_batch_size_per_gpu": 4},
+                  "seconds_per_sample_per_gpu": 0.2, "horizon_hours": 500,
+                  "checkpoint": {"interval_minutes": 20, "save_seconds": 30},
+                  "restart_overhead_seconds": )" +
+                            restart + R"(},
+          "failures": {"model": "exponential", "node_mtbf_hours": 640}})",
+                        test::fixturePath("plans"));
+}
+
 TEST(PlannerCheckpoint, ExponentialRecommendsDalysInterval) {
   const PlanInput in = parsePlanInput(
       exponentialJob(
@@ -99,14 +112,7 @@ TEST(PlannerCheckpoint, NoFailuresNoSweep) {
 }
 
 TEST(PlannerCheckpoint, ReductionOfStationaryScenariosIsExact) {
-  const PlanInput in = parsePlanInput(
-      R"({"cluster": {"preset": "dgx-h100", "nodes": 64},
-          "job": {"config": {"train_micro_batch_size_per_gpu": 4},
-                  "seconds_per_sample_per_gpu": 0.2, "horizon_hours": 500,
-                  "checkpoint": {"interval_minutes": 20, "save_seconds": 30},
-                  "restart_overhead_seconds": 300},
-          "failures": {"model": "exponential", "node_mtbf_hours": 640}})",
-      test::fixturePath("plans"));
+  const PlanInput in = stationaryJob("300");
   ASSERT_TRUE(isStationary(in.scenario));
   const ReducedScenario reduced = reduceForMonteCarlo(in.scenario, 512, 16);
   EXPECT_EQ(reduced.factor, 4);
@@ -139,16 +145,9 @@ TEST(PlannerCheckpoint, ReductionOfStationaryScenariosIsExact) {
 // A cost that grows with the nodes keeps its value at the real job's node count in the stand-in
 // of fewer, larger nodes: every start of the stationary job is at all its nodes.
 TEST(PlannerCheckpoint, ReductionKeepsNodeDependentCostsAtTheFullNodeCount) {
-  const PlanInput in = parsePlanInput(
-      R"({"cluster": {"preset": "dgx-h100", "nodes": 64},
-          "job": {"config": {"train_micro_batch_size_per_gpu": 4},
-                  "seconds_per_sample_per_gpu": 0.2, "horizon_hours": 500,
-                  "checkpoint": {"interval_minutes": 20, "save_seconds": 30},
-                  "restart_overhead_seconds": {"fixed_seconds": 60, "per_node_seconds": 4},
-                  "recovery": {"mode": "live",
-                               "reconfigure_seconds": {"points": [{"nodes": 32, "seconds": 8}]}}},
-          "failures": {"model": "exponential", "node_mtbf_hours": 640}})",
-      test::fixturePath("plans"));
+  const PlanInput in = stationaryJob(R"({"fixed_seconds": 60, "per_node_seconds": 4},
+      "recovery": {"mode": "live",
+                   "reconfigure_seconds": {"points": [{"nodes": 32, "seconds": 8}]}})");
   ASSERT_TRUE(isStationary(in.scenario));
   const ReducedScenario reduced = reduceForMonteCarlo(in.scenario, 512, 16);
   ASSERT_EQ(reduced.factor, 4);
