@@ -16,6 +16,7 @@
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct CliRun {
   int status = -1;
@@ -229,6 +230,7 @@ TEST(SimCli, ControlPlaneBenchmarkIsAddedToAScenario) {
   const CliRun after = runSim(out.string() + " --json", dir);
   ASSERT_EQ(before.status, 0) << before.err;
   ASSERT_EQ(after.status, 0) << after.err;
+  EXPECT_THAT(after.err, Not(HasSubstr("unknown key")));  // failure_detection_seconds is known
   EXPECT_GT(nlohmann::json::parse(after.out)["startup_hours"].get<double>(),
             nlohmann::json::parse(before.out)["startup_hours"].get<double>());
 
