@@ -107,6 +107,22 @@ std::optional<SmallDiskJob> launchOnSmallDisk(const stretch::test::TempDir& dir,
   return job;
 }
 
+// The event log's log_problem records.
+std::vector<nlohmann::json> logProblemsOf(const fs::path& events) {
+  std::vector<nlohmann::json> problems;
+  for (const auto& r : eventsOf(events)) {
+    if (r["event"] == "log_problem")
+      problems.push_back(r);
+  }
+  return problems;
+}
+
+// The event log's last record's "event" ("" for an empty log).
+std::string lastEventOf(const fs::path& events) {
+  const auto records = eventsOf(events);
+  return records.empty() ? "" : records.back()["event"].get<std::string>();
+}
+
 constexpr const char* kNoSmallDisk =
     "no private mount namespace with a tmpfs here (needs root or user namespaces)";
 
@@ -153,19 +169,13 @@ TEST(Launch, ALogDirectoryThatFillsUpNeverEndsTheJob) {
                      ": cannot write: No space left on device; 13 bytes lost"),
             std::string::npos)
       << err;
-  const auto records = eventsOf(events);
-  ASSERT_FALSE(records.empty());
-  int problems = 0;
-  for (const auto& r : records) {
-    if (r["event"] == "log_problem") {
-      ++problems;
-      EXPECT_EQ(r["generation"], 2) << r.dump();
-      EXPECT_NE(r["reason"].get<std::string>().find("No space left on device"), std::string::npos)
-          << r.dump();
-    }
-  }
-  EXPECT_EQ(problems, 1);
-  EXPECT_EQ(records.back()["event"], "finish") << records.back().dump();
+  const auto problems = logProblemsOf(events);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0]["generation"], 2) << problems[0].dump();
+  EXPECT_NE(problems[0]["reason"].get<std::string>().find("No space left on device"),
+            std::string::npos)
+      << problems[0].dump();
+  EXPECT_EQ(lastEventOf(events), "finish");
 }
 
 // A log directory already full (no blocks, no inodes) before the job starts used to fail the
@@ -196,13 +206,9 @@ TEST(Launch, ALogDirectoryFullBeforeTheStartNeverStopsTheJob) {
               std::string::npos)
         << err;
   }
-  const auto records = eventsOf(events);
-  ASSERT_FALSE(records.empty());
-  int problems = 0;
-  for (const auto& r : records)
-    problems += r["event"] == "log_problem" ? 1 : 0;
-  EXPECT_EQ(problems, 4);  // the config copy, the attempt directory, two rank logs
-  EXPECT_EQ(records.back()["event"], "finish");
+  // The config copy, the attempt directory, two rank logs.
+  EXPECT_EQ(logProblemsOf(events).size(), 4u);
+  EXPECT_EQ(lastEventOf(events), "finish");
 }
 
 // SIGKILL of the launcher's whole process group used to kill the orphan guard with it: the
@@ -318,10 +324,7 @@ TEST(Launch, LinksPlantedInTheLogDirectoryAreNeverWrittenThrough) {
             std::string::npos)
       << err;
   EXPECT_TRUE(fs::is_regular_file(logs / "ds_config.generation_1.json"));
-  int problems = 0;
-  for (const auto& r : eventsOf(events))
-    problems += r["event"] == "log_problem" ? 1 : 0;
-  EXPECT_EQ(problems, 2);
+  EXPECT_EQ(logProblemsOf(events).size(), 2u);
 
   // An attempt directory linked to another directory: its logs are not created there.
   const fs::path elsewhere = dir.path() / "elsewhere";
