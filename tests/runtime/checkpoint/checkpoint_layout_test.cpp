@@ -16,6 +16,7 @@
 #include "runtime/checkpoint/layout.hpp"
 #include "runtime/checkpoint/manifest.hpp"
 #include "runtime/common/posix_files.hpp"
+#include "tests/support/error_of.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch::checkpoint {
@@ -27,15 +28,6 @@ std::string under(const test::TempDir& dir, const std::string& relative) {
 
 void writeBytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
-std::string checkpointErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const CheckpointError& e) {
-    return e.what();
-  }
-  return "<no CheckpointError>";
 }
 
 // A checkpoint as the engine writes it, without LibTorch: the files, then the manifest, then
@@ -92,12 +84,12 @@ TEST(CheckpointTags, DefaultTagsAreGlobalStepAndAPlainDecimalNumber) {
   EXPECT_EQ(modelStatesName(), "mp_rank_00_model_states.pt");
   EXPECT_EQ(zeroOptimStatesName(3), "zero_pp_rank_3_mp_rank_00_optim_states.pt");
   EXPECT_EQ(zeroOptimStatesName(1, 0, true), "bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt");
-  EXPECT_EQ(checkpointErrorOf([] { validateTag("a/b"); }),
+  EXPECT_EQ(test::errorOf<CheckpointError>([] { validateTag("a/b"); }),
             "checkpoint tag = 'a/b': expected a non-empty directory name without '/', NUL or "
             "line breaks, not '.' or '..'");
   for (const std::string& bad :
        std::vector<std::string>{"", ".", "..", "a/b", "a\nb", "a\rb", std::string("a\0b", 3)})
-    EXPECT_NE(checkpointErrorOf([&] { validateTag(bad); }), "<no CheckpointError>") << bad;
+    EXPECT_NE(test::errorOf<CheckpointError>([&] { validateTag(bad); }), "") << bad;
   EXPECT_NO_THROW(validateTag("global_step10"));
 }
 
@@ -114,26 +106,30 @@ TEST(CheckpointLatest, StripsWhitespaceAndRefusesWhatIsNoTag) {
   writeBytes(under(dir, "latest"), "my tag\n");  // inner spaces are the tag's
   EXPECT_EQ(readLatest(d), "my tag");
   writeBytes(under(dir, "latest"), " \n");
-  EXPECT_NE(
-      checkpointErrorOf([&] { readLatest(d); }).find("expected the tag of a checkpoint directory"),
-      std::string::npos);
+  EXPECT_NE(test::errorOf<CheckpointError>([&] {
+              readLatest(d);
+            }).find("expected the tag of a checkpoint directory"),
+            std::string::npos);
   for (const std::string& bad : {"../elsewhere", "a/b", "a\nb", ".", ".."}) {
     writeBytes(under(dir, "latest"), bad);
-    EXPECT_NE(checkpointErrorOf([&] { readLatest(d); }), "<no CheckpointError>") << bad;
+    EXPECT_NE(test::errorOf<CheckpointError>([&] { readLatest(d); }), "") << bad;
   }
   // At most kMaxLatestBytes, whitespace included.
   writeBytes(under(dir, "latest"), std::string(kMaxLatestBytes - 3, ' ') + "tag");
   EXPECT_EQ(readLatest(d), "tag");
   writeBytes(under(dir, "latest"), std::string(kMaxLatestBytes, ' ') + "tag");
-  EXPECT_NE(checkpointErrorOf([&] { readLatest(d); }).find("more than the limit of 4096 bytes"),
+  EXPECT_NE(test::errorOf<CheckpointError>([&] {
+              readLatest(d);
+            }).find("more than the limit of 4096 bytes"),
             std::string::npos);
   // Not a regular file: refused, never waited on.
   ASSERT_TRUE(removePath(under(dir, "latest")));
   ASSERT_EQ(::mkfifo(under(dir, "latest").c_str(), 0644), 0);
-  EXPECT_NE(checkpointErrorOf([&] { readLatest(d); }).find("FIFO"), std::string::npos);
+  EXPECT_NE(test::errorOf<CheckpointError>([&] { readLatest(d); }).find("FIFO"), std::string::npos);
   ASSERT_TRUE(removePath(under(dir, "latest")));
   makeDirectories(under(dir, "latest"));
-  EXPECT_NE(checkpointErrorOf([&] { readLatest(d); }).find("Is a directory"), std::string::npos);
+  EXPECT_NE(test::errorOf<CheckpointError>([&] { readLatest(d); }).find("Is a directory"),
+            std::string::npos);
 }
 
 TEST(CheckpointCandidates, LatestThenOlderDefaultTagsWithAManifestNewestFirst) {
@@ -188,7 +184,7 @@ TEST(CheckpointResumePoint, ACorruptNewestCheckpointIsSkipped) {
   ThreeCheckpoints c;
   flipByteOf(c.at("global_step120/" + zeroOptimStatesName(1)));
   EXPECT_EQ(resumePoint(c.path()), (ResumePoint{"global_step80", 80}));
-  EXPECT_NE(checkpointErrorOf([&] {
+  EXPECT_NE(test::errorOf<CheckpointError>([&] {
               checkCheckpoint(c.at("global_step120"));
             }).find("(the file is corrupt)"),
             std::string::npos);
@@ -202,7 +198,7 @@ TEST(CheckpointResumePoint, TruncatedMissingOrUnlistedFilesAreSkipped) {
   ThreeCheckpoints c;
   ASSERT_EQ(::truncate(c.at("global_step120/" + modelStatesName()).c_str(), 3), 0);
   EXPECT_EQ(resumePoint(c.path()), (ResumePoint{"global_step80", 80}));
-  EXPECT_NE(checkpointErrorOf([&] {
+  EXPECT_NE(test::errorOf<CheckpointError>([&] {
               checkCheckpoint(c.at("global_step120"));
             }).find("(the file is truncated)"),
             std::string::npos);
@@ -212,7 +208,9 @@ TEST(CheckpointResumePoint, TruncatedMissingOrUnlistedFilesAreSkipped) {
   CheckpointManifest m = readManifest(c.at("global_step40"));
   m.files.erase(m.files.begin());
   writeManifest(c.at("global_step40"), m);
-  EXPECT_NE(checkpointErrorOf([&] { checkCheckpoint(c.at("global_step40")); }).find("not listed"),
+  EXPECT_NE(test::errorOf<CheckpointError>([&] {
+              checkCheckpoint(c.at("global_step40"));
+            }).find("not listed"),
             std::string::npos);
   EXPECT_EQ(resumePoint(c.path()), std::nullopt);
 }
@@ -229,7 +227,9 @@ TEST(CheckpointResumePoint, AManifestLessDirectoryIsNoCheckpoint) {
   // latest naming a directory whose manifest was lost: the older ones.
   writeLatest(c.path(), "global_step120");
   ASSERT_TRUE(removePath(c.at("global_step120/" + std::string(CheckpointManifest::kFileName))));
-  EXPECT_NE(checkpointErrorOf([&] { checkCheckpoint(c.at("global_step120")); }).find("is missing"),
+  EXPECT_NE(test::errorOf<CheckpointError>([&] {
+              checkCheckpoint(c.at("global_step120"));
+            }).find("is missing"),
             std::string::npos);
   EXPECT_EQ(resumePoint(c.path()), (ResumePoint{"global_step80", 80}));
   // A malformed manifest is no better.

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/common/error.hpp"
-#include "tests/runtime/common/io_error_support.hpp"
+#include "tests/support/error_of.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch {
@@ -20,7 +20,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-using test::ioError;
+using test::errorOf;
 
 TEST(ReadFile, ReturnsTheBytesUnchanged) {
   test::TempDir dir("file-io");
@@ -41,15 +41,15 @@ TEST(ReadFile, MissingFilesAndDirectoriesAreIoErrorsNamingThePath) {
   test::TempDir dir("file-io");
   ASSERT_FALSE(dir.path().empty());
   const auto missing = dir.path() / "none.json";
-  EXPECT_EQ(ioError([&] { readFile(missing); }),
+  EXPECT_EQ(errorOf<IoError>([&] { readFile(missing); }),
             "cannot read " + missing.string() + ": No such file or directory");
-  EXPECT_EQ(ioError([&] { readFile(missing, "cluster preset"); }),
+  EXPECT_EQ(errorOf<IoError>([&] { readFile(missing, "cluster preset"); }),
             "cannot read cluster preset " + missing.string() + ": No such file or directory");
-  EXPECT_EQ(ioError([&] { readFile(dir.path(), "hostfile"); }),
+  EXPECT_EQ(errorOf<IoError>([&] { readFile(dir.path(), "hostfile"); }),
             "cannot read hostfile " + dir.path().string() + ": Is a directory");
   const auto file = dir.path() / "plain.txt";
   std::ofstream(file) << "x";
-  EXPECT_EQ(ioError([&] { readFile(file / "inside.json", "scenario"); }),
+  EXPECT_EQ(errorOf<IoError>([&] { readFile(file / "inside.json", "scenario"); }),
             "cannot read scenario " + (file / "inside.json").string() + ": Not a directory");
 }
 
@@ -61,11 +61,11 @@ TEST(ReadFileIfExists, AMissingFileIsNulloptAndEverythingElseAsReadFile) {
   const auto path = dir.path() / "latest";
   std::ofstream(path) << "global_step7";
   EXPECT_EQ(readFileIfExists(path, "tag file", 4096), std::optional<std::string>("global_step7"));
-  EXPECT_THAT(ioError([&] { readFileIfExists(path, "tag file", 5); }),
+  EXPECT_THAT(errorOf<IoError>([&] { readFileIfExists(path, "tag file", 5); }),
               HasSubstr("more than the limit of 5 bytes"));
-  EXPECT_EQ(ioError([&] { readFileIfExists(dir.path(), "tag file"); }),
+  EXPECT_EQ(errorOf<IoError>([&] { readFileIfExists(dir.path(), "tag file"); }),
             "cannot read tag file " + dir.path().string() + ": Is a directory");
-  EXPECT_EQ(ioError([&] { readFileIfExists(path / "inside"); }),
+  EXPECT_EQ(errorOf<IoError>([&] { readFileIfExists(path / "inside"); }),
             "cannot read " + (path / "inside").string() + ": Not a directory");
 }
 
@@ -79,7 +79,7 @@ TEST(ReadFile, UnreadableFilesNameTheReason) {
   if (probe.is_open()) {
     GTEST_SKIP() << "running with privileges that read any file";
   }
-  EXPECT_THAT(ioError([&] { readFile(path, "scenario"); }),
+  EXPECT_THAT(errorOf<IoError>([&] { readFile(path, "scenario"); }),
               HasSubstr("cannot read scenario " + path.string() + ": Permission denied"));
 }
 
@@ -88,11 +88,11 @@ TEST(ReadFile, UnreadableFilesNameTheReason) {
 TEST(ReadFile, DevicesAndFifosAreRefusedAtOnce) {
   test::TempDir dir("file-io");
   ASSERT_FALSE(dir.path().empty());
-  EXPECT_EQ(ioError([&] { readFile("/dev/zero", "--config"); }),
+  EXPECT_EQ(errorOf<IoError>([&] { readFile("/dev/zero", "--config"); }),
             "cannot read --config /dev/zero: it is a character device, not a regular file");
   const auto fifo = (dir.path() / "pipe").string();
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_EQ(ioError([&] { readFile(fifo, "hostfile"); }),
+  EXPECT_EQ(errorOf<IoError>([&] { readFile(fifo, "hostfile"); }),
             "cannot read hostfile " + fifo + ": it is a FIFO, not a regular file");
 }
 
@@ -102,17 +102,18 @@ TEST(ReadFile, FilesLongerThanTheLimitAreRefusedSayingHowToRaiseIt) {
   const auto path = (dir.path() / "big.json").string();
   std::ofstream(path) << std::string(11, 'x');
   EXPECT_EQ(readFile(path, "scenario", 11), std::string(11, 'x'));
-  EXPECT_EQ(ioError([&] { readFile(path, "scenario", 10); }),
+  EXPECT_EQ(errorOf<IoError>([&] { readFile(path, "scenario", 10); }),
             "cannot read scenario " + path +
                 ": it is 11 bytes, more than the limit of 10 bytes (set STRETCH_MAX_INPUT_BYTES "
                 "to read larger files)");
   EXPECT_EQ(maxInputBytes(), kDefaultMaxInputBytes);
   ::setenv(kMaxInputBytesVariable, "5", 1);
   EXPECT_EQ(maxInputBytes(), 5u);
-  EXPECT_THAT(ioError([&] { readFile(path); }), HasSubstr("more than the limit of 5 bytes"));
+  EXPECT_THAT(errorOf<IoError>([&] { readFile(path); }),
+              HasSubstr("more than the limit of 5 bytes"));
   ::setenv(kMaxInputBytesVariable, "lots", 1);
-  EXPECT_THAT(ioError([&] { readFile(path); }), HasSubstr("STRETCH_MAX_INPUT_BYTES"));
-  EXPECT_THAT(ioError([&] { readFile(path); }), HasSubstr("lots"));
+  EXPECT_THAT(errorOf<IoError>([&] { readFile(path); }), HasSubstr("STRETCH_MAX_INPUT_BYTES"));
+  EXPECT_THAT(errorOf<IoError>([&] { readFile(path); }), HasSubstr("lots"));
   ::unsetenv(kMaxInputBytesVariable);
   EXPECT_EQ(readFile(path).size(), 11u);
 }

@@ -16,7 +16,7 @@
 
 #include "runtime/common/error.hpp"
 #include "runtime/common/file_io.hpp"
-#include "tests/runtime/common/io_error_support.hpp"
+#include "tests/support/error_of.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch {
@@ -24,7 +24,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-using test::ioError;
+using test::errorOf;
 
 // A scratch directory as a string path.
 struct Scratch {
@@ -72,12 +72,12 @@ TEST(PosixFiles, QueriesFollowWhatIsThere) {
   EXPECT_FALSE(pathExists(""));
   EXPECT_EQ(fileSize(s / "f"), 5u);
   EXPECT_EQ(fileSize(s / "link"), 5u);
-  EXPECT_EQ(ioError([&] { fileSize(s / "none"); }),
+  EXPECT_EQ(errorOf<IoError>([&] { fileSize(s / "none"); }),
             "cannot get the size of '" + (s / "none") + "': No such file or directory");
-  EXPECT_THAT(ioError([&] { fileSize(s / "d"); }), HasSubstr("Is a directory"));
+  EXPECT_THAT(errorOf<IoError>([&] { fileSize(s / "d"); }), HasSubstr("Is a directory"));
   EXPECT_EQ(listDirectory(s.root), (std::vector<std::string>{"d", "f", "link"}));
   EXPECT_TRUE(listDirectory(s / "d").empty());
-  EXPECT_EQ(ioError([&] { listDirectory(s / "none"); }),
+  EXPECT_EQ(errorOf<IoError>([&] { listDirectory(s / "none"); }),
             "cannot open directory '" + (s / "none") + "': No such file or directory");
 }
 
@@ -90,12 +90,12 @@ TEST(PosixFiles, MakeDirectoriesIsMkdirP) {
   makeDirectories(s / "a/./b/../x");
   EXPECT_TRUE(isDirectory(s / "a/x"));
   std::ofstream(s / "a/file") << "x";
-  EXPECT_EQ(ioError([&] { makeDirectories(s / "a/file"); }),
+  EXPECT_EQ(errorOf<IoError>([&] { makeDirectories(s / "a/file"); }),
             "cannot create directory '" + (s / "a/file") + "': Not a directory");
-  EXPECT_EQ(ioError([&] { makeDirectories(s / "a/file/sub/deeper"); }),
+  EXPECT_EQ(errorOf<IoError>([&] { makeDirectories(s / "a/file/sub/deeper"); }),
             "cannot create directory '" + (s / "a/file/sub/deeper") + "': '" + (s / "a/file") +
                 "': Not a directory");
-  EXPECT_THAT(ioError([] { makeDirectories(""); }), HasSubstr("expected a path"));
+  EXPECT_THAT(errorOf<IoError>([] { makeDirectories(""); }), HasSubstr("expected a path"));
   // Threads racing to create the same tree all succeed.
   std::vector<std::thread> threads;
   for (int i = 0; i < 8; ++i)
@@ -125,7 +125,7 @@ TEST(PosixFiles, RemoveTreeIsRmRfAndDoesNotFollowLinks) {
 
   EXPECT_FALSE(removePath(s / "none"));
   makeDirectories(s / "full/inner");
-  EXPECT_THAT(ioError([&] { removePath(s / "full"); }),
+  EXPECT_THAT(errorOf<IoError>([&] { removePath(s / "full"); }),
               HasSubstr("cannot remove '" + (s / "full") + "': Directory not empty"));
   EXPECT_TRUE(removePath(s / "full/inner"));
   EXPECT_TRUE(removePath(s / "full"));
@@ -139,7 +139,7 @@ TEST(PosixFiles, RenameReplacesAndNamesBothPaths) {
   renamePath(s / "a", s / "b");
   EXPECT_EQ(readFile(s / "b"), "new");
   EXPECT_FALSE(pathExists(s / "a"));
-  EXPECT_EQ(ioError([&] { renamePath(s / "a", s / "c"); }),
+  EXPECT_EQ(errorOf<IoError>([&] { renamePath(s / "a", s / "c"); }),
             "cannot rename '" + (s / "a") + "' to '" + (s / "c") + "': No such file or directory");
 }
 
@@ -167,19 +167,19 @@ TEST(PosixFiles, WriteFileAtomicallyFailuresNameThePath) {
   Scratch s;
   ASSERT_FALSE(s.root.empty());
   std::ofstream(s / "plain") << "x";
-  EXPECT_THAT(ioError([&] { writeFileAtomically(s / "plain/f", "t"); }),
+  EXPECT_THAT(errorOf<IoError>([&] { writeFileAtomically(s / "plain/f", "t"); }),
               HasSubstr("cannot create directory '" + (s / "plain") + "': Not a directory"));
   makeDirectories(s / "isdir/inner");
-  EXPECT_THAT(ioError([&] { writeFileAtomically(s / "isdir", "t"); }),
+  EXPECT_THAT(errorOf<IoError>([&] { writeFileAtomically(s / "isdir", "t"); }),
               HasSubstr("cannot rename '" + (s / "isdir") + ".tmp."));
-  EXPECT_EQ(ioError([&] { writeFileAtomically(s / "dir/", "t"); }),
+  EXPECT_EQ(errorOf<IoError>([&] { writeFileAtomically(s / "dir/", "t"); }),
             "cannot write '" + (s / "dir/") + "': expected a file path");
   // The failed rename left no temporary behind.
   EXPECT_EQ(listDirectory(s.root), (std::vector<std::string>{"isdir", "plain"}));
   if (::geteuid() != 0) {  // root writes anywhere
     makeDirectories(s / "ro");
     ASSERT_EQ(::chmod((s / "ro").c_str(), 0555), 0);
-    EXPECT_THAT(ioError([&] { writeFileAtomically(s / "ro/f", "t"); }),
+    EXPECT_THAT(errorOf<IoError>([&] { writeFileAtomically(s / "ro/f", "t"); }),
                 HasSubstr("Permission denied"));
     ASSERT_EQ(::chmod((s / "ro").c_str(), 0755), 0);
   }

@@ -33,6 +33,7 @@
 
 #include "runtime/common/error.hpp"
 #include "runtime/common/posix_files.hpp"
+#include "tests/support/error_of.hpp"
 #include "tests/support/test_support.hpp"
 #include "tests/support/torch_python.hpp"
 
@@ -46,20 +47,11 @@ namespace {
 namespace fs = std::filesystem;
 
 // Temporary directories: the shared test support.
+using stretch::test::errorOf;
 using stretch::test::TempDir;
 
 [[maybe_unused]] void writeBytes(const fs::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
-template <typename Fn>
-std::string checkpointErrorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const CheckpointError& e) {
-    return e.what();
-  }
-  return "<no CheckpointError>";
 }
 
 // File operations go through runtime/common/posix_files, as the code under test does: a
@@ -219,7 +211,7 @@ TEST(CheckpointSha256, KnownVectors) {
   const std::string big(300'000, 'x');  // several read chunks
   writeBytes(dir.path() / "f", big);
   EXPECT_EQ(sha256OfFile(dir.path() / "f"), sha256Hex(big));
-  EXPECT_NE(checkpointErrorOf([&] {
+  EXPECT_NE(errorOf<CheckpointError>([&] {
               sha256OfFile(dir.path() / "missing");
             }).find("cannot open checkpoint file"),
             std::string::npos);
@@ -242,13 +234,13 @@ TEST(CheckpointWrite, FailuresAreCheckpointErrors) {
   TempDir dir;
   writeBytes(dir.path() / "plain", "x");
   // A parent that is a file.
-  EXPECT_NE(checkpointErrorOf([&] {
+  EXPECT_NE(errorOf<CheckpointError>([&] {
               writeTextAtomically(dir.path() / "plain" / "f", "t");
             }).find("cannot create directory"),
             std::string::npos);
   // The target is a directory: rename fails, the temporary is removed.
   makeDirectories(dir.path() / "isdir" / "inner");
-  EXPECT_NE(checkpointErrorOf([&] {
+  EXPECT_NE(errorOf<CheckpointError>([&] {
               writeTextAtomically(dir.path() / "isdir", "t");
             }).find("cannot rename"),
             std::string::npos);
@@ -265,17 +257,16 @@ TEST(CheckpointLatest, ReadWriteAndValidation) {
   writeBytes(dir.path() / "latest", "  tag7\n");  // DeepSpeed strips
   EXPECT_EQ(readLatest(dir.path()), "tag7");
   writeBytes(dir.path() / "latest", " \n");
-  EXPECT_NE(checkpointErrorOf([&] {
+  EXPECT_NE(errorOf<CheckpointError>([&] {
               readLatest(dir.path());
             }).find("expected the tag of a checkpoint directory"),
             std::string::npos);
   writeBytes(dir.path() / "latest", "../elsewhere");
-  EXPECT_NE(checkpointErrorOf([&] { readLatest(dir.path()); }), "<no CheckpointError>");
+  EXPECT_NE(errorOf<CheckpointError>([&] { readLatest(dir.path()); }), "");
   for (const std::string bad : {"", ".", "..", "a/b", "a\nb"}) {
-    EXPECT_NE(checkpointErrorOf([&] { writeLatest(dir.path(), bad); }), "<no CheckpointError>")
-        << bad;
+    EXPECT_NE(errorOf<CheckpointError>([&] { writeLatest(dir.path(), bad); }), "") << bad;
   }
-  EXPECT_EQ(checkpointErrorOf([] { validateTag("a/b"); }),
+  EXPECT_EQ(errorOf<CheckpointError>([] { validateTag("a/b"); }),
             "checkpoint tag = 'a/b': expected a non-empty directory name without '/', NUL or "
             "line breaks, not '.' or '..'");
 }
@@ -317,28 +308,27 @@ TEST(CheckpointState, SameValueSameBytes) {
 }
 
 TEST(CheckpointState, NonDictAndBadKeysAreReported) {
-  EXPECT_EQ(checkpointErrorOf([] { toStateDict(c10::IValue(std::int64_t{3}), "x"); }),
+  EXPECT_EQ(errorOf<CheckpointError>([] { toStateDict(c10::IValue(std::int64_t{3}), "x"); }),
             "x is of type Int, expected a dict with string keys");
   c10::impl::GenericDict intKeys(c10::IntType::get(), c10::AnyType::get());
   intKeys.insert(std::int64_t{1}, std::int64_t{2});
-  EXPECT_EQ(checkpointErrorOf([&] { toStateDict(intKeys, "x"); }),
+  EXPECT_EQ(errorOf<CheckpointError>([&] { toStateDict(intKeys, "x"); }),
             "x has a key of type Int, expected a dict with string keys");
   TempDir dir;
   saveStateFile(dir.path() / "list.pt", c10::IValue(c10::List<std::int64_t>({1, 2})));
-  EXPECT_NE(checkpointErrorOf([&] {
+  EXPECT_NE(errorOf<CheckpointError>([&] {
               loadStateDict(dir.path() / "list.pt");
             }).find("list.pt' is of type GenericList, expected a dict"),
             std::string::npos);
-  EXPECT_EQ(checkpointErrorOf([&] { loadStateFile(dir.path() / "none.pt"); }),
+  EXPECT_EQ(errorOf<CheckpointError>([&] { loadStateFile(dir.path() / "none.pt"); }),
             "checkpoint file '" + (dir.path() / "none.pt").string() + "' is missing");
   writeBytes(dir.path() / "garbage.pt", "this is not a zip archive at all");
-  EXPECT_NE(checkpointErrorOf([&] {
+  EXPECT_NE(errorOf<CheckpointError>([&] {
               loadStateFile(dir.path() / "garbage.pt");
             }).find("garbage.pt' is not a readable torch.save / pickle_save archive (32 bytes)"),
             std::string::npos);
   writeBytes(dir.path() / "empty.pt", "");
-  EXPECT_NE(checkpointErrorOf([&] { loadStateFile(dir.path() / "empty.pt"); }),
-            "<no CheckpointError>");
+  EXPECT_NE(errorOf<CheckpointError>([&] { loadStateFile(dir.path() / "empty.pt"); }), "");
 }
 
 // ---- manifest ----
@@ -372,8 +362,9 @@ TEST(CheckpointManifestTest, JsonRoundTripAndLookup) {
   TempDir dir;
   writeManifest(dir.path(), m);
   EXPECT_EQ(readManifest(dir.path()), m);
-  EXPECT_NE(checkpointErrorOf([&] { readManifest(dir.path() / "other"); }).find("is missing"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf<CheckpointError>([&] { readManifest(dir.path() / "other"); }).find("is missing"),
+      std::string::npos);
 }
 
 TEST(CheckpointManifestTest, RecordsTravelAsJson) {
@@ -382,8 +373,9 @@ TEST(CheckpointManifestTest, RecordsTravelAsJson) {
   text.append(40, ' ');  // padded to a common length for an all_gather
   EXPECT_EQ(recordsFromJson(text), records);
   EXPECT_TRUE(recordsFromJson("[]").empty());
-  EXPECT_NE(checkpointErrorOf([] { recordsFromJson("{}", "rank 3"); }).find("rank 3: <root>"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf<CheckpointError>([] { recordsFromJson("{}", "rank 3"); }).find("rank 3: <root>"),
+      std::string::npos);
 }
 
 TEST(CheckpointManifestTest, MalformedManifestsNameTheKey) {
@@ -393,7 +385,8 @@ TEST(CheckpointManifestTest, MalformedManifestsNameTheKey) {
     const std::size_t at = text.find(from);
     EXPECT_NE(at, std::string::npos) << from;
     text.replace(at, from.size(), to);
-    return checkpointErrorOf([&] { CheckpointManifest::fromJson(text, "ckpt/manifest.json"); });
+    return errorOf<CheckpointError>(
+        [&] { CheckpointManifest::fromJson(text, "ckpt/manifest.json"); });
   };
   EXPECT_EQ(errorFor("\"format_version\": 1", "\"format_version\": 2"),
             "ckpt/manifest.json: format_version = 2: expected 1");
@@ -418,7 +411,7 @@ TEST(CheckpointManifestTest, MalformedManifestsNameTheKey) {
       "ckpt/manifest.json: files[1].name = \"mp_rank_00_model_states.pt\": expected a name "
       "listed once");
   EXPECT_NE(errorFor("{", "[").find("ckpt/manifest.json is not valid JSON"), std::string::npos);
-  EXPECT_EQ(checkpointErrorOf([] { CheckpointManifest::fromJson("[]", "m"); }),
+  EXPECT_EQ(errorOf<CheckpointError>([] { CheckpointManifest::fromJson("[]", "m"); }),
             "m: <root> = []: expected an object");
 }
 
@@ -472,8 +465,8 @@ TEST(CheckpointVerify, EachProblemIsNamed) {
   const FileRecord& record = *c->manifest.find(modelStatesName());
   const std::string file = c->file().string();
   auto both = [&](const std::string& expected) {
-    EXPECT_EQ(checkpointErrorOf([&] { verifyFile(c->tagDir(), record); }), expected);
-    EXPECT_EQ(checkpointErrorOf([&] { loadStateFile(c->file(), c->manifest); }), expected);
+    EXPECT_EQ(errorOf<CheckpointError>([&] { verifyFile(c->tagDir(), record); }), expected);
+    EXPECT_EQ(errorOf<CheckpointError>([&] { loadStateFile(c->file(), c->manifest); }), expected);
   };
   const std::string size = std::to_string(original.size());
 
@@ -496,10 +489,11 @@ TEST(CheckpointVerify, EachProblemIsNamed) {
 
   writeBytes(c->file(), original);
   EXPECT_NO_THROW(verifyFile(c->tagDir(), record));
-  EXPECT_EQ(checkpointErrorOf([&] { loadVerifiedStateFile(c->tagDir(), c->manifest, "x.pt"); }),
-            (c->tagDir() / "x.pt").string() + " = not listed: expected a file listed in " +
-                (c->tagDir() / "manifest.json").string());
-  EXPECT_NE(checkpointErrorOf([&] {
+  EXPECT_EQ(
+      errorOf<CheckpointError>([&] { loadVerifiedStateFile(c->tagDir(), c->manifest, "x.pt"); }),
+      (c->tagDir() / "x.pt").string() + " = not listed: expected a file listed in " +
+          (c->tagDir() / "manifest.json").string());
+  EXPECT_NE(errorOf<CheckpointError>([&] {
               verifyFile(c->tagDir(), FileRecord{"../escape", 1, sha256Hex("")});
             }).find("expected a relative file name inside the tag directory"),
             std::string::npos);
@@ -678,7 +672,7 @@ TEST_F(CheckpointTorch, ModuleStateDicts) {
   // nn.Module.state_dict() itself is an OrderedDict, which LibTorch 1.13's unpickler turns into
   // None: a clear CheckpointError, no crash. If a LibTorch upgrade starts supporting it, this
   // fails and the header comment of loadStateFile must change.
-  EXPECT_NE(checkpointErrorOf([&] {
+  EXPECT_NE(errorOf<CheckpointError>([&] {
               loadStateFile(ordered);
             }).find("linear_ordered.pt' is not a readable torch.save / pickle_save archive"),
             std::string::npos);
@@ -688,7 +682,7 @@ TEST_F(CheckpointTorch, LegacyTorchSaveFormatIsACheckpointError) {
   const fs::path file = dir_.path() / "legacy.pt";
   python("torch.save({'x': torch.ones(2)}, '" + file.string() +
          "', _use_new_zipfile_serialization=False)\n");
-  EXPECT_NE(checkpointErrorOf([&] {
+  EXPECT_NE(errorOf<CheckpointError>([&] {
               loadStateFile(file);
             }).find("legacy.pt' is not a readable torch.save / pickle_save archive"),
             std::string::npos);

@@ -19,6 +19,7 @@
 #include <rapidcheck/gtest.h>
 
 #include "runtime/common/error.hpp"
+#include "tests/support/error_of.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch::engine {
@@ -194,32 +195,22 @@ TEST(DistributedSampler, SeedAdditionWrapsModulo2To64) {
   EXPECT_EQ(a.indices(), b.indices());
 }
 
-template <typename Fn>
-std::string configErrorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "<no ConfigError>";
-}
-
 TEST(DistributedSampler, InvalidArgumentsNameTheArgument) {
-  EXPECT_EQ(configErrorOf([] { DistributedSampler(10, 4, 4); }),
+  EXPECT_EQ(test::errorOf<ConfigError>([] { DistributedSampler(10, 4, 4); }),
             "DistributedSampler.rank = 4: expected an integer in the interval [0, 3] "
             "(num_replicas = 4)");
-  EXPECT_EQ(configErrorOf([] { DistributedSampler(10, 4, -1); }),
+  EXPECT_EQ(test::errorOf<ConfigError>([] { DistributedSampler(10, 4, -1); }),
             "DistributedSampler.rank = -1: expected an integer in the interval [0, 3] "
             "(num_replicas = 4)");
-  EXPECT_EQ(configErrorOf([] { DistributedSampler(10, 0, 0); }),
+  EXPECT_EQ(test::errorOf<ConfigError>([] { DistributedSampler(10, 0, 0); }),
             "DistributedSampler.num_replicas = 0: expected a positive integer");
-  EXPECT_EQ(configErrorOf([] { DistributedSampler(-1, 2, 0); }),
+  EXPECT_EQ(test::errorOf<ConfigError>([] { DistributedSampler(-1, 2, 0); }),
             "DistributedSampler.dataset_size = -1: expected a non-negative integer");
   DistributedSampler s(10, 2, 0);
-  EXPECT_EQ(configErrorOf([&] { s.setEpoch(-2); }),
+  EXPECT_EQ(test::errorOf<ConfigError>([&] { s.setEpoch(-2); }),
             "DistributedSampler.epoch = -2: expected a non-negative integer");
   s.setEpoch(3);
-  EXPECT_EQ(configErrorOf([&] { s.setPosition(-5); }),
+  EXPECT_EQ(test::errorOf<ConfigError>([&] { s.setPosition(-5); }),
             "DistributedSampler.consumed = -5: expected a non-negative number of samples "
             "consumed in epoch 3");
   // The detail is kept for machine-readable output.

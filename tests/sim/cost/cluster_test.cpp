@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/common/error.hpp"
+#include "tests/support/error_of.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch::sim {
@@ -23,18 +24,6 @@ using Json = nlohmann::json;
 
 std::filesystem::path presetDir() {
   return test::fixturePath("clusters");
-}
-
-// The message of the ConfigError `body` throws ("" and a test failure when it throws nothing).
-template <typename F>
-std::string configError(F&& body) {
-  try {
-    body();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no ConfigError";
-  return "";
 }
 
 TEST(ClusterPresets, EveryPresetLoadsValidatesAndNamesItsSource) {
@@ -71,7 +60,8 @@ TEST(ClusterPresets, DgxFiguresAreTheLineRates) {
 TEST(ClusterPresets, UnknownOrUnsafePresetNamesListTheAvailableOnes) {
   for (const char* name : {"dgx-h1000", "../clusters/dgx-h100", "/etc/passwd", ""}) {
     SCOPED_TRACE(name);
-    const std::string message = configError([&] { loadClusterPreset(name, presetDir()); });
+    const std::string message =
+        test::errorOf<ConfigError>([&] { loadClusterPreset(name, presetDir()); });
     EXPECT_NE(message.find("cluster.preset"), std::string::npos) << message;
     EXPECT_NE(message.find("dgx-h100"), std::string::npos) << message;  // the list
   }
@@ -110,7 +100,8 @@ TEST(ClusterPresets, MalformedPresetFilesAreErrorsNamingKeyAndFile) {
                {"broken", "invalid JSON"}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.preset);
-    const std::string message = configError([&] { loadClusterPreset(c.preset, dir.path()); });
+    const std::string message =
+        test::errorOf<ConfigError>([&] { loadClusterPreset(c.preset, dir.path()); });
     EXPECT_NE(message.find(c.mentions), std::string::npos) << message;
     EXPECT_NE(message.find(c.preset), std::string::npos) << message;  // names the file
   }
@@ -156,8 +147,9 @@ TEST(ParseCluster, OneGpuPerNodeNeedsNoIntraNodeBandwidth) {
   EXPECT_EQ(spec.gpus(), 3);
   ClusterSpec eight = spec;
   eight.gpusPerNode = 8;
-  EXPECT_NE(configError([&] { validateCluster(eight); }).find("cluster.intra_node_GBps"),
-            std::string::npos);
+  EXPECT_NE(
+      test::errorOf<ConfigError>([&] { validateCluster(eight); }).find("cluster.intra_node_GBps"),
+      std::string::npos);
 }
 
 TEST(ParseCluster, BadValuesNameKeyValueAndExpectation) {
@@ -183,7 +175,8 @@ TEST(ParseCluster, BadValuesNameKeyValueAndExpectation) {
     SCOPED_TRACE(c.key);
     Json cluster = base;
     cluster[c.key] = c.value;
-    const std::string message = configError([&] { parseCluster(cluster, presetDir()); });
+    const std::string message =
+        test::errorOf<ConfigError>([&] { parseCluster(cluster, presetDir()); });
     EXPECT_NE(message.find(c.mentions), std::string::npos) << message;
   }
   // An integral float is an integer.
@@ -195,12 +188,14 @@ TEST(ParseCluster, BadValuesNameKeyValueAndExpectation) {
 TEST(ParseCluster, MissingFieldsAndNonObjects) {
   Json cluster = Json::parse(R"({"nodes": 4, "gpus_per_node": 8, "intra_node_GBps": 300,
                                  "intra_latency_us": 0.5, "inter_latency_us": 3})");
-  std::string message = configError([&] { parseCluster(cluster, presetDir()); });
+  std::string message = test::errorOf<ConfigError>([&] { parseCluster(cluster, presetDir()); });
   EXPECT_NE(message.find("cluster.inter_node_GBps"), std::string::npos) << message;
   EXPECT_NE(message.find("preset"), std::string::npos) << message;  // says the alternative
-  message = configError([&] { parseCluster(Json::array({1, 2}), presetDir()); });
+  message = test::errorOf<ConfigError>([&] { parseCluster(Json::array({1, 2}), presetDir()); });
   EXPECT_NE(message.find("cluster = [1,2]: expected an object"), std::string::npos) << message;
-  message = configError([&] { parseCluster(Json{{"preset", "nope"}}, presetDir()); });
+  message = test::errorOf<ConfigError>([&] {
+    parseCluster(Json{{"preset", "nope"}}, presetDir());
+  });
   EXPECT_NE(message.find("cluster.preset = \"nope\""), std::string::npos) << message;
 }
 
@@ -220,8 +215,8 @@ TEST(ParseCluster, ToJsonRoundTrips) {
 
 TEST(ParseCluster, MissingPresetFolderListsNothingButStillNamesTheKey) {
   EXPECT_TRUE(clusterPresetNames("/nonexistent/stretch/clusters").empty());
-  const std::string message =
-      configError([&] { loadClusterPreset("dgx-h100", "/nonexistent/stretch/clusters"); });
+  const std::string message = test::errorOf<ConfigError>(
+      [&] { loadClusterPreset("dgx-h100", "/nonexistent/stretch/clusters"); });
   EXPECT_NE(message.find("cluster.preset"), std::string::npos) << message;
 }
 

@@ -18,6 +18,7 @@
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/in_process_backend.hpp"
 #include "runtime/common/error.hpp"
+#include "tests/support/error_of.hpp"
 #include "tests/support/sim_cluster.hpp"
 #include "tests/support/test_support.hpp"
 
@@ -39,17 +40,6 @@ ClusterSpec smallCluster() {
 
 SimDuration costOf(const ClusterSpec& c, OpType op, std::uint64_t bytes, std::int64_t ranks) {
   return toSimDuration(collectiveCost(c, op, bytes, ranks).seconds);
-}
-
-template <typename F>
-std::string errorOf(F&& body) {
-  try {
-    body();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception";
-  return "";
 }
 
 TEST(SimBackendFunctional, SixtyFourRanksReduceCorrectlyAndClocksFollowTheCostModel) {
@@ -181,7 +171,7 @@ TEST(SimBackendFunctional, AMissingPeerTimesOutAndBreaksTheGroup) {
   auto b = world->backend(0);
   std::vector<float> v(16, 1.0f);
   const auto start = std::chrono::steady_clock::now();
-  const std::string message = errorOf([&] {
+  const std::string message = test::errorOf<std::exception>([&] {
     b->allReduce(BufferView::of(std::span(v)), ReduceOp::Sum, comm::CollectiveOptions{200ms})
         ->wait();
   });
@@ -246,7 +236,8 @@ TEST(SimBackend, DevicesAndNullBuffersByMode) {
   BufferView cuda{v.data(), v.size(), DataType::Float32, comm::Device::cuda(0)};
   auto functional = SimWorld::create(smallCluster(), 1, SimBackendMode::Functional)->backend(0);
   EXPECT_FALSE(functional->supportsDevice(comm::DeviceType::Cuda));
-  const std::string message = errorOf([&] { functional->allReduce(cuda, ReduceOp::Sum); });
+  const std::string message =
+      test::errorOf<std::exception>([&] { functional->allReduce(cuda, ReduceOp::Sum); });
   EXPECT_NE(message.find("sim"), std::string::npos) << message;
   EXPECT_NE(message.find("all_reduce"), std::string::npos) << message;
   EXPECT_THROW(functional->allReduce(BufferView{nullptr, 4, DataType::Float32}, ReduceOp::Sum),
@@ -353,7 +344,7 @@ TEST(SimBackendCostOnly, WaitingBeforeThePeersIssueTimesOutThenCompletes) {
   auto world = SimWorld::create(smallCluster(), 2, SimBackendMode::CostOnly,
                                 {CollectiveAlgorithm::Auto, std::chrono::milliseconds(100)});
   auto work = world->backend(0)->barrier();
-  const std::string message = errorOf([&] { work->wait(); });
+  const std::string message = test::errorOf<std::exception>([&] { work->wait(); });
   EXPECT_NE(message.find("sim barrier on rank 0 of 2"), std::string::npos) << message;
   world->backend(1)->barrier()->wait();
   work->wait();  // completes once the peer has issued it
@@ -376,7 +367,7 @@ TEST(SimBackendCostOnly, MessagesArriveAfterThePointToPointCost) {
   EXPECT_EQ(receiver->simulatedTime(), arrival);
   // A receive of the wrong size fails naming both sizes.
   sender->send(message, 3, 6)->wait();
-  const std::string error = errorOf([&] {
+  const std::string error = test::errorOf<std::exception>([&] {
     receiver->recv(BufferView{nullptr, 10, DataType::Float64}, 0, 6)->wait();
   });
   EXPECT_NE(error.find("8000"), std::string::npos) << error;
@@ -389,7 +380,8 @@ TEST(SimBackendCostOnly, MismatchedSizesPoisonTheGroup) {
   auto w1 = world->backend(1)->allReduce(BufferView{nullptr, 9, DataType::Float32}, ReduceOp::Sum);
   EXPECT_THROW(w0->wait(), comm::CommError);
   EXPECT_THROW(w1->wait(), comm::CommError);
-  const std::string message = errorOf([&] { world->backend(0)->barrier()->wait(); });
+  const std::string message =
+      test::errorOf<std::exception>([&] { world->backend(0)->barrier()->wait(); });
   EXPECT_NE(message.find("32 bytes"), std::string::npos) << message;
   EXPECT_NE(message.find("36 bytes"), std::string::npos) << message;
 }
@@ -417,8 +409,8 @@ TEST(SimBackend, ResultsAreBitIdenticalRunToRun) {
 TEST(SimWorld, RejectsBadSizesAndRanks) {
   const ClusterSpec c = smallCluster();
   for (std::int64_t ranks : {std::int64_t{0}, std::int64_t{5}}) {
-    const std::string message =
-        errorOf([&] { SimWorld::create(c, ranks, SimBackendMode::CostOnly); });
+    const std::string message = test::errorOf<std::exception>(
+        [&] { SimWorld::create(c, ranks, SimBackendMode::CostOnly); });
     EXPECT_NE(message.find("ranks = " + std::to_string(ranks)), std::string::npos) << message;
   }
   ClusterSpec broken = c;
