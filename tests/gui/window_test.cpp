@@ -9,10 +9,13 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -236,6 +239,32 @@ class WindowTest : public QObject {
                  "(control plane on 2-core development VM, 2026-11-29, dev_vm.json), extrapolated "
                  "beyond 256 nodes at 0.00262 s per node)")),
              qPrintable(text));
+  }
+
+  // A constant reconfiguration cost is said to be one (the example job, live, 12 s).
+  void liveRecoveryWithAConstantCostSaysSo() {
+    QFile example(test::fixture("gui/example_job.json"));
+    QVERIFY(example.open(QIODevice::ReadOnly));
+    QJsonObject root = QJsonDocument::fromJson(example.readAll()).object();
+    QJsonObject job = root[QStringLiteral("job")].toObject();
+    job[QStringLiteral("recovery")] = QJsonObject{{QStringLiteral("mode"), QStringLiteral("live")},
+                                                  {QStringLiteral("reconfigure_seconds"), 12}};
+    root[QStringLiteral("job")] = job;
+    const QString path = dir_.filePath("live_constant.json");
+    QFile file(path);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write(QJsonDocument(root).toJson());
+    file.close();
+    QString error;
+    QVERIFY2(window_->openFile(path, &error), qPrintable(error));
+    window_->setSeeds(2);
+    QSignalSpy finished(&window_->controller(), &SimulationController::finished);
+    QVERIFY(window_->simulate());
+    QVERIFY(finished.wait(120000));
+    const QString text = window_->recommendationText();
+    const QRegularExpression line(
+        QStringLiteral("12 s to reconfigure at [0-9]+ nodes: given as a constant\\)"));
+    QVERIFY2(text.contains(line), qPrintable(text));
   }
 
   void exportsNeedAPlanThenWriteIt() {
