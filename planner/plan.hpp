@@ -225,6 +225,10 @@ struct RecoverySection {
   // measured up to some node count and extrapolated beyond it.
   std::string reconfigureSource;
   std::string restartSource;
+  // job.failure_detection_seconds at these nodes, which both modes pay after a node failure
+  // (the simulations include it), and where it comes from.
+  double detectionSeconds = 0.0;
+  std::string detectionSource;
   std::int64_t seeds = 0;
   // Checkpoint-restart at Daly's interval (its optimum for exponential failures); live recovery
   // at the plan's recommended interval (section 2's sweep ran with live recovery).

@@ -388,6 +388,8 @@ RecoverySection recoverySection(const Planning& p, const Plan& plan, const Scale
   r.restartSeconds = p.restartSeconds(chosen.nodes);
   r.reconfigureSource = sc.job.recovery.reconfigureSeconds.describe(chosen.nodes);
   r.restartSource = sc.job.restartOverheadSeconds.describe(chosen.nodes);
+  r.detectionSeconds = sc.job.failureDetectionSeconds.at(chosen.nodes);
+  r.detectionSource = sc.job.failureDetectionSeconds.describe(chosen.nodes);
   r.transferSeconds = sim::stateTransferSeconds(sc);
   const PlanSettings& settings = p.input.settings;
   r.seeds = ck.seeds > 0 ? ck.seeds : settings.seeds > 0 ? settings.seeds : kDefaultSweepSeeds;

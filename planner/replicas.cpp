@@ -176,6 +176,7 @@ ReducedScenario reduceForMonteCarlo(const sim::Scenario& scenario, std::int64_t 
   // their value at n, not at the n / k nodes of the stand-in.
   s.job.restartOverheadSeconds = scenario.job.restartOverheadSeconds.at(n);
   s.job.recovery.reconfigureSeconds = scenario.job.recovery.reconfigureSeconds.at(n);
+  s.job.failureDetectionSeconds = scenario.job.failureDetectionSeconds.at(n);
   s.cluster.nodes = n / best;
   s.cluster.gpusPerNode = g * best;
   if (s.failures.model == sim::FailureModelKind::Exponential) {

@@ -93,9 +93,9 @@ bool isStationary(const sim::Scenario& scenario) noexcept;
 // step time, differs, and the planner takes throughput from the real cluster instead. k is the
 // smallest divisor of n that leaves at most maxNodes nodes with k * gpus_per_node <=
 // sim::kMaxGpusPerNode, else the largest divisor within that GPU limit. Costs that grow with the
-// nodes (restart_overhead_seconds, reconfigure_seconds) become constants at their value at n,
-// where every start of the real job is. The scenario comes back unchanged (k = 1) when it is not
-// stationary or not every node runs workers.
+// nodes (restart_overhead_seconds, reconfigure_seconds, failure_detection_seconds) become
+// constants at their value at n, where every start and failure of the real job is. The scenario
+// comes back unchanged (k = 1) when it is not stationary or not every node runs workers.
 struct ReducedScenario {
   sim::Scenario scenario;
   std::int64_t factor = 1;

@@ -18,7 +18,9 @@
 //    round(interval / step time)), whatever restarts came between; each save stalls training for
 //    save_seconds and becomes the latest checkpoint when it ends.
 //  - A failure kills the workers on its node (WorkerExited, non-zero) or takes the node away
-//    (NodeLeft) per the cause and the replacement policy; the agent decides (restart, shrink,
+//    (NodeLeft) per the cause and the replacement policy; one that takes the node reaches the
+//    agent job.failure_detection_seconds later, while the generation on it blocks (no step
+//    completes: docs/simulator.md, "Failure detection"); the agent decides (restart, shrink,
 //    wait, fail). A stop of the workers loses everything since the latest completed checkpoint:
 //    the next start resumes from it (the event log's resume_step). Failures strike at any time:
 //    during saves and starts too.

@@ -18,6 +18,7 @@ int threadOf(TimelineKind kind) {
     case TimelineKind::Checkpoint:
     case TimelineKind::Startup:
     case TimelineKind::Idle:
+    case TimelineKind::Blocked:
       return 1;
     case TimelineKind::Collective:
       return 2;
@@ -57,6 +58,8 @@ std::string_view toString(TimelineKind kind) noexcept {
       return "startup";
     case TimelineKind::Idle:
       return "idle";
+    case TimelineKind::Blocked:
+      return "blocked";
     case TimelineKind::Failure:
       return "failure";
     case TimelineKind::Preemption:
@@ -128,7 +131,8 @@ void ChromeTraceWriter::record(const TimelineRecord& r) {
   }
   const bool span = r.kind == TimelineKind::Compute || r.kind == TimelineKind::MicroStep ||
                     r.kind == TimelineKind::Collective || r.kind == TimelineKind::Checkpoint ||
-                    r.kind == TimelineKind::Startup || r.kind == TimelineKind::Idle;
+                    r.kind == TimelineKind::Startup || r.kind == TimelineKind::Idle ||
+                    r.kind == TimelineKind::Blocked;
   if (span) {
     writeEvent(fmt::format(
         "{{\"ph\":\"X\",\"pid\":1,\"tid\":{},\"name\":{},\"cat\":{},\"ts\":{},\"dur\":{},"

@@ -24,6 +24,8 @@ enum class TimelineKind {
   Checkpoint,  // span: a checkpoint save (also when a failure aborts it)
   Startup,     // span: a start of the workers (rendezvous, process start, checkpoint load)
   Idle,        // span: no workers running (rendezvous, waiting for nodes)
+  Blocked,     // span: the workers block on a node that failed silently, until the agent hears
+               // of it (job.failure_detection_seconds)
   Failure,     // instant: a node failure
   Preemption,  // instant: a spot preemption
   NodeReturn,  // instant: a node back from repair or preemption

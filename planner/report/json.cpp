@@ -243,6 +243,8 @@ json renderJsonValue(const Plan& p) {
              {"reconfigure_source", r.reconfigureSource},
              {"restart_seconds", r.restartSeconds},
              {"restart_source", r.restartSource},
+             {"failure_detection_seconds", r.detectionSeconds},
+             {"failure_detection_source", r.detectionSource},
              {"transfer_seconds", r.transferSeconds},
              {"seeds", r.seeds},
              {"gain", sim::metricSummaryToJson(r.gain)}};

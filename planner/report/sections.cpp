@@ -255,15 +255,23 @@ std::string recoveryHeader(const Plan& p) {
   const RecoverySection& r = p.recovery;
   // Where the two costs come from: given, or measured up to some node count and extrapolated
   // (sim::SecondsByNodes::describe).
-  const std::string sources = r.reconfigureSource == r.restartSource
-                                  ? fmt::format("both {}", r.reconfigureSource)
-                                  : fmt::format("reconfiguration {}; restart overhead {}",
-                                                r.reconfigureSource, r.restartSource);
+  std::string sources = r.reconfigureSource == r.restartSource
+                            ? fmt::format("both {}", r.reconfigureSource)
+                            : fmt::format("reconfiguration {}; restart overhead {}",
+                                          r.reconfigureSource, r.restartSource);
+  // A node failure's detection (job.failure_detection_seconds), when the job pays one.
+  std::string detection;
+  if (r.detectionSeconds > 0.0) {
+    detection = fmt::format("; either first waits {:g} s for a node failure to be noticed",
+                            r.detectionSeconds);
+    sources += fmt::format("; failure detection {}", r.detectionSource);
+  }
   return fmt::format(
       "at {} GPUs, {} fresh replicas each: live recovery costs {:g} s to reconfigure, plus {:.3g} "
       "s to send the state to nodes that join; checkpoint-restart costs R = {:g} s and the work "
-      "since the last save (the costs at {} nodes: {})",
-      r.gpus, r.seeds, r.reconfigureSeconds, r.transferSeconds, r.restartSeconds, r.nodes, sources);
+      "since the last save{} (the costs at {} nodes: {})",
+      r.gpus, r.seeds, r.reconfigureSeconds, r.transferSeconds, r.restartSeconds, detection,
+      r.nodes, sources);
 }
 
 Table recoveryTable(const Plan& p) {

@@ -32,6 +32,7 @@ enum class Ev : std::uint8_t {
   Micro,         // step-level mode: micro step `arg` ends
   Bucket,        // step-level mode: all-reduce bucket `arg` ends (0: the step's last micro step)
   JoinersReady,  // live recovery: a start's joiners are ready (token: the work epoch)
+  Detected,      // a silent node failure reaches the agent (arg: the node)
   Horizon,       // horizon_hours
 };
 

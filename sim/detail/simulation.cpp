@@ -128,6 +128,9 @@ void Simulation::dispatch(const Payload& p) {
     case Ev::NodeBack:
       onNodeBack(p.arg, p.token);
       break;
+    case Ev::Detected:
+      onDetected(p.arg);
+      break;
     case Ev::Scale:
       onScale(s_.scaleEvents[static_cast<std::size_t>(p.arg)]);
       break;

@@ -8,7 +8,8 @@
 //    steps out, monitor ticks at its deadlines;
 //  - simulation_nodes.cpp: what happens to nodes: failures, preemptions, returns from repair,
 //    scale events and the fault script (NodePool holds the nodes, FailureSources what strikes
-//    them);
+//    them); a node failure reaches the agent job.failure_detection_seconds after it strikes,
+//    and meanwhile the generation that runs on the node blocks (hang);
 //  - simulation_workers.cpp: the worker group: generations started and stopped as the agent
 //    says, their training step by step (step-level mode) or boundary to boundary (aggregate
 //    mode), checkpoint saves (Checkpoints holds the cadence and the latest checkpoint) and the
@@ -75,6 +76,14 @@ class Simulation {
                 const std::string& reason);
   void onNodeBack(std::int64_t node, std::uint64_t token);
   void onStrike(ProcessSlot& slot, bool preemption);
+  // What the agent hears of a failure of `node`: its workers exit (a software cause, or a node
+  // swapped at once), or the node leaves for repair.
+  void nodeFailed(std::int64_t node, bool nodeLost, std::optional<double> repairHours,
+                  const std::string& causeName);
+  // A silent failure's detection time is over (Ev::Detected).
+  void onDetected(std::int64_t node);
+  // Whether the running generation has workers on a node that failed silently.
+  bool runsOnSilentNode() const;
   void onScale(const ScaleEvent& e);
   void fireScript();
 
@@ -104,6 +113,11 @@ class Simulation {
   // The work under way ends now: in aggregate mode the segment's completed steps count; the
   // timeline shows the compute so far, or the save or start-up cut short.
   void abortWorkInFlight();
+  // The running generation blocks from now on (a node it runs on failed silently): the work
+  // under way ends as at a stop, its pending work never happens, and it makes no progress until
+  // the agent stops it. endHang (at the stop or the end of the run) records the blocked span.
+  void hang();
+  void endHang();
   // `keepRunning`: the driver keeps the running workers for a live start.
   void stopGeneration(bool keepRunning);
   std::int64_t finalStep() const;
@@ -176,6 +190,14 @@ class Simulation {
   // Meanwhile, the size of the world that trains (its own generation's when the group trains on,
   // else the interim world's); 0 when no start's joiners are starting.
   std::int64_t interimWorld_ = 0;
+  // Silent node failures the agent has not heard of yet: the node, its repair time and cause.
+  struct SilentFailure {
+    std::optional<double> repairHours;
+    std::string cause;
+  };
+  std::map<std::int64_t, SilentFailure> silent_;
+  bool hung_ = false;  // the running generation blocks on a silent failure (hang)
+  SimTime hungSince_ = 0;
   // Who holds the state lives in group_ (SimWorkerGroup::liveSituation).
   std::int64_t generationStep_ = 0;    // the step the current generation started from
   std::optional<Progress> survivors_;  // the last completed step at the stop, live mode

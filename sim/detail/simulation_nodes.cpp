@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/common/check.hpp"
 #include "sim/detail/simulation.hpp"
 
 namespace stretch::sim::detail {
@@ -73,7 +74,7 @@ void Simulation::onStrike(ProcessSlot& slot, bool preemption) {
   const std::int64_t node = strike->node;
   const Node& n = nodes_[node];
   RunResult& counts = metrics_.result();
-  if (n.status != NodeStatus::InJob) {
+  if (n.status != NodeStatus::InJob || silent_.contains(node)) {
     ++counts.ignoredFailures;
     return;
   }
@@ -97,10 +98,30 @@ void Simulation::onStrike(ProcessSlot& slot, bool preemption) {
   const std::string causeName = c != nullptr ? c->name : "failure";
   emit(TimelineKind::Failure, now_, 0, fmt::format("{} on {}", causeName, n.id),
        nodeLost ? "node lost" : "workers killed");
+  // A node that is lost stops answering: the agent hears of it only after the keep-alive
+  // timeout (failure_detection_seconds). A software failure's processes exit, which the agent
+  // sees at once.
+  const SimTime detection =
+      nodeLost ? secondsToNanos(s_.job.failureDetectionSeconds.at(nodes_.jobNodes())) : 0;
+  if (detection > 0) {
+    // Its workers' state is gone now; the generation that runs on it blocks in its collectives.
+    markAffected(node);
+    silent_.emplace(node, SilentFailure{repair, causeName});
+    if (group_.running() && group_.workersOn(node) > 0) {
+      hang();
+    }
+    sched_.schedule(now_ + detection, Payload{Ev::Detected, 0, node});
+    return;
+  }
+  nodeFailed(node, nodeLost, repair, causeName);
+}
+
+void Simulation::nodeFailed(std::int64_t node, bool nodeLost, std::optional<double> repairHours,
+                            const std::string& causeName) {
   if (!nodeLost || s_.failures.replacement == ReplacementKind::Immediate) {
     // The workers on the node die; the node stays (software) or is swapped at once for an
     // identical one (immediate replacement), whose failure clock starts anew.
-    slot.process->nodeRenewed(node, now_);
+    strikes_.failures().process->nodeRenewed(node, now_);
     if (const std::int64_t workers = group_.workersOn(node); workers > 0) {
       const std::int64_t victim = strikes_.pickWorker(workers);
       // A software failure kills one worker (its node's others survive); a node swapped at once
@@ -111,7 +132,32 @@ void Simulation::onStrike(ProcessSlot& slot, bool preemption) {
     }
     return;
   }
-  loseNode(node, repair, NodeStatus::Repair, fmt::format("failed: {}", causeName));
+  loseNode(node, repairHours, NodeStatus::Repair, fmt::format("failed: {}", causeName));
+}
+
+void Simulation::onDetected(std::int64_t node) {
+  const auto it = silent_.find(node);
+  if (it == silent_.end()) {
+    return;
+  }
+  const SilentFailure failure = it->second;
+  silent_.erase(it);
+  if (nodes_[node].status != NodeStatus::InJob) {
+    return;  // it left the job meanwhile (a scale-down, the script)
+  }
+  nodeFailed(node, /*nodeLost=*/true, failure.repairHours, failure.cause);
+  // The agent stops a generation when a node it runs on leaves or a worker of it fails.
+  STRETCH_CHECK(done_ || !hung_ || runsOnSilentNode(),
+                "generation {} still blocks after the failure of {} reached the agent",
+                group_.generation(), nodes_[node].id);
+}
+
+bool Simulation::runsOnSilentNode() const {
+  if (!group_.running()) {
+    return false;
+  }
+  return std::any_of(silent_.begin(), silent_.end(),
+                     [&](const auto& entry) { return group_.workersOn(entry.first) > 0; });
 }
 
 void Simulation::onScale(const ScaleEvent& e) {

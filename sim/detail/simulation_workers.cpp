@@ -46,7 +46,7 @@ const StepPlan& Simulation::planFor(std::int64_t worldSize, const config::BatchT
 }
 
 void Simulation::settleRing() {
-  if (!group_.stepPending() || joinersPlan_ != nullptr) {
+  if (!group_.stepPending() || joinersPlan_ != nullptr || hung_) {
     return;
   }
   // In aggregate mode the steps of a segment are counted at its end: a step is complete when
@@ -125,6 +125,12 @@ void Simulation::startGeneration(const agent::StartWorkers& a, const agent::Live
   // then trains); the full world from the handover on (onJoinersReady).
   interimWorld_ = trainsMeanwhile ? meanwhileWorld : 0;
   emit(TimelineKind::WorldSize, now_, 0, "world_size", "");
+  if (runsOnSilentNode()) {
+    // The agent does not know yet that a node of this generation failed: it never starts.
+    hung_ = true;
+    hungSince_ = now_;
+    return;
+  }
   if (trainsMeanwhile) {
     joinersPlan_ = plan_;
     plan_ = meanwhile;
@@ -170,11 +176,34 @@ void Simulation::abortWorkInFlight() {
   }
 }
 
+void Simulation::hang() {
+  if (hung_) {
+    return;
+  }
+  abortWorkInFlight();
+  ++workEpoch_;
+  hung_ = true;
+  hungSince_ = now_;
+}
+
+void Simulation::endHang() {
+  if (!hung_) {
+    return;
+  }
+  emit(TimelineKind::Blocked, hungSince_, now_ - hungSince_, "blocked on a failed node",
+       "failure_detection_seconds");
+  hung_ = false;
+}
+
 void Simulation::stopGeneration(bool keepRunning) {
   if (!group_.running()) {
     return;
   }
-  abortWorkInFlight();
+  if (hung_) {
+    endHang();
+  } else {
+    abortWorkInFlight();
+  }
   setPhase(Phase::Idle);
   idleSince_ = now_;
   closeWorldSpan();
@@ -287,7 +316,9 @@ void Simulation::finishRun(Outcome outcome, const std::string& message) {
     return;
   }
   const Phase phase = metrics_.phase();
-  if (phase == Phase::Computing) {
+  if (hung_) {
+    endHang();
+  } else if (phase == Phase::Computing) {
     if (opt_.mode == SimMode::Aggregate) {
       settleAt(now_);
     }

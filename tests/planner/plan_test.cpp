@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
@@ -393,6 +394,34 @@ TEST(PlannerPlan, NodeDependentCostsAreTakenAtEachRowsNodes) {
                       "2 nodes"),
             std::string::npos)
       << text;
+}
+
+// job.failure_detection_seconds: section 6 gives its value at the recommended size's nodes and
+// where it comes from, and says nothing of it when the job pays none.
+TEST(PlannerPlan, TheRecoveryComparisonNamesTheFailureDetectionCost) {
+  PlanInput in = example();
+  in.scenario.job.recovery.live = true;
+  in.scenario.job.recovery.reconfigureSeconds = 20;
+  const std::string without = renderPlan(makePlan(in), ReportFormat::Markdown);
+  EXPECT_EQ(without.find("failure detection"), std::string::npos) << without;
+
+  in.scenario.job.failureDetectionSeconds =
+      sim::SecondsByNodes(0.0, 0.0, {{2, 4.5}}, "control plane");
+  const Plan plan = makePlan(in);
+  const RecoverySection& r = plan.recovery;
+  ASSERT_TRUE(r.compared);
+  EXPECT_DOUBLE_EQ(r.detectionSeconds, 2.25 * static_cast<double>(r.nodes));
+  EXPECT_EQ(r.detectionSource.rfind("measured at 2 nodes (control plane)", 0), 0u)
+      << r.detectionSource;
+  const auto j = nlohmann::json::parse(renderPlan(plan, ReportFormat::Json));
+  EXPECT_EQ(j["recovery"]["failure_detection_seconds"].get<double>(), r.detectionSeconds);
+  EXPECT_EQ(j["recovery"]["failure_detection_source"], r.detectionSource);
+  const std::string text = renderPlan(plan, ReportFormat::Markdown);
+  EXPECT_NE(text.find(fmt::format("either first waits {:g} s for a node failure to be noticed",
+                                  r.detectionSeconds)),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("; failure detection " + r.detectionSource), std::string::npos) << text;
 }
 
 }  // namespace

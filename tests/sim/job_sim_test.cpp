@@ -786,6 +786,113 @@ TEST(LiveRecovery, LiveModeNeedsItsReconfigurationTime) {
   EXPECT_THAT([&] { fromJson(j); }, testing::ThrowsMessage<ConfigError>(HasSubstr("mode")));
 }
 
+// ---- failure detection (job.failure_detection_seconds) --------------------------------------
+
+// liveJob's cluster in checkpoint mode, with `detection` seconds of failure detection and one
+// traced failure of n1 at `atHours` (`nodeLost`: the cause takes the node; it then stays away).
+nlohmann::json detectionJob(double detection, double atHours, bool nodeLost) {
+  auto j = liveJob(0, nlohmann::json::array());
+  j["job"].erase("recovery");
+  j["job"]["failure_detection_seconds"] = detection;
+  j["failures"] = {{"model", "trace"},
+                   {"events", {{{"at_hours", atHours}, {"node", "n1"}, {"cause", "crash"}}}},
+                   {"causes", {{{"name", "crash"}, {"count", 1}, {"node_lost", nodeLost}}}},
+                   {"replacement", "none"},
+                   {"repair_hours", 1000}};
+  return j;
+}
+
+// A node that dies silently reaches the agent failure_detection_seconds later; meanwhile the
+// generation blocks (no step completes: the time is lost), then everything happens as it would
+// have without detection, that much later.
+TEST(FailureDetection, ASilentNodeFailureReachesTheAgentAfterTheDetectionTime) {
+  // The failure after the first 10 s start-up and 40 steps of 12 ms (no checkpoint before 50).
+  const double atHours = (10 + 40 * 0.012 + 0.006) / 3600;
+  const SimTime failure = hoursToNanos(atHours);
+  const SimTime detection = secondsToNanos(5);
+  for (const SimMode mode : {SimMode::Aggregate, SimMode::StepLevel}) {
+    SCOPED_TRACE(mode == SimMode::Aggregate ? "aggregate" : "step-level");
+    RunResult noticed;
+    RunResult silent;
+    const auto at0 = eventsOf(fromJson(detectionJob(0, atHours, true)), &noticed, mode);
+    const auto at5 = eventsOf(fromJson(detectionJob(5, atHours, true)), &silent, mode);
+    const auto stops0 = recordsOf(at0, "stop_workers");
+    const auto stops5 = recordsOf(at5, "stop_workers");
+    ASSERT_EQ(stops0.size(), 1u);
+    ASSERT_EQ(stops5.size(), 1u);
+    EXPECT_EQ(stops0[0]["time_ns"], failure);
+    EXPECT_EQ(stops5[0]["time_ns"], failure + detection);
+    // The same decisions, 5 s later; the run is 5 s longer, all of them lost.
+    ASSERT_EQ(starts(at5).size(), 2u);
+    EXPECT_EQ(starts(at5)[1]["world_size"], 3);
+    EXPECT_EQ(starts(at5)[1]["resume_step"], starts(at0)[1]["resume_step"]);
+    EXPECT_EQ(silent.simulatedNs, noticed.simulatedNs + detection);
+    EXPECT_EQ(silent.lostNs, noticed.lostNs + detection);
+    EXPECT_EQ(silent.usefulNs, noticed.usefulNs);
+    EXPECT_EQ(silent.steps, noticed.steps);
+    EXPECT_EQ(silent.failures, 1);
+  }
+
+  // The timeline shows the blocked span, at the world that blocks.
+  RecordSink sink;
+  RunOptions o;
+  o.timeline = &sink;
+  simulate(fromJson(detectionJob(5, atHours, true)), o);
+  std::vector<TimelineRecord> blocked;
+  std::copy_if(sink.records.begin(), sink.records.end(), std::back_inserter(blocked),
+               [](const TimelineRecord& r) { return r.kind == TimelineKind::Blocked; });
+  ASSERT_EQ(blocked.size(), 1u);
+  EXPECT_EQ(blocked[0].time, failure);
+  EXPECT_EQ(blocked[0].duration, detection);
+  EXPECT_EQ(blocked[0].worldSize, 4);
+  EXPECT_EQ(blocked[0].step, 40);
+}
+
+// Live recovery: the survivors resume from the last step completed before the failure, not from
+// anything in the blocked time.
+TEST(FailureDetection, LiveSurvivorsResumeFromTheLastStepBeforeTheFailure) {
+  const double atHours = (10 + 40 * 0.012 + 0.006) / 3600;
+  auto j = detectionJob(5, atHours, true);
+  j["job"]["recovery"] = liveJob(0, nlohmann::json::array())["job"]["recovery"];
+  for (const SimMode mode : {SimMode::Aggregate, SimMode::StepLevel}) {
+    RunResult r;
+    const auto events = eventsOf(fromJson(j), &r, mode);
+    const auto st = starts(events);
+    ASSERT_EQ(st.size(), 2u);
+    EXPECT_EQ(st[1]["recovery"], "live");
+    EXPECT_EQ(st[1]["resume_step"], 40);
+    EXPECT_EQ(st[1]["time_ns"], hoursToNanos(atHours) + secondsToNanos(5));
+  }
+}
+
+// Exits the agent sees at once cost no detection: a software failure (its node stays), a worker
+// the script kills, a spot preemption (the node's agent is stopped by a signal and says so).
+TEST(FailureDetection, ProcessExitsAndPreemptionsAreNoticedAtOnce) {
+  const double atHours = (10 + 40 * 0.012 + 0.006) / 3600;
+  RunResult a;
+  RunResult b;
+  EXPECT_EQ(eventsOf(fromJson(detectionJob(0, atHours, false)), &a),
+            eventsOf(fromJson(detectionJob(5, atHours, false)), &b));
+  expectSameRun(a, b);
+
+  auto kill = liveJob(0, {{{"at_step", 40}, {"kind", "kill_worker"}, {"rank", 1}}});
+  kill["job"].erase("recovery");
+  const auto killed0 = eventsOf(fromJson(kill), &a);
+  kill["job"]["failure_detection_seconds"] = 5;
+  EXPECT_EQ(eventsOf(fromJson(kill), &b), killed0);
+  expectSameRun(a, b);
+
+  auto spot = liveJob(0, nlohmann::json::array());
+  spot["job"].erase("recovery");
+  spot["job"]["total_steps"] = 20000;
+  spot["spot"] = {{"node_mean_hours_between_preemptions", 0.02}, {"return_hours", 0.01}};
+  const auto preempted0 = eventsOf(fromJson(spot), &a);
+  EXPECT_GT(a.preemptions, 2);
+  spot["job"]["failure_detection_seconds"] = 5;
+  EXPECT_EQ(eventsOf(fromJson(spot), &b), preempted0);
+  expectSameRun(a, b);
+}
+
 TEST(Timeline, TraceAndCsvWriters) {
   test::TempDir dir;
   Scenario s = fixture("trace_replay");
