@@ -18,6 +18,7 @@
 #include "runtime/comm/in_process_backend.hpp"
 #include "runtime/launcher/token.hpp"
 #include "sim/collective_cost.hpp"
+#include "tests/support/error_of.hpp"
 #include "tests/support/sim_cluster.hpp"
 #include "tools/rank_launcher.hpp"
 #include "tools/sim_comm_bench.hpp"
@@ -236,28 +237,18 @@ TEST(RankLauncher, AFailedRankStopsTheOthersAndNamesItsError) {
                  "if [ \"$RANK\" = 1 ]; then echo 'rank 1: disk on fire' >&2; exit 3; fi; "
                  "exec sleep 30");
   const auto start = std::chrono::steady_clock::now();
-  try {
-    runRanks(launch);
-    FAIL() << "expected CommError";
-  } catch (const stretch::comm::CommError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("rank 1 of 3"), std::string::npos) << what;
-    EXPECT_NE(what.find("exit status 3"), std::string::npos) << what;
-    EXPECT_NE(what.find("disk on fire"), std::string::npos) << what;
-  }
+  const std::string what = test::errorOf<stretch::comm::CommError>([&] { runRanks(launch); });
+  EXPECT_NE(what.find("rank 1 of 3"), std::string::npos) << what;
+  EXPECT_NE(what.find("exit status 3"), std::string::npos) << what;
+  EXPECT_NE(what.find("disk on fire"), std::string::npos) << what;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
 }
 
 TEST(RankLauncher, NamesTheSignalThatKilledARank) {
   RankLaunch launch = shellRanks(2, "if [ \"$RANK\" = 0 ]; then kill -9 $$; fi; exec sleep 30");
-  try {
-    runRanks(launch);
-    FAIL() << "expected CommError";
-  } catch (const stretch::comm::CommError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("rank 0 of 2"), std::string::npos) << what;
-    EXPECT_NE(what.find("signal 9"), std::string::npos) << what;
-  }
+  const std::string what = test::errorOf<stretch::comm::CommError>([&] { runRanks(launch); });
+  EXPECT_NE(what.find("rank 0 of 2"), std::string::npos) << what;
+  EXPECT_NE(what.find("signal 9"), std::string::npos) << what;
 }
 
 TEST(RankLauncher, KillsEveryRankAtTheDeadline) {

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/common/error.hpp"
+#include "tests/support/error_of.hpp"
 #include "tests/support/test_support.hpp"
 
 namespace stretch::config {
@@ -31,13 +32,7 @@ std::optional<std::int64_t> optionalKey(const nlohmann::json& dict, const char* 
 }
 
 std::string errorOf(const BatchKeys& keys, std::int64_t worldSize) {
-  try {
-    resolveBatch(keys, worldSize);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a ConfigError";
-  return {};
+  return test::errorOf<ConfigError>([&] { resolveBatch(keys, worldSize); });
 }
 
 TEST(ResolveBatchTest, MatchesAllDeepSpeedCases) {

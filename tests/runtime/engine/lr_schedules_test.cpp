@@ -28,6 +28,7 @@
 
 #include "runtime/common/error.hpp"
 #include "runtime/config/ds_config.hpp"
+#include "tests/support/error_of.hpp"
 #include "tests/support/test_support.hpp"
 #include "tests/support/text_support.hpp"
 
@@ -328,12 +329,8 @@ TEST(LrSchedules, StateSaveLoadContinuesIdentically) {
 
 TEST(LrSchedules, LoadStateRejectsAnIterationBelowMinusOne) {
   auto schedule = makeLrSchedule({"WarmupLR", {}}, 1, 1e-3);
-  try {
-    schedule->loadState(LrScheduleState{-2});
-    FAIL() << "expected ConfigError";
-  } catch (const ConfigError& e) {
-    EXPECT_STREQ(e.what(), "lr_scheduler.last_batch_iteration = -2: expected an integer >= -1");
-  }
+  EXPECT_EQ(test::errorOf<ConfigError>([&] { schedule->loadState(LrScheduleState{-2}); }),
+            "lr_scheduler.last_batch_iteration = -2: expected an integer >= -1");
 }
 
 TEST(LrSchedules, StepToMatchesRepeatedSteps) {
@@ -420,12 +417,7 @@ TEST(LrSchedules, WarningsAsDeepSpeedLogsThem) {
 // ---- Config errors ------------------------------------------------------------------------------
 
 std::string errorOf(const SchedulerConfig& config, int groups = 1, LrScheduleOptions options = {}) {
-  try {
-    makeLrSchedule(config, groups, 1e-3, options);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return test::errorOf<ConfigError>([&] { makeLrSchedule(config, groups, 1e-3, options); });
 }
 
 TEST(LrScheduleConfig, UnknownTypeListsTheFiveNames) {
