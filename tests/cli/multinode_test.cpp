@@ -397,6 +397,31 @@ TEST(MultiNodeLocal, ALauncherStoppedAndContinuedResumesOrEndsWithinSeconds) {
 }
 
 // The job store's port taken by another process: a clear error naming it, exit status 1.
+// Issue 43: the launcher starts many node agents from several threads (one per 32 launches, up to
+// 8). A child's parent-death signal comes when the thread that started it ends, so the threads
+// stay until the job ends: 64 agents started from 2 threads all run their worker to the end
+// (before the threads were kept, the second thread's 32 agents got SIGTERM as it returned).
+TEST(MultiNodeLocal, SixtyFourAgentsStartedFromTwoThreadsAllRunTheJob) {
+  stretch::test::TempDir dir("stretch-mn-64");
+  std::ofstream hosts(dir.path() / "hostfile");
+  for (int i = 0; i < 64; ++i)
+    hosts << "h" << i << " slots=1\n";
+  hosts.close();
+  const fs::path events = dir.path() / "events.jsonl";
+  Launch launch(dir.path(),
+                {"--hostfile", (dir.path() / "hostfile").string(), "--launcher", "local",
+                 "--elastic_training", "--min_elastic_nodes", "64", "--max_elastic_nodes", "64",
+                 "--max_restarts", "0", "--master_port", std::to_string(freePort()), "--event_log",
+                 events.string(), "/bin/sh", "-c", "[ \"$WORLD_SIZE\" = 64 ] && sleep 2"});
+  EXPECT_EQ(launch.wait(300s), 0) << launch.err();
+  const std::string said = launch.out() + launch.err();  // spdlog's lines go to stdout
+  EXPECT_NE(said.find("started 64 process(es) for the node agents"), std::string::npos) << said;
+  EXPECT_NE(said.find("2 thread(s))"), std::string::npos) << said;
+  const std::string log = stretch::test::readFileIfAny(events.string());
+  EXPECT_NE(log.find("\"event\":\"finish\""), std::string::npos) << log;
+  EXPECT_EQ(log.find("\"event\":\"stop_workers\""), std::string::npos) << log;
+}
+
 TEST(MultiNodeLocal, AJobStorePortInUseIsAnErrorNamingIt) {
   stretch::test::TempDir dir("stretch-mn-port");
   const int port = freePort();
