@@ -19,8 +19,8 @@
 // live recovery across hosts.
 // Its store traffic is O(what changed): threads wait for the next exit, registration and
 // departure record (the loop reads the lists only once one appeared), a command's
-// acknowledgements are one counter it waits on, and the keep-alives are read by groups of nodes
-// once per keep-alive interval.
+// acknowledgements are one counter it waits on, and the keep-alives of every node are one request
+// (Store::tryMultiGet of the groups' counters) per keep-alive interval.
 //
 
 #include <atomic>
@@ -56,8 +56,8 @@ struct JobControllerOptions {
   Duration monitorInterval = kDefaultMonitorInterval;
   Duration keepAliveTimeout = kDefaultKeepAliveTimeout;
   Duration commandTimeout = std::chrono::seconds(30);
-  // How often the controller reads the nodes' keep-alives (one request per kKeepAliveGroup
-  // nodes): the agents' keep-alive interval, at most keepAliveTimeout / 4.
+  // How often the controller reads the nodes' keep-alives (one request for all of them, Store::
+  // tryMultiGet): the agents' keep-alive interval, at most keepAliveTimeout / 4.
   Duration keepAliveCheck = kDefaultKeepAliveInterval;
   // MASTER_ADDR for the workers; empty: the address node rank 0 registered with.
   std::string masterAddr;

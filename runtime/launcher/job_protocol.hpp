@@ -26,8 +26,8 @@
 //   hb/<group>                     keep-alives of 12 nodes (keepAliveKey): a node's slot is the
 //                                  index of its registration record (nodes/<slot>), its field the
 //                                  4 bits at 4 * (slot % 12) of group slot / 12. The agent add()s
-//                                  keepAliveBit(slot) every interval; the controller reads the
-//                                  group once per interval (one request for 12 nodes) and sees
+//                                  keepAliveBit(slot) every interval; the controller reads every
+//                                  group once per interval (one tryMultiGet for all) and sees
 //                                  which fields moved (the base-16 digits of the change since its
 //                                  last read), on its own clock, so hosts need no synchronised
 //                                  clocks. It subtracts what it read when the value grows large.
@@ -117,8 +117,9 @@ inline std::string assignmentKey(std::int64_t slot) {
   return "assign/" + std::to_string(slot / kAssignmentGroup);
 }
 
-// Keep-alives (hb/<group>): 12 nodes share one counter, 4 bits each, so the controller reads 12
-// nodes' keep-alives with one request. A field holds up to 15 beats between two reads.
+// Keep-alives (hb/<group>): 12 nodes share one counter, 4 bits each, so the controller's one
+// request per interval (Store::tryMultiGet) carries a value per 12 nodes (171 for 2,048). A field
+// holds up to 15 beats between two reads.
 inline constexpr std::int64_t kKeepAliveGroup = 12;
 inline constexpr int kKeepAliveFieldBits = 4;
 inline std::string keepAliveKey(std::int64_t slot) {
@@ -131,8 +132,9 @@ inline std::int64_t keepAliveBit(std::int64_t slot) {
 // The keep-alive interval of a job whose nodes count as lost after `timeout` without one: a
 // quarter of it (a node is lost after four missed beats), between 100 ms and 5 s. The agents
 // the launcher starts beat this often (stretch agent --keepalive_interval), and the controller
-// reads the keep-alives as often: 0.8 + 1/15 + 1/15, about 0.93 store requests per node per
-// second at the default 5 s timeout (its beats, its command wait, the controller's reads).
+// reads the keep-alives as often: 0.8 + 1/15, about 0.87 store requests per node per second at
+// the default 5 s timeout (its beats, its command wait), and the controller's one read of every
+// node's keep-alives per interval (0.8 a second for the whole job).
 agent::Duration keepAliveIntervalFor(agent::Duration timeout);
 
 struct NodeRecord {

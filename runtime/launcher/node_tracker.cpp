@@ -1,9 +1,11 @@
 #include "runtime/launcher/node_tracker.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstddef>
 #include <utility>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 namespace stretch::launcher {
@@ -124,17 +126,47 @@ const NodeRecord* NodeTracker::record(const std::string& id) const {
 }
 
 bool NodeTracker::silent(Node& node, Time now) {
-  readGroup(node.slot / kKeepAliveGroup, now);
+  readGroups(now);
   return now - node.lastChange > keepAliveTimeout_;
 }
 
-void NodeTracker::readGroup(std::int64_t group, Time now) {
-  Group& g = groups_[group];
-  if (g.lastRead && now - *g.lastRead < checkInterval_)
+void NodeTracker::readGroups(Time now) {
+  // The groups of the nodes alive now that were not read within checkInterval, all in one
+  // request (slots_ is sorted, so a group's slots are adjacent).
+  std::vector<std::int64_t> due;
+  std::vector<std::string> keys;
+  for (const auto& [slot, id] : slots_) {
+    const std::int64_t group = slot / kKeepAliveGroup;
+    if (!due.empty() && due.back() == group)
+      continue;
+    const auto n = nodes_.find(id);
+    if (n == nodes_.end() || !n->second.alive)
+      continue;
+    const Group& g = groups_[group];
+    if (g.lastRead && now - *g.lastRead < checkInterval_)
+      continue;
+    due.push_back(group);
+    keys.push_back(keepAliveKey(slot));
+  }
+  if (keys.empty())
     return;
+  const std::vector<std::optional<std::string>> values = store_.tryMultiGet(keys);
+  for (std::size_t i = 0; i < due.size(); ++i) {
+    // No key yet: none of the group's nodes has beaten (an add() would read it as 0 too).
+    std::int64_t value = 0;
+    if (const auto& text = values[i]) {
+      const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+      if (ec != std::errc() || end != text->data() + text->size())
+        throw ProtocolError(
+            fmt::format("keep-alive counter {} = \"{}\": expected an integer", keys[i], *text));
+    }
+    applyGroup(due[i], value, now);
+  }
+}
+
+void NodeTracker::applyGroup(std::int64_t group, std::int64_t value, Time now) {
+  Group& g = groups_[group];
   g.lastRead = now;
-  const std::string key = keepAliveKey(group * kKeepAliveGroup);
-  const std::int64_t value = store_.add(key, 0);
   if (g.value && value >= *g.value) {
     // Each field of the change is how often that node beat since the last read (at most 15 at
     // the agents' interval; more only after a stall, which noticeStall forgives anyway).
@@ -154,7 +186,7 @@ void NodeTracker::readGroup(std::int64_t group, Time now) {
   // Room for hours of beats at any interval (the last field adds 2^44 a beat); a node's beat
   // that overflowed the counter would fail.
   if (value > (std::int64_t{1} << 60)) {
-    store_.add(key, -value);
+    store_.add(keepAliveKey(group * kKeepAliveGroup), -value);
     g.value = 0;
   }
 }

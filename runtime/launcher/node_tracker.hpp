@@ -7,8 +7,9 @@
 // which agents are alive and marks those that do not answer a command as lost. Not thread-safe.
 //
 // What it costs the store: the registration and departure lists are read only when the caller
-// says they changed (runJobController's RecordWatches); the keep-alives, one request per group of
-// kKeepAliveGroup nodes (hb/<group>, job_protocol.hpp) per check interval.
+// says they changed (runJobController's RecordWatches); the keep-alives of every node, one request
+// per check interval (Store::tryMultiGet of the hb/<group> counters of kKeepAliveGroup nodes each,
+// job_protocol.hpp).
 
 #include <cstdint>
 #include <map>
@@ -46,7 +47,7 @@ class NodeTracker {
   // "Order").
   std::vector<agent::Event> poll(agent::Time now, bool withKeepAlives, bool readLists = true);
 
-  // Reads the node's keep-alive group (unless read within checkInterval); true when its field
+  // Reads the keep-alive groups (those not read within checkInterval); true when the node's field
   // has not moved for keepAliveTimeout.
   bool silent(const std::string& id, agent::Time now);
 
@@ -78,8 +79,10 @@ class NodeTracker {
   };
 
   bool silent(Node& node, agent::Time now);
-  // Reads group `group` (unless read within checkInterval) and renews the nodes whose field moved.
-  void readGroup(std::int64_t group, agent::Time now);
+  // Reads, with one request (Store::tryMultiGet), every keep-alive group of a live node not read
+  // within checkInterval, and renews the nodes whose field moved.
+  void readGroups(agent::Time now);
+  void applyGroup(std::int64_t group, std::int64_t value, agent::Time now);
 
   // A controller that did not look for a while (the launcher stopped by SIGSTOP, a slow
   // checkpoint read) cannot tell a silent node from its own absence: every node's keep-alive
