@@ -106,6 +106,8 @@ struct TcpStore::Client {
   ReplyFrame call(const std::string& frame, std::string_view what, Reply want);
   [[noreturn]] void ioFailure(Lease& lease, IoStatus status, int err, std::string_view what,
                               Duration timeout) const;
+  // A request of `type` carrying a key list (Check, Wait, MultiGet); each key is checked.
+  std::string keysFrame(Request type, const std::vector<std::string>& keys) const;
   // Waits for `keys` until `deadline`; throws StoreTimeoutError reporting `reported`.
   void waitUntil(const std::vector<std::string>& keys, SteadyClock::time_point deadline,
                  Duration reported);
@@ -226,6 +228,16 @@ void TcpStore::Client::checkKey(const std::string& key) const {
     throw StoreError(fmt::format("{}: {}", name, *problem));
 }
 
+std::string TcpStore::Client::keysFrame(Request type, const std::vector<std::string>& keys) const {
+  FrameWriter frame(type);
+  frame.u32(static_cast<std::uint32_t>(keys.size()));
+  for (const auto& key : keys) {
+    checkKey(key);
+    frame.str(key);
+  }
+  return frame.take();
+}
+
 void TcpStore::Client::checkValue(const std::string& key, const std::string& value) const {
   if (auto problem = valueProblem(key, value, maxValueBytes))
     throw StoreError(fmt::format("{}: {}", name, *problem));
@@ -326,18 +338,13 @@ TcpStore::Client::ReplyFrame TcpStore::Client::call(const std::string& frame, st
 
 void TcpStore::Client::waitUntil(const std::vector<std::string>& keys,
                                  SteadyClock::time_point deadline, Duration reported) {
-  for (const auto& key : keys)
-    checkKey(key);
+  std::string frame = keysFrame(Request::Wait, keys);
   if (keys.empty())
     return;
-  FrameWriter frame(Request::Wait);
-  frame.u32(static_cast<std::uint32_t>(keys.size()));
-  for (const auto& key : keys)
-    frame.str(key);
   const std::string what = keys.size() == 1 ? fmt::format("wait(\"{}\")", printable(keys[0]))
                                             : fmt::format("wait({} keys)", keys.size());
   Lease lease = acquire(deadline);
-  send(lease, frame.take(), deadline, what);
+  send(lease, frame, deadline, what);
   ReplyFrame reply;
   int err = 0;
   const IoStatus status = tryReceive(lease, deadline, reply, err);
@@ -482,13 +489,8 @@ std::string TcpStore::compareSet(const std::string& key, const std::string& expe
 
 bool TcpStore::check(const std::vector<std::string>& keys) {
   client_->timeoutTicks.store(timeout().count());
-  FrameWriter frame(Request::Check);
-  frame.u32(static_cast<std::uint32_t>(keys.size()));
-  for (const auto& key : keys) {
-    client_->checkKey(key);
-    frame.str(key);
-  }
-  Client::ReplyFrame reply = client_->call(frame.take(), "check", Reply::Bool);
+  Client::ReplyFrame reply =
+      client_->call(client_->keysFrame(Request::Check, keys), "check", Reply::Bool);
   FrameReader reader(reply.body());
   const std::uint8_t all = reader.u8();
   if (!reader.complete())
@@ -518,14 +520,9 @@ bool TcpStore::deleteKey(const std::string& key) {
 std::vector<std::optional<std::string>> TcpStore::tryMultiGet(
     const std::vector<std::string>& keys) {
   client_->timeoutTicks.store(timeout().count());
-  FrameWriter frame(Request::MultiGet);
-  frame.u32(static_cast<std::uint32_t>(keys.size()));
-  for (const auto& key : keys) {
-    client_->checkKey(key);
-    frame.str(key);
-  }
   Client::ReplyFrame reply =
-      client_->call(frame.take(), fmt::format("multiGet of {} keys", keys.size()), Reply::Values);
+      client_->call(client_->keysFrame(Request::MultiGet, keys),
+                    fmt::format("multiGet of {} keys", keys.size()), Reply::Values);
   FrameReader reader(reply.body());
   const std::uint32_t n = reader.u32();
   std::vector<std::optional<std::string>> out;
