@@ -233,13 +233,20 @@ void MainWindow::showPlan(const SimulationResult& result) {
       return text;
     };
     // The reconfiguration at the recommended size's nodes and where that figure comes from
-    // (given as a constant, or measured at some node counts and extrapolated), as section 6 says.
+    // (given as a constant, or measured at some node counts and extrapolated), as section 6 says;
+    // and a node failure's detection, which both modes wait for, when the job pays one.
+    QString detection;
+    if (rec.detectionSeconds > 0.0) {
+      detection = tr("; either mode first waits %1 s for a node failure to be noticed: %2")
+                      .arg(rec.detectionSeconds, 0, 'g', 3)
+                      .arg(QString::fromStdString(rec.detectionSource).toHtmlEscaped());
+    }
     headline += tr("<br><b>Live recovery</b> (survivors keep training; %1 s to reconfigure at %2 "
-                   "nodes: %3): %4. <b>Checkpoint-restart</b> (Daly's interval): %5. Live "
-                   "recovery gains %6 ± %7 ETTR points (%8 fresh replicas each).")
+                   "nodes: %3%4): %5. <b>Checkpoint-restart</b> (Daly's interval): %6. Live "
+                   "recovery gains %7 ± %8 ETTR points (%9 fresh replicas each).")
                     .arg(rec.reconfigureSeconds, 0, 'g', 3)
                     .arg(rec.nodes)
-                    .arg(QString::fromStdString(rec.reconfigureSource).toHtmlEscaped(),
+                    .arg(QString::fromStdString(rec.reconfigureSource).toHtmlEscaped(), detection,
                          mode(rec.live), mode(rec.checkpoint))
                     .arg(100.0 * rec.gain.mean, 0, 'f', 2)
                     .arg(100.0 * rec.gain.ci95, 0, 'f', 2)

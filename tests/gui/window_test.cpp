@@ -253,7 +253,8 @@ class WindowTest : public QObject {
     QVERIFY2(text.contains(QStringLiteral("(control plane on ")), qPrintable(text));
   }
 
-  // A constant reconfiguration cost is said to be one (the example job, live, 12 s).
+  // A constant reconfiguration cost is said to be one (the example job, live, 12 s), and so is
+  // the failure detection both modes wait for (5 s).
   void liveRecoveryWithAConstantCostSaysSo() {
     QFile example(test::fixture("gui/example_job.json"));
     QVERIFY(example.open(QIODevice::ReadOnly));
@@ -261,6 +262,7 @@ class WindowTest : public QObject {
     QJsonObject job = root[QStringLiteral("job")].toObject();
     job[QStringLiteral("recovery")] = QJsonObject{{QStringLiteral("mode"), QStringLiteral("live")},
                                                   {QStringLiteral("reconfigure_seconds"), 12}};
+    job[QStringLiteral("failure_detection_seconds")] = 5;
     root[QStringLiteral("job")] = job;
     const QString path = dir_.filePath("live_constant.json");
     QFile file(path);
@@ -274,8 +276,9 @@ class WindowTest : public QObject {
     QVERIFY(window_->simulate());
     QVERIFY(finished.wait(120000));
     const QString text = window_->recommendationText();
-    const QRegularExpression line(
-        QStringLiteral("12 s to reconfigure at [0-9]+ nodes: given as a constant\\)"));
+    const QRegularExpression line(QStringLiteral(
+        "12 s to reconfigure at [0-9]+ nodes: given as a constant; either mode first waits 5 s "
+        "for a node failure to be noticed: given as a constant\\)"));
     QVERIFY2(text.contains(line), qPrintable(text));
   }
 
