@@ -4,9 +4,12 @@
 
 #include "runtime/launcher/job_protocol.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <set>
@@ -387,78 +390,106 @@ class GatedStore final : public comm::Store {
   std::atomic<std::int64_t> requests_{0};
 };
 
+// An elastic job of one-slot nodes (1..ids.size()) run by a controller (its store
+// `controllerStore`, an event log) and a thread agent per id (its store from connectFor(id)),
+// whose workers run `script` with WORLD_SIZE set.
+struct ElasticJob {
+  ElasticJob(std::filesystem::path log, std::shared_ptr<comm::Store> controllerStore,
+             std::vector<std::string> nodeIds, std::int64_t maxRestarts, Duration keepAliveTimeout,
+             const std::string& script,
+             const std::function<StoreFactory(const std::string&)>& connectFor)
+      : eventLog(std::move(log)), ids(std::move(nodeIds)) {
+    JobControllerOptions c;
+    c.config.minNodes = 1;
+    c.config.maxNodes = static_cast<std::int64_t>(ids.size());
+    c.config.maxRestarts = maxRestarts;
+    c.config.training.batch.microBatchPerGpu = 1;
+    c.config.lastCall = 200ms;
+    c.store = std::move(controllerStore);
+    c.eventLog = eventLog;
+    c.monitorInterval = 100ms;
+    c.keepAliveTimeout = keepAliveTimeout;
+    c.commandTimeout = 5s;
+    c.stopSignal = &controllerStop;
+    c.launchHosts = ids;
+    controller = std::async(std::launch::async, [c] { return runJobController(c); });
+    for (const std::string& id : ids) {
+      stops.push_back(std::make_unique<std::atomic<int>>(0));
+      NodeAgentOptions n;
+      n.connect = connectFor(id);
+      n.node = {id, 1, "127.0.0.1", {0}};
+      n.command.argv = {"/bin/sh", "-c", script};
+      n.environment = [](const StartWorkers& s, const NodeAssignment&, std::int64_t, std::int64_t,
+                         const std::string&) {
+        return std::map<std::string, std::string>{{"WORLD_SIZE", std::to_string(s.worldSize)}};
+      };
+      n.keepAliveInterval = 100ms;
+      n.stopGrace = 1s;
+      n.stopSignal = stops.back().get();
+      agents.push_back(std::async(std::launch::async, [n] { return runNodeAgent(n); }));
+    }
+  }
+  // Waits (at most 20 s) until every agent acknowledged command `sequence`.
+  bool allAcked(comm::Store& store, std::uint64_t sequence) const {
+    const auto acked = [&] {
+      return std::all_of(ids.begin(), ids.end(), [&](const std::string& id) {
+        const auto ack = tryGet(store, "ack/" + id);
+        return ack && std::stoull(*ack) >= sequence;
+      });
+    };
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!acked() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(10ms);
+    return acked();
+  }
+  // The event log's start_workers records.
+  std::vector<std::string> starts() const {
+    std::ifstream in(eventLog);
+    std::vector<std::string> out;
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("\"event\":\"start_workers\"") != std::string::npos)
+        out.push_back(line);
+    }
+    return out;
+  }
+
+  const std::filesystem::path eventLog;
+  const std::vector<std::string> ids;
+  std::atomic<int> controllerStop{0};
+  std::vector<std::unique_ptr<std::atomic<int>>> stops;
+  std::future<AgentResult> controller;
+  std::vector<std::future<NodeAgentResult>> agents;
+};
+
 TEST(JobController, NodesThatLeaveInOnePollAreNamedByNoStart) {
   // Three one-slot nodes, elastic 1..3; b and c leave while the controller looks away, so it
   // reads both departures in one poll. The first one's restart must not start (nor log) a
   // generation on c: before the fix the event log had a start_workers naming ["a","c"].
   test::TempDir dir("stretch-gone");
   ASSERT_FALSE(dir.path().empty());
-  const auto eventLog = dir.path() / "events.jsonl";
   auto store = std::make_shared<comm::HashStore>(5s);
   auto gated = std::make_shared<GatedStore>(store);
-  std::atomic<int> controllerStop{0};
-  std::vector<std::unique_ptr<std::atomic<int>>> stops;
-  JobControllerOptions c;
-  c.config.minNodes = 1;
-  c.config.maxNodes = 3;
-  c.config.maxRestarts = 5;
-  c.config.training.batch.microBatchPerGpu = 1;
-  c.config.lastCall = 200ms;
-  c.store = gated;
-  c.eventLog = eventLog;
-  c.monitorInterval = 100ms;
-  c.keepAliveTimeout = 5s;
-  c.commandTimeout = 5s;
-  c.stopSignal = &controllerStop;
-  c.launchHosts = {"a", "b", "c"};
-  auto controller = std::async(std::launch::async, [c] { return runJobController(c); });
-  std::vector<std::future<NodeAgentResult>> agents;
-  for (const std::string id : {"a", "b", "c"}) {
-    stops.push_back(std::make_unique<std::atomic<int>>(0));
-    NodeAgentOptions n;
-    n.connect = [store](Duration) { return std::static_pointer_cast<comm::Store>(store); };
-    n.node = {id, 1, "127.0.0.1", {0}};
-    n.command.argv = {"/bin/sh", "-c", "[ \"$WORLD_SIZE\" = 1 ] && exit 0; exec sleep 30"};
-    n.environment = [](const StartWorkers& s, const NodeAssignment&, std::int64_t, std::int64_t,
-                       const std::string&) {
-      return std::map<std::string, std::string>{{"WORLD_SIZE", std::to_string(s.worldSize)}};
-    };
-    n.keepAliveInterval = 100ms;
-    n.stopGrace = 1s;
-    n.stopSignal = stops.back().get();
-    agents.push_back(std::async(std::launch::async, [n] { return runNodeAgent(n); }));
-  }
+  ElasticJob job(dir.path() / "events.jsonl", gated, {"a", "b", "c"}, 5, 5s,
+                 "[ \"$WORLD_SIZE\" = 1 ] && exit 0; exec sleep 30",
+                 [store](const std::string&) -> StoreFactory {
+                   return
+                       [store](Duration) { return std::static_pointer_cast<comm::Store>(store); };
+                 });
   // Generation 1 runs on all three once every agent acknowledged its start.
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  auto acked = [&] {
-    for (const char* id : {"a", "b", "c"}) {
-      const auto ack = tryGet(*store, std::string("ack/") + id);
-      if (!ack || std::stoll(*ack) < 1)
-        return false;
-    }
-    return true;
-  };
-  while (!acked() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(10ms);
-  ASSERT_TRUE(acked());
+  ASSERT_TRUE(job.allAcked(*store, 1));
   gated->close();
-  stops[1]->store(SIGTERM);
-  stops[2]->store(SIGTERM);
-  ASSERT_EQ(agents[1].wait_for(20s), std::future_status::ready);
-  ASSERT_EQ(agents[2].wait_for(20s), std::future_status::ready);
+  job.stops[1]->store(SIGTERM);
+  job.stops[2]->store(SIGTERM);
+  ASSERT_EQ(job.agents[1].wait_for(20s), std::future_status::ready);
+  ASSERT_EQ(job.agents[2].wait_for(20s), std::future_status::ready);
   gated->open();
-  ASSERT_EQ(controller.wait_for(60s), std::future_status::ready);
-  const auto result = controller.get();
+  ASSERT_EQ(job.controller.wait_for(60s), std::future_status::ready);
+  const auto result = job.controller.get();
   EXPECT_EQ(result.exitCode, 0) << result.message;
-  ASSERT_EQ(agents[0].wait_for(10s), std::future_status::ready);
-  EXPECT_EQ(agents[0].get().exitCode, 0);
+  ASSERT_EQ(job.agents[0].wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(job.agents[0].get().exitCode, 0);
 
-  std::ifstream in(eventLog);
-  std::vector<std::string> starts;
-  for (std::string line; std::getline(in, line);) {
-    if (line.find("\"event\":\"start_workers\"") != std::string::npos)
-      starts.push_back(line);
-  }
+  const std::vector<std::string> starts = job.starts();
   ASSERT_EQ(starts.size(), 2u);
   EXPECT_NE(starts[0].find("\"nodes\":[\"a\",\"b\",\"c\"]"), std::string::npos) << starts[0];
   EXPECT_NE(starts[1].find("\"nodes\":[\"a\"]"), std::string::npos) << starts[1];
@@ -486,75 +517,30 @@ class FrozenKeepAlives final : public comm::ForwardingStore {
 TEST(JobController, NodesSilentInOneCheckCostOneRestart) {
   test::TempDir dir("stretch-mass-loss");
   ASSERT_FALSE(dir.path().empty());
-  const auto eventLog = dir.path() / "events.jsonl";
   auto store = std::make_shared<comm::HashStore>(5s);
   auto frozen = std::make_shared<std::atomic<bool>>(false);
-  std::atomic<int> controllerStop{0};
-  std::vector<std::unique_ptr<std::atomic<int>>> stops;
-  JobControllerOptions c;
-  c.config.minNodes = 1;
-  c.config.maxNodes = 5;
-  c.config.maxRestarts = 1;
-  c.config.training.batch.microBatchPerGpu = 1;
-  c.config.lastCall = 200ms;
-  c.store = store;
-  c.eventLog = eventLog;
-  c.monitorInterval = 100ms;
-  c.keepAliveTimeout = 1s;
-  c.commandTimeout = 5s;
-  c.stopSignal = &controllerStop;
-  const std::vector<std::string> ids = {"a", "b", "c", "d", "e"};
-  c.launchHosts = ids;
-  auto controller = std::async(std::launch::async, [c] { return runJobController(c); });
-  std::vector<std::future<NodeAgentResult>> agents;
-  for (const std::string& id : ids) {
-    stops.push_back(std::make_unique<std::atomic<int>>(0));
-    NodeAgentOptions n;
-    const bool freezes = id >= "c";
-    n.connect = [store, frozen, freezes](Duration) -> std::shared_ptr<comm::Store> {
-      if (freezes)
-        return std::make_shared<FrozenKeepAlives>(store, frozen);
-      return store;
-    };
-    n.node = {id, 1, "127.0.0.1", {0}};
-    n.command.argv = {"/bin/sh", "-c", "[ \"$WORLD_SIZE\" = 2 ] && exit 0; exec sleep 30"};
-    n.environment = [](const StartWorkers& s, const NodeAssignment&, std::int64_t, std::int64_t,
-                       const std::string&) {
-      return std::map<std::string, std::string>{{"WORLD_SIZE", std::to_string(s.worldSize)}};
-    };
-    n.keepAliveInterval = 100ms;
-    n.stopGrace = 1s;
-    n.stopSignal = stops.back().get();
-    agents.push_back(std::async(std::launch::async, [n] { return runNodeAgent(n); }));
-  }
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  auto acked = [&] {
-    for (const std::string& id : ids) {
-      const auto ack = tryGet(*store, "ack/" + id);
-      if (!ack || std::stoll(*ack) < 1)
-        return false;
-    }
-    return true;
-  };
-  while (!acked() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(10ms);
-  ASSERT_TRUE(acked());
+  ElasticJob job(dir.path() / "events.jsonl", store, {"a", "b", "c", "d", "e"}, 1, 1s,
+                 "[ \"$WORLD_SIZE\" = 2 ] && exit 0; exec sleep 30",
+                 [store, frozen](const std::string& id) -> StoreFactory {
+                   const bool freezes = id >= "c";
+                   return [store, frozen, freezes](Duration) -> std::shared_ptr<comm::Store> {
+                     if (freezes)
+                       return std::make_shared<FrozenKeepAlives>(store, frozen);
+                     return store;
+                   };
+                 });
+  ASSERT_TRUE(job.allAcked(*store, 1));
   frozen->store(true);
-  ASSERT_EQ(controller.wait_for(60s), std::future_status::ready);
-  const auto result = controller.get();
+  ASSERT_EQ(job.controller.wait_for(60s), std::future_status::ready);
+  const auto result = job.controller.get();
   EXPECT_EQ(result.exitCode, 0) << result.message;
   EXPECT_EQ(result.restarts, 1);
   EXPECT_EQ(result.generations, 2u);
-  for (auto& agent : agents) {
+  for (auto& agent : job.agents) {
     ASSERT_EQ(agent.wait_for(20s), std::future_status::ready);
     EXPECT_EQ(agent.get().exitCode, 0);
   }
-  std::ifstream in(eventLog);
-  std::vector<std::string> starts;
-  for (std::string line; std::getline(in, line);) {
-    if (line.find("\"event\":\"start_workers\"") != std::string::npos)
-      starts.push_back(line);
-  }
+  const std::vector<std::string> starts = job.starts();
   ASSERT_EQ(starts.size(), 2u);
   EXPECT_NE(starts[1].find("\"nodes\":[\"a\",\"b\"]"), std::string::npos) << starts[1];
   EXPECT_NE(starts[1].find("nodes c, d, e of generation 1 keep-alive lost"), std::string::npos)
