@@ -262,4 +262,34 @@ TEST(SimCli, ControlPlaneBenchmarkIsAddedToAScenario) {
   EXPECT_THAT(usage.err, HasSubstr("--control-plane"));
 }
 
+// The calibrated detection is charged: the same Daly scenario calibrated from a benchmark whose
+// 4-node stop_noticed_s is 60 s loses at least most of 60 s more per node failure than from one
+// that did not measure it (same restart points, same seed).
+TEST(SimCli, TheCalibratedFailureDetectionIsChargedAtEveryNodeFailure) {
+  stretch::test::TempDir dir;
+  auto lostHours = [&](const char* stopNoticed) {
+    const auto bench = dir.path() / "cp.json";
+    std::ofstream(bench) << R"({"machine": "vm", "date": "2026-11-29", "points": [
+        {"nodes": 4, "launch_s": 2, "kill_to_running_s": 0.6, "stop_noticed_s": )"
+                         << stopNoticed << R"(, "idle_requests_per_node_s": 1,
+         "agent_rss_mib": 8}]})";
+    const auto out = dir.path() / "scenario.json";
+    const CliRun calibrate =
+        runSim("--calibrate --control-plane " + bench.string() + " " + fixture("daly_exponential") +
+                   " --calibration-out " + out.string(),
+               dir);
+    EXPECT_EQ(calibrate.status, 0) << calibrate.err;
+    const CliRun run = runSim(out.string() + " --json", dir);
+    EXPECT_EQ(run.status, 0) << run.err;
+    const auto result = nlohmann::json::parse(run.out);
+    return std::pair{result["lost_hours"].get<double>(), result["failures"].get<double>()};
+  };
+  const auto [withoutLost, withoutFailures] = lostHours("null");
+  const auto [withLost, withFailures] = lostHours("60");
+  ASSERT_GT(withFailures, 10.0);
+  EXPECT_GT(withLost - withoutLost, 0.9 * withFailures * 60.0 / 3600.0)
+      << withoutLost << " h lost without, " << withLost << " h with, " << withFailures
+      << " failures";
+}
+
 }  // namespace
