@@ -32,8 +32,9 @@ struct CalibrationOptions {
   // the example, which saves every 50 steps.
   std::vector<std::string> checkpointArgs;
   // A control-plane benchmark result (bench/control_plane.sh, readControlPlane below): read and
-  // checked before any run, then its cost per node count is added to the measured restart and
-  // reconfiguration costs (addControlPlane). Empty: the costs stay constants.
+  // checked before any run, then its restart cost per node count is added to the measured restart
+  // and reconfiguration costs and its detection cost becomes failure_detection_seconds
+  // (addControlPlane). Empty: the costs stay constants.
   std::string controlPlane;
 };
 
