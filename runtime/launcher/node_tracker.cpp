@@ -131,8 +131,11 @@ bool NodeTracker::silent(Node& node, Time now) {
 }
 
 void NodeTracker::readGroups(Time now) {
-  // The groups of the nodes alive now that were not read within checkInterval, all in one
-  // request (slots_ is sorted, so a group's slots are adjacent).
+  if (lastRead_ && now - *lastRead_ < checkInterval_)
+    return;
+  lastRead_ = now;
+  // The groups of the nodes alive now, all in one request (slots_ is sorted, so a group's slots
+  // are adjacent).
   std::vector<std::int64_t> due;
   std::vector<std::string> keys;
   for (const auto& [slot, id] : slots_) {
@@ -141,9 +144,6 @@ void NodeTracker::readGroups(Time now) {
       continue;
     const auto n = nodes_.find(id);
     if (n == nodes_.end() || !n->second.alive)
-      continue;
-    const Group& g = groups_[group];
-    if (g.lastRead && now - *g.lastRead < checkInterval_)
       continue;
     due.push_back(group);
     keys.push_back(keepAliveKey(slot));
@@ -166,7 +166,6 @@ void NodeTracker::readGroups(Time now) {
 
 void NodeTracker::applyGroup(std::int64_t group, std::int64_t value, Time now) {
   Group& g = groups_[group];
-  g.lastRead = now;
   if (g.value && value >= *g.value) {
     // Each field of the change is how often that node beat since the last read (at most 15 at
     // the agents' interval; more only after a stall, which noticeStall forgives anyway).

@@ -72,15 +72,15 @@ class NodeTracker {
     std::int64_t slot = -1;  // index of its registration record: its keep-alive field
     agent::Time lastChange{0};
   };
-  // A keep-alive group (hb/<group>): the value last read, when, and the slots of its nodes.
+  // A keep-alive group (hb/<group>): the value last read.
   struct Group {
     std::optional<std::int64_t> value;
-    std::optional<agent::Time> lastRead;
   };
 
   bool silent(Node& node, agent::Time now);
-  // Reads, with one request (Store::tryMultiGet), every keep-alive group of a live node not read
-  // within checkInterval, and renews the nodes whose field moved.
+  // Unless they were read within checkInterval: reads every keep-alive group of a live node with
+  // one request (Store::tryMultiGet) and renews the nodes whose field moved. Cheap between reads
+  // (RemoteWorkers asks silent() of each node it waits for).
   void readGroups(agent::Time now);
   void applyGroup(std::int64_t group, std::int64_t value, agent::Time now);
 
@@ -109,6 +109,7 @@ class NodeTracker {
   std::map<std::string, Node> nodes_;
   std::map<std::int64_t, std::string> slots_;  // slot -> node id, for the current registrations
   std::map<std::int64_t, Group> groups_;
+  std::optional<agent::Time> lastRead_;  // of the keep-alive groups (readGroups)
   std::set<std::string> pendingLost_;
   std::optional<agent::Time> lastLook_;
 };
