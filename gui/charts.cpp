@@ -93,11 +93,26 @@ QScatterSeries* markers(const QString& name, QColor color, double size,
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
+// What every chart shares
+
+ChartWidget::ChartWidget(QWidget* parent, const QString& title)
+    : QWidget(parent), chart_(new QChart) {
+  chart_->setTitle(title);
+  view_ = makeView(this, chart_);
+}
+
+int ChartWidget::pointCount(const QString& series) const {
+  return xyPointCount(chart_, series);
+}
+
+QImage ChartWidget::render(const QSize& size) const {
+  return renderView(view_, size);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Timeline
 
 struct TimelineChart::Impl {
-  QChart* chart = nullptr;
-  QChartView* view = nullptr;
   QLineSeries* size = nullptr;
   QScatterSeries* failures = nullptr;
   QScatterSeries* checkpoints = nullptr;
@@ -107,10 +122,9 @@ struct TimelineChart::Impl {
   TimelineData data;
 };
 
-TimelineChart::TimelineChart(QWidget* parent) : QWidget(parent), impl_(std::make_unique<Impl>()) {
+TimelineChart::TimelineChart(QWidget* parent)
+    : ChartWidget(parent, tr("One simulated run (replica 0)")), impl_(std::make_unique<Impl>()) {
   Impl& d = *impl_;
-  d.chart = new QChart;
-  d.chart->setTitle(tr("One simulated run (replica 0)"));
   d.size = new QLineSeries;
   d.size->setName(tr("World size"));
   QPen pen(QColor(0x1f, 0x77, 0xb4));
@@ -128,15 +142,14 @@ TimelineChart::TimelineChart(QWidget* parent) : QWidget(parent), impl_(std::make
   d.y = new QValueAxis;
   d.y->setTitleText(tr("GPUs"));
   d.y->setLabelFormat("%.0f");
-  d.chart->addAxis(d.x, Qt::AlignBottom);
-  d.chart->addAxis(d.y, Qt::AlignLeft);
+  chart()->addAxis(d.x, Qt::AlignBottom);
+  chart()->addAxis(d.y, Qt::AlignLeft);
   for (QXYSeries* s :
        std::initializer_list<QXYSeries*>{d.size, d.checkpoints, d.restarts, d.failures}) {
-    d.chart->addSeries(s);
+    chart()->addSeries(s);
     s->attachAxis(d.x);
     s->attachAxis(d.y);
   }
-  d.view = makeView(this, d.chart);
 
   tooltipOnHover(d.size, [this](qsizetype i) {
     const QPointF p = impl_->size->points().value(i);
@@ -200,20 +213,10 @@ void TimelineChart::setData(const TimelineData& timeline) {
   d.y->applyNiceNumbers();
 }
 
-int TimelineChart::pointCount(const QString& series) const {
-  return xyPointCount(impl_->chart, series);
-}
-
-QImage TimelineChart::render(const QSize& size) const {
-  return renderView(impl_->view, size);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Scale
 
 struct ScaleChart::Impl {
-  QChart* chart = nullptr;
-  QChartView* view = nullptr;
   QLineSeries* hours = nullptr;
   QLineSeries* gpuHours = nullptr;
   QLogValueAxis* x = nullptr;
@@ -222,10 +225,10 @@ struct ScaleChart::Impl {
   std::vector<planner::ScaleRow> rows;
 };
 
-ScaleChart::ScaleChart(QWidget* parent) : QWidget(parent), impl_(std::make_unique<Impl>()) {
+ScaleChart::ScaleChart(QWidget* parent)
+    : ChartWidget(parent, tr("Time to train and GPU-hours by world size")),
+      impl_(std::make_unique<Impl>()) {
   Impl& d = *impl_;
-  d.chart = new QChart;
-  d.chart->setTitle(tr("Time to train and GPU-hours by world size"));
   d.hours = new QLineSeries;
   d.hours->setName(tr("Time to train"));
   d.hours->setPointsVisible(true);
@@ -248,16 +251,15 @@ ScaleChart::ScaleChart(QWidget* parent) : QWidget(parent), impl_(std::make_uniqu
   d.yGpuHours = new QValueAxis;
   d.yGpuHours->setTitleText(tr("GPU-hours"));
   d.yGpuHours->setLabelFormat("%.0f");
-  d.chart->addAxis(d.x, Qt::AlignBottom);
-  d.chart->addAxis(d.yHours, Qt::AlignLeft);
-  d.chart->addAxis(d.yGpuHours, Qt::AlignRight);
-  d.chart->addSeries(d.hours);
-  d.chart->addSeries(d.gpuHours);
+  chart()->addAxis(d.x, Qt::AlignBottom);
+  chart()->addAxis(d.yHours, Qt::AlignLeft);
+  chart()->addAxis(d.yGpuHours, Qt::AlignRight);
+  chart()->addSeries(d.hours);
+  chart()->addSeries(d.gpuHours);
   d.hours->attachAxis(d.x);
   d.hours->attachAxis(d.yHours);
   d.gpuHours->attachAxis(d.x);
   d.gpuHours->attachAxis(d.yGpuHours);
-  d.view = makeView(this, d.chart);
 
   auto describe = [this](qsizetype i) {
     const planner::ScaleRow& r = impl_->rows[static_cast<std::size_t>(i)];
@@ -316,20 +318,10 @@ void ScaleChart::setRows(const std::vector<planner::ScaleRow>& rows) {
   d.yGpuHours->applyNiceNumbers();
 }
 
-int ScaleChart::pointCount(const QString& series) const {
-  return xyPointCount(impl_->chart, series);
-}
-
-QImage ScaleChart::render(const QSize& size) const {
-  return renderView(impl_->view, size);
-}
-
 // ---------------------------------------------------------------------------------------------
 // ETTR vs checkpoint interval
 
 struct EttrChart::Impl {
-  QChart* chart = nullptr;
-  QChartView* view = nullptr;
   QLineSeries* simulated = nullptr;
   QLineSeries* upper = nullptr;
   QLineSeries* lower = nullptr;
@@ -343,10 +335,10 @@ struct EttrChart::Impl {
   std::vector<planner::IntervalPoint> analyticPoints;
 };
 
-EttrChart::EttrChart(QWidget* parent) : QWidget(parent), impl_(std::make_unique<Impl>()) {
+EttrChart::EttrChart(QWidget* parent)
+    : ChartWidget(parent, tr("ETTR vs checkpoint interval at the recommended world size")),
+      impl_(std::make_unique<Impl>()) {
   Impl& d = *impl_;
-  d.chart = new QChart;
-  d.chart->setTitle(tr("ETTR vs checkpoint interval at the recommended world size"));
   d.simulated = new QLineSeries;
   d.simulated->setName(tr("Simulated ETTR"));
   d.simulated->setPointsVisible(true);
@@ -372,11 +364,11 @@ EttrChart::EttrChart(QWidget* parent) : QWidget(parent), impl_(std::make_unique<
   d.y = new QValueAxis;
   d.y->setTitleText(tr("ETTR (%)"));
   d.y->setLabelFormat("%.1f");
-  d.chart->addAxis(d.x, Qt::AlignBottom);
-  d.chart->addAxis(d.y, Qt::AlignLeft);
+  chart()->addAxis(d.x, Qt::AlignBottom);
+  chart()->addAxis(d.y, Qt::AlignLeft);
   for (QAbstractSeries* s :
        std::initializer_list<QAbstractSeries*>{d.band, d.analytic, d.simulated}) {
-    d.chart->addSeries(s);
+    chart()->addSeries(s);
     s->attachAxis(d.x);
     s->attachAxis(d.y);
   }
@@ -391,12 +383,11 @@ EttrChart::EttrChart(QWidget* parent) : QWidget(parent), impl_(std::make_unique<
     pen.setWidthF(name == tr("Recommended") ? 2.5 : 1.5);
     pen.setStyle(name == tr("Recommended") ? Qt::SolidLine : Qt::DashDotLine);
     mark->setPen(pen);
-    d.chart->addSeries(mark);
+    chart()->addSeries(mark);
     mark->attachAxis(d.x);
     mark->attachAxis(d.y);
     d.marks.emplace_back(mark, 0.0);
   }
-  d.view = makeView(this, d.chart);
 
   tooltipOnHover(d.simulated, [this](qsizetype i) {
     const planner::IntervalPoint& p = impl_->simulatedPoints[static_cast<std::size_t>(i)];
@@ -487,14 +478,6 @@ void EttrChart::setSection(const planner::CheckpointSection& section) {
   }
   d.x->setRange(lo / 1.3, hi * 1.3);
   d.y->setRange(bottom, top);
-}
-
-int EttrChart::pointCount(const QString& series) const {
-  return xyPointCount(impl_->chart, series);
-}
-
-QImage EttrChart::render(const QSize& size) const {
-  return renderView(impl_->view, size);
 }
 
 }  // namespace stretch::gui
