@@ -775,6 +775,11 @@ TEST(LiveRecovery, AggregateAndStepLevelAgreeToTheNanosecondUnderRandomFailures)
   j.erase("script");
   const RunResult a = expectModesAgree(fromJson(j));
   EXPECT_GT(a.liveRecoveries, 0);
+  // With failure detection, whose blocked spans cut steps and saves at any time.
+  j["job"]["failure_detection_seconds"] = 7.5;
+  const RunResult detected = expectModesAgree(fromJson(j));
+  EXPECT_GT(detected.liveRecoveries, 0);
+  EXPECT_NE(detected.lostNs, a.lostNs);
 }
 
 TEST(LiveRecovery, LiveModeNeedsItsReconfigurationTime) {
