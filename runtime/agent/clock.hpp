@@ -13,7 +13,7 @@
 namespace stretch::agent {
 
 // A point in time: nanoseconds since an origin fixed by whoever drives the agent (the job's start
-// for the simulator, the Unix epoch for real agents comparing heartbeats across hosts).
+// for the simulator, the Unix epoch for real agents comparing keep-alives across hosts).
 using Time = std::chrono::nanoseconds;
 // A span of time: Stretch's one Duration (runtime/common/duration.hpp).
 using stretch::Duration;
@@ -21,7 +21,7 @@ using stretch::Duration;
 using Clock = std::function<Time()>;
 
 // std::chrono::system_clock since the Unix epoch: comparable across hosts with synchronised
-// clocks, which heartbeat timestamps in a shared store need.
+// clocks, which keep-alive timestamps in a shared store need.
 Clock systemClock();
 
 using stretch::formatDuration;

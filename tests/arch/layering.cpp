@@ -155,9 +155,10 @@ std::string moduleOf(const std::string& relativePath) {
 
 std::vector<Violation> checkLayering(const std::filesystem::path& root) {
   static const std::regex kInclude(R"(^\s*#\s*include\s*([<"])([^>"]+)[>"])");
-  // Calls that start a process: only the launcher's spawner makes them.
+  // Calls that start a process: only the launcher's spawner makes them (clone by the global
+  // qualifier or its syscall number, so that a tensor's .clone() is not one).
   static const std::regex kSpawn(
-      R"(\b(v?fork|exec(l|lp|le|v|vp|vpe)|posix_spawnp?|popen|system)\s*\()");
+      R"(\b(v?fork|exec(l|lp|le|v|vp|vpe)|posix_spawnp?|popen|system)\s*\(|::\s*clone3?\s*\(|\bSYS_clone3?\b)");
   // std::filesystem by name or header: not where a LibTorch process runs the code.
   static const std::regex kFilesystem(
       R"(\bstd\s*::\s*(experimental\s*::\s*)?filesystem\b|<filesystem>)");

@@ -279,8 +279,10 @@ TEST_F(LayeringViolations, OnlyTheLauncherStartsProcesses) {
   write("tools/t.cpp", "int r = std::system(\"true\");\n");
   write("runtime/launcher/process.cpp", "pid_t pid = ::fork();\nexecvpe(a, b, c);\n");
   write("tests/t.cpp", "pid_t pid = ::fork();\n");
+  write("planner/p.cpp", "pid_t pid = ::clone(f, stack, SIGCHLD, nullptr);\nauto t = x.clone();\n");
+  write("gui/g.cpp", "long r = syscall(SYS_clone3, &args, sizeof args);\n");
   const auto v = check();
-  ASSERT_EQ(v.size(), 3u);
+  ASSERT_EQ(v.size(), 5u);
   for (const auto& x : v)
     EXPECT_NE(x.reason.find("runtime/launcher"), std::string::npos) << x.file;
 }
