@@ -4,6 +4,7 @@
 // another failure: cli/output.hpp's runCommand maps exceptions to them).
 
 #include <functional>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -33,6 +34,10 @@ Command addBenchCommand(CLI::App& app);
 Command addLaunchCommand(CLI::App& app);
 // `stretch agent`: one node's elastic agent of a multi-node job (started by `stretch launch`).
 Command addAgentCommand(CLI::App& app);
+// Parses argv into app and runs the one command parsed: --help/--version print and return 0, a
+// usage error prints "NAME: error: ..." and returns kExitUsage. The `stretch` and `stretch-agent`
+// executables' main.
+int parseAndRun(CLI::App& app, const std::vector<Command>& commands, int argc, char** argv);
 // `stretch sim`: the discrete-event simulator on a scenario file (built with sim/).
 Command addSimCommand(CLI::App& app);
 // `stretch plan`: batch choices, GPU counts, checkpoint intervals and goodput (built with

@@ -1,6 +1,5 @@
 // `stretch`: the command-line front of the toolkit. Subcommands live in *_command.cpp.
 
-#include <iostream>
 #include <string>
 #include <vector>
 
@@ -26,23 +25,5 @@ int main(int argc, char** argv) {
   commands.push_back(stretch::cli::addSimCommand(app));
   commands.push_back(stretch::cli::addPlanCommand(app));
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "stretch: error: " << e.what() << "\n"
-              << "Run `stretch --help` for usage.\n";
-    return stretch::cli::kExitUsage;
-  }
-  for (const auto& command : commands) {
-    if (command.app->parsed()) {
-      return command.run();
-    }
-  }
-  return stretch::cli::kExitUsage;
+  return stretch::cli::parseAndRun(app, commands, argc, argv);
 }

@@ -1,5 +1,9 @@
 #include "cli/output.hpp"
 
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
 #include "cli/commands.hpp"
 
 namespace stretch::cli {
@@ -30,6 +34,27 @@ int runCommand(std::string_view command, const ErrorStyle& style,
     }
     return exitStatusFor(std::current_exception());
   }
+}
+
+int parseAndRun(CLI::App& app, const std::vector<Command>& commands, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << app.get_name() << ": error: " << e.what() << "\n"
+              << "Run `" << app.get_name() << " --help` for usage.\n";
+    return kExitUsage;
+  }
+  for (const auto& command : commands) {
+    if (command.app->parsed())
+      return command.run();
+  }
+  return kExitUsage;
 }
 
 }  // namespace stretch::cli

@@ -99,8 +99,9 @@ install(FILES ${PROJECT_BINARY_DIR}/package/StretchConfig.cmake
 # The CLI. Its build RPATH names the CUDA and MPI library folders; the installed copy keeps them
 # (the linker's folders outside the system's), or `stretch` would not start where they are not on
 # the loader's path.
-set_target_properties(stretch PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
-install(TARGETS stretch RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+# stretch-agent, the node agent alone, sits beside it: a local launch starts its agents with it.
+set_target_properties(stretch stretch-agent PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+install(TARGETS stretch stretch-agent RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 
 # The planner's desktop app, when Qt 6 was found (gui/): its own component, so that its Qt
 # libraries stay out of the CLI's package.

@@ -134,6 +134,28 @@ TEST_F(StretchCli, KeepAliveFlagsKeepTheirOldNames) {
   EXPECT_NE(agent.out.find("keepalive_interval"), std::string::npos) << agent.out;
 }
 
+// The slim agent executable that a local launch starts (cli/agent_main.cpp) is `stretch agent`:
+// the same options, defaults and usage errors, under its own name.
+TEST_F(StretchCli, TheSlimAgentExecutableIsStretchAgent) {
+  const auto agent = [](const std::string& args) {
+    const auto run = test::runShell(std::string(STRETCH_AGENT) + " " + args + " 2>&1");
+    return Result{run.exitCode, run.out};
+  };
+  const Result version = agent("--version");
+  EXPECT_EQ(version.exitCode, 0) << version.out;
+  EXPECT_EQ(version.out.rfind("stretch-agent ", 0), 0u) << version.out;
+  EXPECT_EQ(agent("agent --help").out, [&] {
+    std::string out = runStretch("agent --help").out;
+    return out.replace(out.find("Usage: stretch agent"), 20, "Usage: stretch-agent agent");
+  }());
+  const Result missing = agent("agent --node_rank 0");
+  EXPECT_EQ(missing.exitCode, 2) << missing.out;
+  EXPECT_NE(missing.out.find("--rdzv"), std::string::npos) << missing.out;
+  EXPECT_NE(missing.out.find("stretch-agent: error:"), std::string::npos) << missing.out;
+  const Result none = agent("");
+  EXPECT_EQ(none.exitCode, 2) << none.out;
+}
+
 TEST_F(StretchCli, BundledExampleRuns) {
   const Result r = runStretch("elastic --json -c " +
                               test::fixturePath("examples/ds_config_elastic.json").string());

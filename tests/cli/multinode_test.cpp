@@ -93,6 +93,9 @@ TEST(MultiNodeLocal, NodeLeavesThenANewNodeJoinsAndTheGlobalBatchNeverChanges) {
     std::this_thread::sleep_for(20ms);
   const pid_t n1 = agentPid(dir.path(), "n1");
   ASSERT_GT(n1, 0);
+  // A local launch starts its agents with the slim stretch-agent built beside stretch.
+  EXPECT_EQ(fs::read_symlink(fs::path("/proc") / std::to_string(n1) / "exe").filename(),
+            "stretch-agent");
   const double killedAt = wallNow();
   ASSERT_EQ(::kill(n1, SIGKILL), 0);
   const auto shrunk = waitForStart(events, [](const auto& s) {

@@ -37,11 +37,12 @@ done
 
 dpkg-deb -x "$deb" "$work/root"
 prefix=$work/root/usr
-for file in bin/stretch lib/cmake/Stretch/StretchConfig.cmake lib/cmake/Stretch/StretchTargets.cmake \
+for file in bin/stretch bin/stretch-agent lib/cmake/Stretch/StretchConfig.cmake lib/cmake/Stretch/StretchTargets.cmake \
   lib/libstretch_engine.a include/stretch/runtime/engine/engine.hpp; do
   [ -f "$prefix/$file" ] || fail "not in the package: usr/$file"
 done
 "$prefix/bin/stretch" elastic --help >/dev/null 2>&1 || fail "the packaged stretch does not run"
+"$prefix/bin/stretch-agent" agent --help >/dev/null 2>&1 || fail "the packaged stretch-agent does not run"
 
 build_consumer "$prefix"
 alone=$("$work/consumer-build/train_linear" 2>&1) || { echo "$alone"; fail "train_linear exited non-zero"; }

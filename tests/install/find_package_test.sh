@@ -23,7 +23,7 @@ fail() {
 mv "$work/staged" "$work/prefix"
 prefix=$work/prefix
 libdir=$(cd "$prefix" && dirname "$(find . -path '*/cmake/Stretch/StretchConfig.cmake')" | sed 's|^\./||; s|/cmake/Stretch$||')
-for file in bin/stretch "$libdir/cmake/Stretch/StretchConfig.cmake" \
+for file in bin/stretch bin/stretch-agent "$libdir/cmake/Stretch/StretchConfig.cmake" \
   "$libdir/cmake/Stretch/StretchConfigVersion.cmake" "$libdir/cmake/Stretch/StretchTargets.cmake" \
   "$libdir/libstretch_engine.a" "$libdir/libstretch_launcher.a" \
   include/stretch/runtime/engine/engine.hpp include/stretch/runtime/comm/init_distributed.hpp; do
