@@ -148,7 +148,11 @@ int childMain(void* arg) {
   ::execvpe(setup.args->argv[0], setup.args->argv.data(), setup.args->envp.data());
   const int err = errno;
   writeAll(STDERR_FILENO, setup.execError);
-  writeAll(STDERR_FILENO, std::strerror(err));
+  // strerrordesc_np, not strerror: strerror translates through gettext, which takes locks and may
+  // allocate, and the parent's other threads run on in this memory (only the cloning thread
+  // waits), so a lock one of them holds would hang the child and the thread that started it.
+  const char* description = ::strerrordesc_np(err);
+  writeAll(STDERR_FILENO, description != nullptr ? description : "unknown error");
   writeAll(STDERR_FILENO, "\n");
   ::_exit(127);
 }
