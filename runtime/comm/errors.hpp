@@ -15,6 +15,9 @@ STRETCH_DECLARE_ERROR(CommTimeoutError, CommError);
 STRETCH_DECLARE_ERROR(CommPeerError, CommError);
 // The backend does not implement this operation, data type or device.
 STRETCH_DECLARE_ERROR(CommUnsupportedError, CommError);
+// A blocking call was interrupted by its caller (comm::Interrupt: live recovery's generation was
+// superseded) before it finished.
+STRETCH_DECLARE_ERROR(CommAbortedError, CommError);
 // A key-value store failed: unreachable server, rejected client, oversized key or value.
 STRETCH_DECLARE_ERROR(StoreError, CommError);
 // A store wait or get did not see its keys within the timeout.

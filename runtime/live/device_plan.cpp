@@ -1,0 +1,1 @@
+#include "runtime/live/device_plan.hpp"
