@@ -14,6 +14,7 @@
 #include "runtime/config/json_reader.hpp"
 #include "sim/node_cost.hpp"
 #include "sim/scenario.hpp"
+#include "tests/support/error_of.hpp"
 #include "tests/support/test_support.hpp"
 #include "tools/sim_calibrate.hpp"
 
@@ -36,13 +37,9 @@ nlohmann::json bench() {
   })");
 }
 
+// What parseControlPlane says of `j` (a test failure when it accepts it).
 std::string errorOf(const nlohmann::json& j) {
-  try {
-    parseControlPlane(j, "cp.json");
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return test::errorOf<ConfigError>([&] { parseControlPlane(j, "cp.json"); });
 }
 
 TEST(CalibrateControlPlane, ReadsTheBenchmarkAndFitsFixedPlusPerNode) {
