@@ -134,6 +134,7 @@ struct FakeNccl::State {
 namespace {
 
 using State = FakeNccl::State;
+using Counts = FakeNccl::Counts;
 
 // One rank's communicator, shared by every Communicator object adopt() hands out for it and by
 // its Backend. Guarded by State::mutex.
@@ -302,6 +303,28 @@ struct Arrival {
   std::optional<std::string> joinerGrowId;  // join: the id the joiner came with
 };
 
+Arrival arrivalOf(std::string key, std::string what, int size, int rank, const std::string& process,
+                  Duration timeout, const Interrupt& interrupt) {
+  Arrival arrival;
+  arrival.key = std::move(key);
+  arrival.what = std::move(what);
+  arrival.size = size;
+  arrival.rank = rank;
+  arrival.process = process;
+  arrival.timeout = timeout;
+  arrival.interrupt = &interrupt;
+  return arrival;
+}
+
+// Existing ranks (grow) and joiners (join) of `group` meet at the same rendezvous.
+Arrival growArrival(const std::string& group, int newSize, int rank, const std::string& process,
+                    Duration timeout, const Interrupt& interrupt) {
+  Arrival arrival = arrivalOf(fmt::format("grow {}", group), fmt::format("grow of {}", group),
+                              newSize, rank, process, timeout, interrupt);
+  arrival.needsGrowId = true;
+  return arrival;
+}
+
 enum class Polled { Ready, Dead, Interrupted, TimedOut };
 
 // Waits until ready() or the process died, the interrupt said so or the deadline passed,
@@ -409,7 +432,10 @@ std::shared_ptr<Group> meetLocked(State& st, std::unique_lock<std::mutex>& lock,
   throwPolled(polled, call, me.process, me.timeout, why);
 }
 
-class FakeCommunicator;
+// Meets the other ranks of `arrival`, counts the communicator made in `made` and returns it.
+std::unique_ptr<comm::Communicator> meetAndMakeLocked(const std::shared_ptr<State>& st,
+                                                      std::unique_lock<std::mutex>& lock,
+                                                      const Arrival& arrival, int Counts::*made);
 
 class FakeBackend final : public comm::Backend {
  public:
@@ -673,20 +699,14 @@ class FakeCommunicator final : public comm::Communicator {
     const int newRank =
         me.rank - static_cast<int>(std::count_if(excluded.begin(), excluded.end(),
                                                  [&](int r) { return r < me.rank; }));
-    Arrival arrival;
-    arrival.key = fmt::format("shrink {} excluding [{}] abort {}", me.group->id,
-                              fmt::join(excluded, ","), abortInFlight);
-    arrival.what =
-        fmt::format("shrink of {} excluding [{}]", me.group->id, fmt::join(excluded, ", "));
-    arrival.size = size() - static_cast<int>(excluded.size());
-    arrival.rank = newRank;
-    arrival.process = me.process;
-    arrival.timeout = timeout;
-    arrival.interrupt = &interrupt;
-    auto group = meetLocked(*state_, lock, arrival);
-    ++state_->counts.shrink;
-    return std::make_unique<FakeCommunicator>(
-        state_, makeRankLocked(*state_, std::move(group), newRank, me.process, timeout));
+    return meetAndMakeLocked(
+        state_, lock,
+        arrivalOf(
+            fmt::format("shrink {} excluding [{}] abort {}", me.group->id, fmt::join(excluded, ","),
+                        abortInFlight),
+            fmt::format("shrink of {} excluding [{}]", me.group->id, fmt::join(excluded, ", ")),
+            size() - static_cast<int>(excluded.size()), newRank, me.process, timeout, interrupt),
+        &Counts::shrink);
   }
 
   std::string growId() override {
@@ -722,20 +742,9 @@ class FakeCommunicator final : public comm::Communicator {
       if (it->second.used)
         throw CommError(fmt::format("{}: id \"{}\" was used already", call, *id));
     }
-    Arrival arrival;
-    arrival.key = fmt::format("grow {}", me.group->id);
-    arrival.what = fmt::format("grow of {}", me.group->id);
-    arrival.size = newSize;
-    arrival.rank = me.rank;
-    arrival.process = me.process;
-    arrival.timeout = timeout;
-    arrival.interrupt = &interrupt;
-    arrival.needsGrowId = true;
+    Arrival arrival = growArrival(me.group->id, newSize, me.rank, me.process, timeout, interrupt);
     arrival.rootGrowId = id;
-    auto group = meetLocked(*state_, lock, arrival);
-    ++state_->counts.grow;
-    return std::make_unique<FakeCommunicator>(
-        state_, makeRankLocked(*state_, std::move(group), me.rank, me.process, timeout));
+    return meetAndMakeLocked(state_, lock, arrival, &Counts::grow);
   }
 
  private:
@@ -761,6 +770,15 @@ class FakeCommunicator final : public comm::Communicator {
   std::shared_ptr<comm::Backend> backend_;
 };
 
+std::unique_ptr<comm::Communicator> meetAndMakeLocked(const std::shared_ptr<State>& st,
+                                                      std::unique_lock<std::mutex>& lock,
+                                                      const Arrival& arrival, int Counts::*made) {
+  auto group = meetLocked(*st, lock, arrival);
+  ++(st->counts.*made);
+  return std::make_unique<FakeCommunicator>(
+      st, makeRankLocked(*st, std::move(group), arrival.rank, arrival.process, arrival.timeout));
+}
+
 class FakeLibrary final : public comm::CommunicatorLibrary {
  public:
   FakeLibrary(std::shared_ptr<State> state, std::string process)
@@ -784,18 +802,10 @@ class FakeLibrary final : public comm::CommunicatorLibrary {
           fmt::format("{}: rank = {} of size = {}: expected 0 <= rank < size", call, rank, size));
     if (id.empty() || id.find(' ') != std::string::npos)
       throw CommError(fmt::format("{}: expected an id from uniqueId()", call));
-    Arrival arrival;
-    arrival.key = "init " + id;
-    arrival.what = fmt::format("init of {}", id);
-    arrival.size = size;
-    arrival.rank = rank;
-    arrival.process = process_;
-    arrival.timeout = timeout;
-    arrival.interrupt = &interrupt;
-    auto group = meetLocked(*state_, lock, arrival);
-    ++state_->counts.init;
-    return std::make_unique<FakeCommunicator>(
-        state_, makeRankLocked(*state_, std::move(group), rank, process_, timeout));
+    return meetAndMakeLocked(state_, lock,
+                             arrivalOf("init " + id, fmt::format("init of {}", id), size, rank,
+                                       process_, timeout, interrupt),
+                             &Counts::init);
   }
 
   std::unique_ptr<comm::Communicator> join(const std::string& growId, int rank, int newSize,
@@ -819,20 +829,9 @@ class FakeLibrary final : public comm::CommunicatorLibrary {
       throw CommError(fmt::format("{}: rank = {}: expected a joiner's rank in [{}, {})", call, rank,
                                   it->second.parentSize, newSize));
     }
-    Arrival arrival;
-    arrival.key = fmt::format("grow {}", it->second.group);
-    arrival.what = fmt::format("grow of {}", it->second.group);
-    arrival.size = newSize;
-    arrival.rank = rank;
-    arrival.process = process_;
-    arrival.timeout = timeout;
-    arrival.interrupt = &interrupt;
-    arrival.needsGrowId = true;
+    Arrival arrival = growArrival(it->second.group, newSize, rank, process_, timeout, interrupt);
     arrival.joinerGrowId = growId;
-    auto group = meetLocked(*state_, lock, arrival);
-    ++state_->counts.join;
-    return std::make_unique<FakeCommunicator>(
-        state_, makeRankLocked(*state_, std::move(group), rank, process_, timeout));
+    return meetAndMakeLocked(state_, lock, arrival, &Counts::join);
   }
 
   std::shared_ptr<comm::Communicator> adopt(

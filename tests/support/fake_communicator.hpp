@@ -30,6 +30,10 @@
 //  - kill(process): every communicator of that process stops taking part (its threads may go
 //    on calling; their calls throw CommPeerError); its peers see ncclRemoteError through
 //    asyncError() only after they revoke or abort, as NCCL reports nothing for a silent peer.
+//  - The backend is named "nccl" (logs read as with the real one); its default timeout is the
+//    timeout of the call that made the communicator. A Work waited on past its own timeout
+//    aborts the communicator, as NCCL's watchdog does: every pending Work of that rank fails
+//    with CommTimeoutError. A wait() given a shorter timeout only throws CommTimeoutError.
 // Thread-safe: every rank runs on a thread of its own.
 
 #include <chrono>
@@ -57,9 +61,12 @@ class FakeNccl {
   // Misuse of NCCL the fake caught ("destroy of the parent of an abortive shrink (hangs on NCCL
   // 2.31+)", ...), each with the process and the communicator's rank; empty when none.
   std::vector<std::string> traps() const;
-  // Communicators neither aborted nor destroyed (per process, "" for all).
+  // Communicators neither aborted nor destroyed (per process, "" for all); a killed process
+  // holds none.
   int liveCommunicators(const std::string& process = "") const;
-  // How many communicators were made by init, shrink, grow and join (counts of each).
+  // How many communicators were made by init, shrink, grow and join (counts of each), and how
+  // many revoke, abort and destroy calls took effect (not a repeated call, nor a destroy after
+  // an abort; the watchdog's abort counts).
   struct Counts {
     int init = 0;
     int shrink = 0;

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include <gtest/gtest.h>
 
 #include "runtime/comm/errors.hpp"
@@ -88,6 +90,16 @@ void expectAllReduceWorks(const Comms& comms) {
     issued->works[i]->wait(kGenerous);
     EXPECT_EQ(issued->values[i], n * (n + 1) / 2) << "rank " << i;
   }
+}
+
+// `dead`'s process dies while `survivors` wait in an allReduce it never joins; then they revoke.
+std::unique_ptr<Issued> failDuringAllReduce(FakeNccl& nccl, const Comms& comms, int dead,
+                                            const std::vector<int>& survivors) {
+  nccl.kill(process(dead));
+  auto issued = allReduceEach(pointers(comms, survivors));
+  for (int r : survivors)
+    comms[static_cast<std::size_t>(r)]->revoke(fmt::format("{} died", process(dead)));
+  return issued;
 }
 
 bool hasTrap(const FakeNccl& nccl, const std::string& text) {
@@ -244,10 +256,7 @@ TEST(FakeNccl, KilledRankBlocksItsPeersUntilTheyRevoke) {
 TEST(FakeNccl, ShrinkLeavesOutTheDeadRankAndKeepsTheParentsOrder) {
   FakeNccl nccl(comm::ncclFeatures(2, 28, 9));
   Comms comms = initAll(nccl, 3);
-  nccl.kill("p1");
-  auto issued = allReduceEach(pointers(comms, {0, 2}));
-  comms[0]->revoke("p1 died");
-  comms[2]->revoke("p1 died");
+  failDuringAllReduce(nccl, comms, 1, {0, 2});
   Comms shrunk = shrinkEach(comms, {0, 2}, {1}, false);
   ASSERT_NE(shrunk[0], nullptr);
   ASSERT_NE(shrunk[1], nullptr);
@@ -357,10 +366,7 @@ TEST(FakeNccl, CallsTheVersionLacksAreTrapped) {
 TEST(FakeNccl, WithoutRevokeOnlyAnAbortiveShrinkEndsTheQueuedWork) {
   FakeNccl nccl(comm::ncclFeatures(2, 27, 7));
   Comms comms = initAll(nccl, 3);
-  nccl.kill("p2");
-  auto issued = allReduceEach(pointers(comms, {0, 1}));
-  comms[0]->revoke("p2 died");
-  comms[1]->revoke("p2 died");
+  auto issued = failDuringAllReduce(nccl, comms, 2, {0, 1});
   EXPECT_THROW(issued->works[0]->wait(kGenerous), comm::CommPeerError);
   EXPECT_THROW(issued->works[1]->wait(kGenerous), comm::CommPeerError);
 
