@@ -124,10 +124,23 @@ DevicePlan planDeviceGeneration(const comm::CommunicatorFeatures& features,
   // The survivors: the longest prefix of ranks holding the parent's communicator whose workers
   // keep their order in the parent (a shrink keeps the parent's order: rank r of the shrunk
   // communicator must be rank r of this generation).
+  // Every rank of a node aborts together: a node one of whose ranks lost the parent's
+  // communicator (aborted after an error) gives no survivor, for its other ranks shrinking with
+  // an aborted peer on the same node would hang. They abort theirs and join anew.
+  std::vector<bool> nodeHolds(held.size(), true);
+  for (const LiveNode& node : next.nodes) {
+    const auto first = static_cast<std::size_t>(node.firstRank);
+    const auto end = std::min(held.size(), first + node.localRanks.size());
+    const bool whole = std::all_of(held.begin() + static_cast<std::ptrdiff_t>(first),
+                                   held.begin() + static_cast<std::ptrdiff_t>(end),
+                                   [&](std::uint64_t h) { return h == held[0]; });
+    for (std::size_t r = first; r < end; ++r)
+      nodeHolds[r] = whole;
+  }
   const auto workers = workersByRank(next);
   std::vector<int> parentRanks;  // of survivors 0 .. k-1
   for (std::size_t r = 0; r < held.size(); ++r) {
-    if (held[r] != held[0] || !workers[r])
+    if (held[r] != held[0] || !workers[r] || !nodeHolds[r])
       break;
     const auto inParent = parent->rankOf(workers[r]->first, workers[r]->second);
     if (inParent < 0 || (!parentRanks.empty() && inParent <= parentRanks.back()))
@@ -136,6 +149,12 @@ DevicePlan planDeviceGeneration(const comm::CommunicatorFeatures& features,
   }
   const int survivors = static_cast<int>(parentRanks.size());
   if (survivors == 0) {
+    if (!nodeHolds[0]) {
+      return initPlan(fmt::format(
+          "{}: another rank of rank 0's node lost generation {}'s communicator, and a node's "
+          "ranks abort together{}",
+          library, held[0], kInitEnding));
+    }
     return initPlan(fmt::format(
         "{}: rank 0 of generation {} holds generation {}'s communicator but has no rank in it, "
         "so no member keeps the parent's order{}",

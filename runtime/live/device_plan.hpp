@@ -15,6 +15,9 @@
 //               the one it holds, if any): the first generation, a library without shrink
 //               (before 2.27), joiners without grow (before 2.29), or members whose order does
 //               not keep the parent's.
+// A node one of whose members holds no communicator (an NCCL error aborted it) gives no survivor:
+// every rank of a node aborts together, for a rank shrinking beside an aborted peer on its node
+// would hang.
 // Survivors whose communicator was revoked shrink it as it is; without revoke (2.27) the shrink
 // is abortive (NCCL_SHRINK_ABORT ends the parent's in-flight work first).
 

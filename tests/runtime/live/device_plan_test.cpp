@@ -93,13 +93,28 @@ TEST(DevicePlan, ASurvivorOutOfTheParentsOrderEndsThePrefixAndJoins) {
 
 // A member holding nothing, or another generation's communicator, ends the prefix too.
 TEST(DevicePlan, AMemberWithoutTheParentsCommunicatorEndsThePrefix) {
-  const auto next = generation(5, {{"a", 0}, {"a", 1}, {"b", 0}});
+  // (a1 died; b0 holds nothing or an older one; c0 is new.)
+  const auto next = generation(5, {{"a", 0}, {"b", 0}, {"c", 0}});
   for (const std::uint64_t other : {0u, 3u}) {
     const auto plan = planDeviceGeneration(ncclFeatures(2, 29, 0), parent4(), next, {4, other, 4});
     EXPECT_EQ(plan.path, DevicePath::ShrinkGrow);
     EXPECT_EQ(plan.survivors, 1);
     EXPECT_EQ(plan.excluded, (std::vector<int>{1, 2, 3}));
   }
+}
+
+// Every rank of a node aborts together: b1 lost the communicator (an NCCL error aborted it), so
+// b0, which still holds it, does not shrink with an aborted peer beside it: both join anew.
+TEST(DevicePlan, ANodeWithOneRankAbortedGivesNoSurvivor) {
+  const auto next = generation(5, {{"a", 0}, {"a", 1}, {"b", 0}, {"b", 1}});
+  const auto plan = planDeviceGeneration(ncclFeatures(2, 29, 0), parent4(), next, {4, 4, 4, 0});
+  EXPECT_EQ(plan.path, DevicePath::ShrinkGrow);
+  EXPECT_EQ(plan.survivors, 2);
+  EXPECT_EQ(plan.excluded, (std::vector<int>{2, 3}));
+  // On rank 0's node, nobody survives.
+  const auto init = planDeviceGeneration(ncclFeatures(2, 29, 0), parent4(), next, {4, 0, 4, 4});
+  EXPECT_EQ(init.path, DevicePath::Init);
+  EXPECT_THAT(init.reason, HasSubstr("a node's ranks abort together"));
 }
 
 // ---- abortive shrink by version -----------------------------------------------------------
@@ -377,10 +392,15 @@ int referenceSurvivors(const Scenario& s) {
   int k = 0;
   std::int64_t last = -1;
   for (const auto& node : s.next.nodes) {
+    // A node whose ranks do not all hold the parent's communicator gives no survivor.
+    bool whole = true;
+    for (std::size_t i = 0; i < node.localRanks.size(); ++i)
+      whole = whole && s.held[static_cast<std::size_t>(node.firstRank) + i] == s.held[0];
     for (std::size_t i = 0; i < node.localRanks.size(); ++i) {
       const auto rank = node.firstRank + static_cast<std::int64_t>(i);
       const auto inParent = s.parent->rankOf(node.nodeId, node.localRanks[i]);
-      if (rank != k || s.held[static_cast<std::size_t>(rank)] != s.held[0] || inParent <= last)
+      if (!whole || rank != k || s.held[static_cast<std::size_t>(rank)] != s.held[0] ||
+          inParent <= last)
         return k;
       last = inParent;
       ++k;
