@@ -307,6 +307,30 @@ TEST(FakeNccl, ShrinkWaitingOnADeadRankTimesOutOrIsInterrupted) {
   expectAllReduceWorks(shrunk);
 }
 
+TEST(FakeNccl, AKilledProcessLeavesItsRendezvousAndItsCallsThrow) {
+  FakeNccl nccl(comm::ncclFeatures(2, 28, 9));
+  const std::string id = nccl.library("p0")->uniqueId();
+  std::thread dying([&] {
+    EXPECT_THROW(nccl.library("p1")->init(id, 1, 3, kGenerous, nullptr), comm::CommPeerError);
+  });
+  std::this_thread::sleep_for(20ms);
+  nccl.kill("p1");
+  dying.join();
+  EXPECT_THROW(nccl.library("p1")->init(id, 1, 3, kGenerous, nullptr), comm::CommPeerError);
+  // p1's arrival was taken back: the others wait for rank 1 until superseded.
+  std::atomic<bool> superseded = false;
+  std::thread other([&] {
+    EXPECT_THROW(nccl.library("p2")->init(id, 2, 3, kGenerous, [&] { return superseded.load(); }),
+                 comm::CommAbortedError);
+  });
+  const std::string message =
+      errorOf<comm::CommTimeoutError>([&] { nccl.library("p0")->init(id, 0, 3, kShort, nullptr); });
+  superseded = true;
+  other.join();
+  EXPECT_NE(message.find("never arrived: 1"), std::string::npos) << message;
+  EXPECT_EQ(nccl.liveCommunicators(), 0);
+}
+
 TEST(FakeNccl, GrowAddsJoinersOnTwoTwentyNine) {
   FakeNccl nccl(comm::ncclFeatures(2, 29, 0));
   Comms comms = initAll(nccl, 3);
