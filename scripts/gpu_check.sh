@@ -7,9 +7,12 @@
 #   1. what the machine is, and which std::filesystem symbols its LibTorch exports;
 #   2. the build with the `gpu` preset (scripts/gpu_build.sh), only the targets the checks run;
 #   3. the multi-rank CUDA tests (two workers sharing the GPU over staged Gloo, live recovery
-#      with a kill -9, the GPT example at 2 ranks), the engine on CUDA, NCCL on one rank, the
-#      step timings, the checkpoint tests; a test that crashes is run again under cuda-gdb for
-#      its stack;
+#      with a kill -9, the GPT example at 2 ranks), the engine on CUDA, NCCL on one rank (the
+#      backend, and live recovery's communicators: init, revoke, abort, re-init, shrink, adopt),
+#      the step timings, the checkpoint tests; a test that crashes is run again under cuda-gdb
+#      for its stack;
+#   3b. live recovery over NCCL at 2 ranks on 2 GPUs (one stops, the other revokes and shrinks
+#      to 1 rank): "skipped: 1 GPU" on one device;
 #   4. bench/compare_gpt.py --device cuda: fp32, bf16 and fp16 at the bench preset (~19 M
 #      parameters) and at 12x12x768 (~85 M), 1 and 2 ranks: tokens/s and peak device memory
 #      (the allocator's and the driver's) against PyTorch;
@@ -84,7 +87,8 @@ done > "$logs/libtorch_filesystem_symbols.txt" 2>&1
 
 # 2. The build: only what the checks run (GPU_TARGETS overrides; "all" builds everything).
 targets="${GPU_TARGETS:-stretch stretch-train-gpt stretch-train-digits engine_test engine_cuda_test
-  engine_checkpoint_test engine_live_test nccl_backend_test comm_core_test live_recovery_test
+  engine_checkpoint_test engine_live_test nccl_backend_test nccl_communicator_test comm_core_test
+  live_recovery_test
   gpt_example_test checkpoint_io_test checkpoint_torch_test checkpoint_layout_test fs_trap_test
   launch_test}"
 start=$(date +%s)
@@ -104,10 +108,13 @@ jobs="$(nproc)"
 
 # 3. Multi-rank CUDA, the engine on CUDA, NCCL, step timings, checkpoints (only built tests run).
 first='Cuda|Nccl|Gpu|StagedBackend|CommChoice|TorchDeviceStaging|JobCommunication|GptExample|EngineTimings|Checkpoint|checkpoint|FsTrap|fs_trap'
+# The 2-GPU NCCL recovery test runs in step 3b, where its outcome is reported on its own.
+nccl_two_ranks='NcclCommunicatorMultiDeviceTest'
 bounded 200 ctest --test-dir build-gpu -j "$jobs" --timeout 180 --output-on-failure -R "$first" \
-  > "$logs/ctest_gpu.log" 2>&1
+  -E "$nccl_two_ranks" > "$logs/ctest_gpu.log" 2>&1
 grep -E 'tests passed|tests failed|\*\*\*Failed|\*\*\*Exception|\*\*\*Timeout|SEGFAULT|Not Run' \
   "$logs/ctest_gpu.log" | tee -a "$summary"
+say "nccl communicator, 1 rank: $(grep -cE 'NcclCommunicatorTest\..* Passed' "$logs/ctest_gpu.log") passed, $(grep -cE 'NcclCommunicatorTest\..*\*\*\*(Failed|Exception|Timeout)' "$logs/ctest_gpu.log") failed, $(grep -cE 'NcclCommunicatorTest\..*\*\*\*Skipped' "$logs/ctest_gpu.log") skipped"
 # Every test's own output (ctest keeps a passed test's only here): the live recovery's kill ->
 # survivors' next step is printed by the test that passed.
 cp build-gpu/Testing/Temporary/LastTest.log "$logs/ctest_gpu_output.log" 2>/dev/null
@@ -123,6 +130,31 @@ grep -E '\*\*\*Exception: SegFault|SEGFAULT' "$logs/ctest_gpu.log" | sed -E 's/.
     grep -E '^#[0-9]+' "$logs/stack_$name.txt" | head -25 | tee -a "$summary"
   done
 pack
+
+# 3b. Live recovery over NCCL at 2 ranks: rank 1 stops taking part, rank 0's blocked all-reduce
+#     ends within 1 s of its revoke, and it shrinks to a 1-rank communicator that works. NCCL
+#     refuses two ranks of one communicator on one device, so one GPU cannot run it.
+gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
+if (( gpus < 2 )); then
+  say "nccl live recovery, 2 ranks ($nccl_two_ranks): skipped: $gpus GPU"
+elif [[ -x build-gpu/tests/nccl_communicator_test ]]; then
+  bounded 180 build-gpu/tests/nccl_communicator_test --gtest_filter="$nccl_two_ranks.*" \
+    > "$logs/nccl_live_two_ranks.log" 2>&1
+  status=$?
+  if (( status == 0 )) && grep -q '\[  SKIPPED \]' "$logs/nccl_live_two_ranks.log"; then
+    result="skipped"
+  elif (( status == 0 )); then
+    result="passed"
+  else
+    result="failed (exit $status)"
+  fi
+  say "nccl live recovery, 2 ranks ($nccl_two_ranks): $result"
+  grep -E 'revoke -> shrunk|Skipped|Failure|rror' "$logs/nccl_live_two_ranks.log" | head -12 |
+    tee -a "$summary"
+  pack
+else
+  say "nccl live recovery, 2 ranks ($nccl_two_ranks): not built"
+fi
 
 # 4. The GPT job against PyTorch on the GPU.
 for shape in "" 12x12x768; do

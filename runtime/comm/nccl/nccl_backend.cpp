@@ -12,8 +12,9 @@
 #include <nccl.h>
 
 #include "runtime/accel/accelerator.hpp"
-#include "runtime/accel/cuda_device_guard.hpp"
 #include "runtime/comm/errors.hpp"
+#include "runtime/comm/nccl/nccl_communicator.hpp"
+#include "runtime/comm/nccl/nccl_state.hpp"
 #include "runtime/comm/store.hpp"
 
 // Non-blocking init (ncclCommInitRankConfig), ncclCommFinalize and ncclGetLastError.
@@ -23,9 +24,16 @@
 
 namespace stretch::comm::nccl {
 
-namespace {
+using detail::checkCuda;
+using detail::Clock;
+using detail::cudaText;
+using detail::DeviceGuard;
+using detail::ncclException;
+using detail::pause;
 
-using Clock = std::chrono::steady_clock;
+// ---- Helpers shared with nccl_communicator.cpp (nccl_state.hpp) ---------------------------
+
+namespace detail {
 
 std::string cudaText(cudaError_t error) {
   return fmt::format("{} ({})", cudaGetErrorString(error), cudaGetErrorName(error));
@@ -38,15 +46,71 @@ void checkCuda(cudaError_t error, std::string_view context, std::string_view cal
   }
 }
 
-// Makes `device` current for the calling thread until scope exit; failures throw CommError
-// naming `context`.
-class DeviceGuard : public accel::CudaDeviceGuard {
- public:
-  DeviceGuard(int device, std::string_view context)
-      : CudaDeviceGuard(device, [context](cudaError_t error, std::string_view call) {
-          checkCuda(error, context, call);
-        }) {}
-};
+std::exception_ptr ncclException(ncclResult_t result, std::string_view context,
+                                 std::string_view lastError, std::string_view suffix) {
+  std::string message = fmt::format("{}: NCCL error: {} ({})", context, ncclGetErrorString(result),
+                                    static_cast<int>(result));
+  if (!lastError.empty())
+    message += fmt::format(": {}", lastError);
+  message += suffix;
+  if (result == ncclRemoteError)
+    return std::make_exception_ptr(CommPeerError(message));
+  return std::make_exception_ptr(CommError(message));
+}
+
+std::string uniqueIdText(const ncclUniqueId& id) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  const auto* in = reinterpret_cast<const unsigned char*>(id.internal);
+  std::string out;
+  out.reserve(sizeof(id.internal) * 2);
+  for (std::size_t i = 0; i < sizeof(id.internal); ++i) {
+    out.push_back(kDigits[in[i] >> 4]);
+    out.push_back(kDigits[in[i] & 0xf]);
+  }
+  return out;
+}
+
+bool parseUniqueId(std::string_view text, ncclUniqueId& id) {
+  if (text.size() != sizeof(id.internal) * 2)
+    return false;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9')
+      return c - '0';
+    if (c >= 'a' && c <= 'f')
+      return c - 'a' + 10;
+    return -1;
+  };
+  auto* out = reinterpret_cast<unsigned char*>(id.internal);
+  for (std::size_t i = 0; i < sizeof(id.internal); ++i) {
+    const int hi = nibble(text[2 * i]);
+    const int lo = nibble(text[2 * i + 1]);
+    if (hi < 0 || lo < 0)
+      return false;
+    out[i] = static_cast<unsigned char>(hi * 16 + lo);
+  }
+  return true;
+}
+
+void requireDevice(int device, std::string_view context, std::string_view who) {
+  const accel::CudaStatus cuda = accel::cudaStatus();
+  if (device < 0 || device >= cuda.deviceCount) {
+    throw CommError(fmt::format(
+        "{}: {} needs device cuda:{}, but {} CUDA device{} visible{}", context, who, device,
+        cuda.deviceCount, cuda.deviceCount == 1 ? " is" : "s are",
+        cuda.unavailableReason.empty() ? std::string() : " (" + cuda.unavailableReason + ")"));
+  }
+}
+
+void pause(int& polls) {
+  if (++polls < 200)
+    std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+}
+
+}  // namespace detail
+
+namespace {
 
 ncclDataType_t toNccl(DataType dtype) {
   switch (dtype) {
@@ -85,193 +149,166 @@ ncclRedOp_t toNccl(ReduceOp op) {
   throw CommError(fmt::format("nccl: reduce op {} has no NCCL equivalent", static_cast<int>(op)));
 }
 
-// "<context>: NCCL error: unhandled system error (2): <last error>", typed by cause.
-std::exception_ptr ncclException(ncclResult_t result, std::string_view context,
-                                 std::string_view lastError, std::string_view suffix = {}) {
-  std::string message = fmt::format("{}: NCCL error: {} ({})", context, ncclGetErrorString(result),
-                                    static_cast<int>(result));
-  if (!lastError.empty())
-    message += fmt::format(": {}", lastError);
-  message += suffix;
-  if (result == ncclRemoteError)
-    return std::make_exception_ptr(CommPeerError(message));
-  return std::make_exception_ptr(CommError(message));
-}
-
-std::string hexEncode(const void* data, std::size_t bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  const auto* in = static_cast<const unsigned char*>(data);
-  std::string out;
-  out.reserve(bytes * 2);
-  for (std::size_t i = 0; i < bytes; ++i) {
-    out.push_back(kDigits[in[i] >> 4]);
-    out.push_back(kDigits[in[i] & 0xf]);
+// Polls ncclCommGetAsyncError until it leaves ncclInProgress or `deadline` passes; returns the
+// last state (ncclInProgress on timeout).
+ncclResult_t waitQuiescent(ncclComm_t comm, Clock::time_point deadline) {
+  ncclResult_t async = ncclInProgress;
+  int polls = 0;
+  while (ncclCommGetAsyncError(comm, &async) == ncclSuccess && async == ncclInProgress &&
+         Clock::now() < deadline) {
+    pause(polls);
   }
-  return out;
-}
-
-bool hexDecode(std::string_view text, void* data, std::size_t bytes) {
-  if (text.size() != bytes * 2)
-    return false;
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9')
-      return c - '0';
-    if (c >= 'a' && c <= 'f')
-      return c - 'a' + 10;
-    return -1;
-  };
-  auto* out = static_cast<unsigned char*>(data);
-  for (std::size_t i = 0; i < bytes; ++i) {
-    const int hi = nibble(text[2 * i]);
-    const int lo = nibble(text[2 * i + 1]);
-    if (hi < 0 || lo < 0)
-      return false;
-    out[i] = static_cast<unsigned char>(hi * 16 + lo);
-  }
-  return true;
-}
-
-// Spins briefly, then sleeps: completion usually comes within microseconds, timeouts in seconds.
-void pause(int& polls) {
-  if (++polls < 200)
-    std::this_thread::yield();
-  else
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  return async;
 }
 
 }  // namespace
 
 // ---- State: the communicator and its stream, shared by the backend and its Works ----------
 
-struct NcclBackend::State {
-  int rank = 0;
-  int size = 1;
-  int device = 0;
-  Duration timeout = kDefaultTimeout;
-  std::string label;  // "nccl rank 0 of 2 (cuda:0, group default)"
-
-  ncclComm_t comm = nullptr;
-  cudaStream_t stream = nullptr;
-  void* scratch = nullptr;  // one int32 on the device for barrier()
-
-  // Guards comm against ncclCommAbort racing with other calls on it.
-  mutable std::mutex mutex;
-  bool aborted = false;
-  std::string abortReason;
-
-  State() = default;
-  State(const State&) = delete;
-  State& operator=(const State&) = delete;
-
-  ~State() {
+NcclBackend::State::~State() {
+  {
+    const std::lock_guard lock(mutex);
     if (comm != nullptr && !aborted)
-      release();
-    if (scratch != nullptr)
-      static_cast<void>(cudaFree(scratch));
-    if (stream != nullptr)
-      static_cast<void>(cudaStreamDestroy(stream));
+      releaseLocked();
   }
+  if (scratch != nullptr)
+    static_cast<void>(cudaFree(scratch));
+  if (stream != nullptr)
+    static_cast<void>(cudaStreamDestroy(stream));
+}
 
-  // Destroys the communicator cleanly when every operation has finished (finalize, bounded by
-  // kReleaseTimeout); aborts it when work is still queued, since a peer that has gone would
-  // keep a flush waiting for up to the operation timeout.
-  void release() noexcept {
-    constexpr Duration kReleaseTimeout = std::chrono::seconds(10);
-    int previous = device;
-    static_cast<void>(cudaGetDevice(&previous));
-    static_cast<void>(cudaSetDevice(device));
-    bool clean = false;
+void NcclBackend::State::createStream() {
+  checkCuda(cudaStreamCreate(&stream), label, "cudaStreamCreate");
+  checkCuda(cudaMalloc(&scratch, sizeof(std::int32_t)), label, "cudaMalloc(4 bytes)");
+  checkCuda(cudaMemset(scratch, 0, sizeof(std::int32_t)), label, "cudaMemset");
+}
+
+void NcclBackend::State::releaseLocked() noexcept {
+  constexpr Duration kReleaseTimeout = std::chrono::seconds(10);
+  if (comm == nullptr)
+    return;
+  int previous = device;
+  static_cast<void>(cudaGetDevice(&previous));
+  static_cast<void>(cudaSetDevice(device));
+  const auto deadline = Clock::now() + std::min(timeout, kReleaseTimeout);
+  bool clean = false;
+  if (abortInsteadOfDestroy) {
+    clean = false;  // ncclCommDestroy of the parent of an abortive shrink hangs on 2.31+
+  } else if (ncclRevoked) {
+    // After ncclCommRevoke, finalize is invalid: destroy once the revoke has quiesced.
+    clean = waitQuiescent(comm, deadline) == ncclSuccess;
+  } else {
+    // Work still queued would keep a flush waiting on a peer that may have gone.
     const bool idle = cudaStreamQuery(stream) == cudaSuccess;
     static_cast<void>(cudaGetLastError());
-    const ncclResult_t result = idle ? ncclCommFinalize(comm) : ncclInvalidUsage;
-    if (result == ncclSuccess || result == ncclInProgress) {
-      const auto deadline = Clock::now() + std::min(timeout, kReleaseTimeout);
-      ncclResult_t async = ncclInProgress;
-      int polls = 0;
-      while (ncclCommGetAsyncError(comm, &async) == ncclSuccess && async == ncclInProgress &&
-             Clock::now() < deadline) {
-        pause(polls);
-      }
-      clean = async == ncclSuccess;
-    }
-    if (clean)
-      static_cast<void>(ncclCommDestroy(comm));
-    else
-      static_cast<void>(ncclCommAbort(comm));
+    const ncclResult_t result = idle && !revoked ? ncclCommFinalize(comm) : ncclInvalidUsage;
+    if (result == ncclSuccess || result == ncclInProgress)
+      clean = waitQuiescent(comm, deadline) == ncclSuccess;
+  }
+  if (clean)
+    static_cast<void>(ncclCommDestroy(comm));
+  else
+    static_cast<void>(ncclCommAbort(comm));
+  comm = nullptr;
+  static_cast<void>(cudaSetDevice(previous));
+}
+
+void NcclBackend::State::destroy() {
+  const std::lock_guard lock(mutex);
+  if (aborted || destroyed)
+    return;
+  releaseLocked();
+  destroyed = true;
+}
+
+void NcclBackend::State::abort(const std::string& reason) {
+  const std::lock_guard lock(mutex);
+  abortLocked(reason);
+}
+
+void NcclBackend::State::abortLocked(const std::string& reason) {
+  if (aborted)
+    return;
+  aborted = true;
+  abortReason = reason;
+  if (comm != nullptr) {
+    static_cast<void>(ncclCommAbort(comm));
     comm = nullptr;
-    static_cast<void>(cudaSetDevice(previous));
   }
+}
 
-  // Aborts the communicator once; later calls keep the first reason.
-  void abort(const std::string& reason) {
-    const std::lock_guard lock(mutex);
-    abortLocked(reason);
+bool NcclBackend::State::isAborted() const {
+  const std::lock_guard lock(mutex);
+  return aborted;
+}
+
+std::optional<ncclResult_t> NcclBackend::State::asyncError(std::string* lastError) const {
+  const std::lock_guard lock(mutex);
+  if (aborted || comm == nullptr)
+    return std::nullopt;
+  ncclResult_t async = ncclSuccess;
+  const ncclResult_t result = ncclCommGetAsyncError(comm, &async);
+  const ncclResult_t effective = result != ncclSuccess ? result : async;
+  if (lastError != nullptr && effective != ncclSuccess && effective != ncclInProgress)
+    *lastError = ncclGetLastError(comm);
+  return effective;
+}
+
+std::exception_ptr NcclBackend::State::abortedException(std::string_view what) const {
+  const std::lock_guard lock(mutex);
+  if (destroyed && !aborted) {
+    return std::make_exception_ptr(
+        CommError(fmt::format("{}: the NCCL communicator was destroyed earlier", what)));
   }
+  return std::make_exception_ptr(CommError(
+      fmt::format("{}: the NCCL communicator was aborted earlier ({})", what, abortReason)));
+}
 
-  void abortLocked(const std::string& reason) {
-    if (aborted)
+std::exception_ptr NcclBackend::State::revokedException(std::string_view what) const {
+  const std::lock_guard lock(mutex);
+  if (!revoked)
+    return nullptr;
+  return std::make_exception_ptr(
+      CommPeerError(fmt::format("{}: the NCCL communicator was revoked: {}", what, revokeReason)));
+}
+
+void NcclBackend::State::waitReady(Clock::time_point deadline, Duration limit,
+                                   std::string_view what, std::string_view hint,
+                                   const Interrupt* interrupt) {
+  int polls = 0;
+  while (true) {
+    if (auto error = revokedException(what))
+      std::rethrow_exception(error);
+    std::string lastError;
+    const auto async = asyncError(&lastError);
+    if (!async)
+      std::rethrow_exception(abortedException(what));
+    if (*async == ncclSuccess)
       return;
-    aborted = true;
-    abortReason = reason;
-    if (comm != nullptr) {
-      static_cast<void>(ncclCommAbort(comm));
-      comm = nullptr;
+    if (*async != ncclInProgress) {
+      const auto error = ncclException(*async, what, lastError, "; communicator aborted");
+      abort(fmt::format("NCCL error {} during {}", ncclGetErrorString(*async), what));
+      std::rethrow_exception(error);
     }
-  }
-
-  bool isAborted() const {
-    const std::lock_guard lock(mutex);
-    return aborted;
-  }
-
-  // ncclCommGetAsyncError, or nullopt once aborted (the comm is gone). Also returns NCCL's last
-  // error text while the comm is still alive.
-  std::optional<ncclResult_t> asyncError(std::string* lastError) const {
-    const std::lock_guard lock(mutex);
-    if (aborted || comm == nullptr)
-      return std::nullopt;
-    ncclResult_t async = ncclSuccess;
-    const ncclResult_t result = ncclCommGetAsyncError(comm, &async);
-    const ncclResult_t effective = result != ncclSuccess ? result : async;
-    if (lastError != nullptr && effective != ncclSuccess && effective != ncclInProgress)
-      *lastError = ncclGetLastError(comm);
-    return effective;
-  }
-
-  std::exception_ptr abortedException(std::string_view what) const {
-    const std::lock_guard lock(mutex);
-    return std::make_exception_ptr(CommError(
-        fmt::format("{}: the NCCL communicator was aborted earlier ({})", what, abortReason)));
-  }
-
-  // Waits until a non-blocking call's ncclInProgress has resolved. Throws (after aborting the
-  // communicator) on an NCCL error or when `deadline` passes.
-  void waitReady(Clock::time_point deadline, Duration limit, std::string_view what,
-                 std::string_view hint = {}) {
-    int polls = 0;
-    while (true) {
-      std::string lastError;
-      const auto async = asyncError(&lastError);
-      if (!async)
-        std::rethrow_exception(abortedException(what));
-      if (*async == ncclSuccess)
-        return;
-      if (*async != ncclInProgress) {
-        const auto error = ncclException(*async, what, lastError, "; communicator aborted");
-        abort(fmt::format("NCCL error {} during {}", ncclGetErrorString(*async), what));
-        std::rethrow_exception(error);
-      }
-      if (Clock::now() >= deadline) {
-        const std::string message =
-            fmt::format("{} did not complete within {}{}; NCCL communicator aborted", what,
-                        formatDuration(limit), hint);
-        abort(message);
-        throw CommTimeoutError(message);
-      }
+    if (Clock::now() >= deadline) {
+      const std::string message =
+          fmt::format("{} did not complete within {}{}; NCCL communicator aborted", what,
+                      formatDuration(limit), hint);
+      abort(message);
+      throw CommTimeoutError(message);
+    }
+    if (interrupt != nullptr && *interrupt && (*interrupt)()) {
+      const std::string message =
+          fmt::format("{} was interrupted by its caller; NCCL communicator aborted", what);
+      abort(message);
+      throw CommAbortedError(message);
+    }
+    if (interrupt != nullptr)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    else
       pause(polls);
-    }
   }
-};
+}
 
 namespace {
 
@@ -323,6 +360,12 @@ class NcclWork final : public Work {
   bool pollLocked() {
     if (completed_)
       return true;
+    // Revoked (live recovery gave up on a peer): fail even when the event completed, since a
+    // revoke ends the kernels early and leaves the buffer's contents undefined.
+    if (auto revoked = state_->revokedException(description())) {
+      fail(std::move(revoked));
+      return true;
+    }
     const cudaError_t query = cudaEventQuery(event_);
     if (query == cudaSuccess) {
       completed_ = true;
@@ -377,6 +420,10 @@ std::shared_ptr<Work> enqueue(NcclBackend::State& state,
       lock.unlock();
       std::rethrow_exception(state.abortedException(what));
     }
+    if (state.revoked) {
+      lock.unlock();
+      std::rethrow_exception(state.revokedException(what));
+    }
     const ncclResult_t result = launch(state.comm, state.stream);
     if (result != ncclSuccess && result != ncclInProgress) {
       const std::string lastError = ncclGetLastError(state.comm);
@@ -417,18 +464,10 @@ NcclBackend::NcclBackend(const BackendInit& init) : init_(init), state_(std::mak
   if (!init.store)
     throw CommError(fmt::format("{}: no store to exchange the NCCL unique id through", s.label));
 
-  const accel::CudaStatus cuda = accel::cudaStatus();
-  if (init.localRank < 0 || init.localRank >= cuda.deviceCount) {
-    throw CommError(fmt::format(
-        "{}: local rank {} needs device cuda:{}, but {} CUDA device{} visible{}", s.label,
-        init.localRank, init.localRank, cuda.deviceCount, cuda.deviceCount == 1 ? " is" : "s are",
-        cuda.unavailableReason.empty() ? std::string() : " (" + cuda.unavailableReason + ")"));
-  }
+  detail::requireDevice(init.localRank, s.label, fmt::format("local rank {}", init.localRank));
 
   const DeviceGuard guard(s.device, s.label);
-  checkCuda(cudaStreamCreate(&s.stream), s.label, "cudaStreamCreate");
-  checkCuda(cudaMalloc(&s.scratch, sizeof(std::int32_t)), s.label, "cudaMalloc(4 bytes)");
-  checkCuda(cudaMemset(s.scratch, 0, sizeof(std::int32_t)), s.label, "cudaMemset");
+  s.createStream();
 
   const auto deadline = Clock::now() + init.timeout;
   ncclUniqueId id;
@@ -440,7 +479,7 @@ NcclBackend::NcclBackend(const BackendInit& init) : init_(init), state_(std::mak
       std::rethrow_exception(ncclException(result, fmt::format("{}: ncclGetUniqueId", s.label),
                                            ncclGetLastError(nullptr)));
     }
-    init.store->set(key, hexEncode(id.internal, sizeof(id.internal)));
+    init.store->set(key, detail::uniqueIdText(id));
   } else {
     try {
       init.store->wait({key}, init.timeout);
@@ -450,7 +489,7 @@ NcclBackend::NcclBackend(const BackendInit& init) : init_(init), state_(std::mak
                       formatDuration(init.timeout), e.what()));
     }
     const std::string text = init.store->get(key);
-    if (!hexDecode(text, id.internal, sizeof(id.internal))) {
+    if (!detail::parseUniqueId(text, id)) {
       throw CommError(fmt::format(
           "{}: store key {} holds {} bytes: expected {} hex digits of an NCCL unique id", s.label,
           key, text.size(), 2 * sizeof(id.internal)));
@@ -471,6 +510,14 @@ NcclBackend::NcclBackend(const BackendInit& init) : init_(init), state_(std::mak
   }
   s.waitReady(deadline, init.timeout, fmt::format("{}: communicator initialisation", s.label),
               fmt::format(" (are all {} ranks running?)", init.size));
+}
+
+NcclBackend::NcclBackend(std::shared_ptr<State> state) : state_(std::move(state)) {
+  init_.rank = state_->rank;
+  init_.size = state_->size;
+  init_.timeout = state_->timeout;
+  init_.localRank = state_->device;
+  init_.groupName = "communicator";
 }
 
 NcclBackend::~NcclBackend() = default;
@@ -691,6 +738,9 @@ void registerNcclBackend() {
                    fmt::format("NCCL {} (CUDA runtime {})", ncclVersion(),
                                cuda.runtimeVersion.empty() ? "unknown" : cuda.runtimeVersion)},
                   [](const BackendInit& init) { return std::make_shared<NcclBackend>(init); });
+  // Live recovery's communicators (generations over NCCL), for the device current on the thread
+  // that first asks for the library.
+  registerCommunicatorLibrary("nccl", [] { return makeNcclLibrary(); });
 }
 
 }  // namespace stretch::comm::nccl

@@ -19,6 +19,9 @@
 //    one fail with CommTimeoutError, CommPeerError (ncclRemoteError: a peer died or the network
 //    failed) or CommError, naming the operation, the rank and NCCL's own message. An aborted
 //    backend cannot be used again; build a new one (an elastic restart does).
+//  - Live recovery's comm::Communicator over the same communicator (nccl_communicator.hpp)
+//    shares this state: once it revokes, pending and later Works fail with CommPeerError quoting
+//    the reason, and its abort() is abort() here.
 //  - Destruction destroys the communicator cleanly when all its work has finished and aborts it
 //    otherwise, so it never waits on a dead peer.
 //  - Buffers must be CUDA memory on this backend's device (BufferView::device cuda or
@@ -91,7 +94,14 @@ class NcclBackend final : public Backend {
   std::shared_ptr<Backend> createSubgroup(const std::vector<int>& ranks,
                                           const std::string& groupName) override;
 
-  struct State;  // communicator, stream and abort state, shared with the Works
+  // Communicator, stream and abort state, shared with the Works and with the comm::Communicator
+  // over the same ncclComm_t. Defined in nccl_state.hpp, which only this module includes.
+  struct State;
+  // Over a communicator that is already initialised (nccl_communicator.cpp: live recovery's
+  // generations, shrunk and grown communicators), sharing its state. Such a backend has no
+  // store, so createSubgroup throws.
+  explicit NcclBackend(std::shared_ptr<State> state);
+  const std::shared_ptr<State>& state() const noexcept { return state_; }
 
  private:
   void checkDeviceBuffer(OpType op, const BufferView& buffer, std::string_view role) const;

@@ -6,4 +6,10 @@ if(STRETCH_WITH_NCCL_ENABLED)
     DEPS stretch_comm_nccl stretch_comm stretch_accel CUDA::cudart
     LABELS gpu
     TIMEOUT 300)
+  # Live recovery's communicators over NCCL; the two-rank test skips on fewer than 2 GPUs.
+  stretch_add_test(nccl_communicator_test
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/nccl_communicator_test.cpp
+    DEPS stretch_comm_nccl stretch_comm stretch_accel CUDA::cudart
+    LABELS gpu
+    TIMEOUT 300)
 endif()
