@@ -89,7 +89,16 @@ class DeviceGenerations {
   void poll(comm::Store& root);
 
  private:
-  struct Held;
+  class Held;
+  std::shared_ptr<Held> current() const;
+  // Its generation; 0 for none or an aborted one.
+  static std::uint64_t generationOf(const std::shared_ptr<Held>& held);
+  // Aborts the held communicator and lets go of it (enter() failing or leaving it, adopt(), the
+  // destructor): nothing is left for poll() to publish.
+  void dropHeld(std::string_view reason);
+  // Lets go of a shrunk parent, then aborts it (`abort`: after an abortive shrink on 2.31+) or
+  // destroys it.
+  void disposeParent(const std::shared_ptr<Held>& parent, bool abort, const std::string& what);
   std::shared_ptr<comm::CommunicatorLibrary> library_;
   std::string nodeId_;
   std::int64_t localRank_;
