@@ -52,6 +52,11 @@ bool ProcessGroup::hasBackend(DeviceType type) const noexcept {
   return backends_.contains(type);
 }
 
+std::shared_ptr<Backend> ProcessGroup::sharedBackend(DeviceType type) const {
+  const auto it = backends_.find(type);
+  return it == backends_.end() ? nullptr : it->second;
+}
+
 Backend& ProcessGroup::backend(DeviceType type) const {
   const auto it = backends_.find(type);
   if (it != backends_.end())

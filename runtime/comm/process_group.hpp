@@ -34,6 +34,8 @@ class ProcessGroup {
   bool hasBackend(DeviceType type) const noexcept;
   // Throws CommUnsupportedError naming the device and the backends the group has.
   Backend& backend(DeviceType type) const;
+  // The backend serving `type`, shared; nullptr when the group has none.
+  std::shared_ptr<Backend> sharedBackend(DeviceType type) const;
   // The backend for CPU buffers if any, else the first one (for barriers and metadata).
   Backend& primaryBackend() const;
 

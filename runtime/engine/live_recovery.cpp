@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "runtime/comm/backend_choice.hpp"
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/init_distributed.hpp"
 #include "runtime/comm/tcp_store.hpp"
@@ -28,9 +29,12 @@ namespace stretch::engine {
 namespace {
 
 volatile std::sig_atomic_t gAnnounced = 0;
+// The same signal for watchTraining(), which announced() must not consume.
+volatile std::sig_atomic_t gWatchAnnounced = 0;
 
 void onAnnouncement(int) {
   gAnnounced = 1;
+  gWatchAnnounced = 1;
 }
 
 // Throws once the job finished (JobFinishedElsewhere) or the agent published a generation newer
@@ -46,6 +50,33 @@ void throwIfSuperseded(comm::Store& root, std::uint64_t generation, std::string_
 
 // How often a worker joining a generation looks for a newer one.
 constexpr auto kSupersessionPoll = std::chrono::milliseconds(20);
+
+// For DeviceGenerations' blocking calls, which poll it every few milliseconds: true once the
+// job finished or a generation newer than `generation` was published, asking the store at most
+// every kSupersessionPoll.
+comm::Interrupt supersededInterrupt(std::shared_ptr<comm::Store> root, std::uint64_t generation) {
+  struct State {
+    std::chrono::steady_clock::time_point asked{};
+    bool superseded = false;
+  };
+  auto state = std::make_shared<State>();
+  return [root = std::move(root), generation, state] {
+    const auto now = std::chrono::steady_clock::now();
+    if (state->superseded || now - state->asked < kSupersessionPoll)
+      return state->superseded;
+    state->asked = now;
+    try {
+      throwIfSuperseded(*root, generation, "");
+    } catch (const JobFinishedElsewhere&) {
+      state->superseded = true;
+    } catch (const comm::CommTimeoutError&) {
+      state->superseded = true;
+    } catch (const comm::CommError&) {
+      // The store is unreachable: the call's own timeout ends it.
+    }
+    return state->superseded;
+  };
+}
 
 // Generation N's rendezvous store: waits give up as soon as the agent publishes a newer
 // generation (a member died before joining; the rendezvous would otherwise wait out its timeout).
@@ -101,13 +132,18 @@ std::optional<config::BatchTriple> batchOf(const live::LiveGeneration& record) {
 // generation newer than `generation` was published, calls `onSuperseded` (once, on its own
 // thread) to abort what the worker waits on for the old generation: a collective that waits for
 // a member that died or that is itself still leaving an older generation.
+// `tick`, when set, runs first on every look (DeviceGenerations::poll).
 std::unique_ptr<PeriodicTask> watchSupersession(std::shared_ptr<comm::Store> root,
                                                 std::uint64_t generation,
-                                                std::function<void()> onSuperseded) {
+                                                std::function<void()> onSuperseded,
+                                                std::function<void()> tick = {}) {
   return std::make_unique<PeriodicTask>(
       fmt::format("live generation {}'s supersession watch", generation), kSupersessionPoll,
-      [root = std::move(root), generation, onSuperseded = std::move(onSuperseded)] {
+      [root = std::move(root), generation, onSuperseded = std::move(onSuperseded),
+       tick = std::move(tick)] {
         try {
+          if (tick)
+            tick();
           throwIfSuperseded(*root, generation, "");
           return PeriodicTask::Next::Continue;
         } catch (const JobFinishedElsewhere&) {
@@ -121,19 +157,28 @@ std::unique_ptr<PeriodicTask> watchSupersession(std::shared_ptr<comm::Store> roo
       });
 }
 
-// Aborts `record`'s groups when a newer generation supersedes it.
+// Aborts `record`'s groups when a newer generation supersedes it (a generation's communicator
+// is revoked, not aborted: DeviceGenerations' backend keeps it as the next one's parent), and
+// lets `device`, when set, see a node-wide abort meanwhile.
 std::unique_ptr<PeriodicTask> watchGroups(std::shared_ptr<comm::Store> root,
                                           const live::LiveGeneration& record,
                                           std::shared_ptr<comm::ProcessGroup> group,
-                                          std::shared_ptr<comm::ProcessGroup> transfer) {
+                                          std::shared_ptr<comm::ProcessGroup> transfer,
+                                          live::DeviceGenerations* device = nullptr) {
   const auto generation = record.generation;
-  return watchSupersession(std::move(root), generation, [=] {
-    const auto reason = fmt::format("live generation {} was superseded", generation);
-    if (group)
-      group->abort(reason);
-    if (transfer)
-      transfer->abort(reason);
-  });
+  std::function<void()> tick;
+  if (device)
+    tick = [device, root] { device->poll(*root); };
+  return watchSupersession(
+      root, generation,
+      [=] {
+        const auto reason = fmt::format("live generation {} was superseded", generation);
+        if (group)
+          group->abort(reason);
+        if (transfer)
+          transfer->abort(reason);
+      },
+      std::move(tick));
 }
 
 }  // namespace
@@ -168,6 +213,22 @@ LiveRecovery::LiveRecovery(std::shared_ptr<comm::Store> store, std::string store
       timeout_(timeout),
       rendezvousTimeout_(rendezvousTimeout) {}
 
+LiveRecovery::~LiveRecovery() {
+  trainingWatch_.reset();
+}
+
+void LiveRecovery::setDeviceComm(comm::DeviceComm device,
+                                 std::shared_ptr<comm::CommunicatorLibrary> library) {
+  deviceComm_ = std::move(device);
+  if (!library && !deviceComm_.backend.empty())
+    library = comm::communicatorLibrary(deviceComm_.backend);
+  deviceGenerations_.reset();
+  if (library) {
+    deviceGenerations_ =
+        std::make_unique<live::DeviceGenerations>(std::move(library), nodeId_, localRank_);
+  }
+}
+
 live::LiveGeneration LiveRecovery::waitForGeneration(std::uint64_t after) {
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
   while (true) {
@@ -190,9 +251,11 @@ live::LiveGeneration LiveRecovery::waitForGeneration(std::uint64_t after) {
   }
 }
 
-std::shared_ptr<comm::ProcessGroup> LiveRecovery::connect(std::uint64_t generation,
+std::shared_ptr<comm::ProcessGroup> LiveRecovery::connect(const live::LiveGeneration& record,
                                                           const std::string& prefix,
-                                                          std::int64_t rank, std::int64_t size) {
+                                                          std::int64_t rank, std::int64_t size,
+                                                          bool deviceGroup) {
+  const std::uint64_t generation = record.generation;
   auto groupStore = std::make_shared<SupersedableStore>(
       std::make_shared<comm::PrefixStore>(prefix, store_), store_, generation);
   // Phase 1: every member is here (or the generation was superseded, or the live timeout).
@@ -210,10 +273,18 @@ std::shared_ptr<comm::ProcessGroup> LiveRecovery::connect(std::uint64_t generati
   // must not wait for it: a job that finishes meanwhile ends at once.
   auto result = std::make_shared<std::promise<std::shared_ptr<comm::ProcessGroup>>>();
   auto attempt = result->get_future();
-  // Device buffers staged through host memory ride on the generation's Gloo group; a native
-  // device backend (NCCL) is left out: the engine does not recover live over it.
+  // Device buffers go over the generation's communicator (DeviceGenerations) when this worker
+  // has one and no two ranks of the group share a device (NCCL refuses them); else staged
+  // through host memory on the generation's Gloo group, or not served at all.
+  bool native = deviceGroup && deviceGenerations_ != nullptr;
+  if (native && !deviceComm_.identity.empty() && size > 1) {
+    comm::PrefixStore check("device_check", groupStore);
+    native = !comm::anyDeviceShared(check, static_cast<int>(rank), static_cast<int>(size),
+                                    deviceComm_.identity, rendezvousTimeout_);
+  }
   comm::DeviceComm device;
-  device.staging = deviceComm_.staging;
+  if (!native)
+    device.staging = deviceComm_.staging;
   std::thread([result, groupStore, rank, size, timeout = rendezvousTimeout_, host = storeHost_,
                localRank = localRank_, device] {
     try {
@@ -226,7 +297,13 @@ std::shared_ptr<comm::ProcessGroup> LiveRecovery::connect(std::uint64_t generati
   }).detach();
   while (attempt.wait_for(kSupersessionPoll) != std::future_status::ready)
     throwIfSuperseded(*store_, generation, "while its group connected");
-  return attempt.get();
+  auto group = attempt.get();
+  if (native) {
+    group->setBackend(comm::DeviceType::Cuda,
+                      deviceGenerations_->enter(record, *groupStore, *store_, rendezvousTimeout_,
+                                                supersededInterrupt(store_, generation)));
+  }
+  return group;
 }
 
 LiveRecovery::Joined LiveRecovery::joinRecord(const live::LiveGeneration& record) {
@@ -239,17 +316,17 @@ LiveRecovery::Joined LiveRecovery::joinRecord(const live::LiveGeneration& record
                  record.generation);
     return {};
   }
-  const auto build = [&](const std::string& prefix, std::int64_t r, std::int64_t size) {
-    return connect(record.generation, prefix, r, size);
-  };
+  const auto build = [&](const std::string& prefix, std::int64_t r, std::int64_t size,
+                         bool device) { return connect(record, prefix, r, size, device); };
   Joined joined;
   try {
     if (!record.donors.empty()) {
       joined.transfer = build(live::live_keys::transferPrefix(record.generation), transferRank,
-                              record.transferSize());
+                              record.transferSize(), false);
     }
     if (rank >= 0)
-      joined.group = build(live::live_keys::groupPrefix(record.generation), rank, record.worldSize);
+      joined.group =
+          build(live::live_keys::groupPrefix(record.generation), rank, record.worldSize, true);
   } catch (const comm::CommError& e) {
     spdlog::warn("live recovery: generation {}'s group did not form ({}); waiting for the next",
                  record.generation, e.what());
@@ -305,15 +382,15 @@ void LiveRecovery::partitionsLost(Engine& engine, const PartitionsLostError& e) 
 }
 
 void LiveRecovery::start(Engine& engine) {
-  if (!engine.device().is_cpu() && !deviceComm_.staging) {
-    // A generation's groups are Gloo's; device buffers need them staged through host memory
-    // (NCCL generations are not there yet).
+  if (!engine.device().is_cpu() && !deviceComm_.staging && !deviceGenerations_) {
+    // A generation's device buffers need a communicator library (NCCL's, which generations
+    // shrink and grow) or staging through host memory.
     liveCapable_ = false;
     if (engine.dpRank() == 0) {
       spdlog::warn(
-          "live recovery: not available on {} with {} yet (set STRETCH_COMM_BACKEND=gloo to "
-          "stage through host memory instead); a failure restarts every worker from the "
-          "checkpoint",
+          "live recovery: not available on {} with {} (no communicator library registered for "
+          "it; set STRETCH_COMM_BACKEND=gloo to stage through host memory instead); a failure "
+          "restarts every worker from the checkpoint",
           engine.device().str(),
           deviceComm_.backend.empty() ? std::string("no device backend") : deviceComm_.backend);
     }
@@ -325,10 +402,17 @@ void LiveRecovery::start(Engine& engine) {
   engine.enablePartitionCopies(static_cast<int>(integerVariable("LOCAL_WORLD_SIZE", 1, 1)));
   if (!joining_)
     engine.copyPartitions();
+  // The launch's own group over NCCL (initDistributed's): its communicator is the parent of the
+  // first live generation, which its survivors then shrink instead of building anew.
+  if (deviceGenerations_ && !joining_) {
+    if (auto device = engine.processGroup()->sharedBackend(comm::DeviceType::Cuda))
+      deviceGenerations_->adopt(generation_, device);
+  }
   if (joining_) {
     try {
       auto transfer = std::exchange(pendingTransfer_, {});
-      const auto watch = watchGroups(store_, pending_, engine.processGroup(), transfer);
+      const auto watch =
+          watchGroups(store_, pending_, engine.processGroup(), transfer, deviceGenerations_.get());
       engine.rejoin(engine.processGroup(), batchOf(pending_), transfer);
     } catch (const PartitionsLostError& e) {
       partitionsLost(engine, e);
@@ -347,6 +431,8 @@ void LiveRecovery::start(Engine& engine) {
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
   ::sigaction(worker_env::kLiveSignal, &action, nullptr);
+  watchedWorld_ = engine.processGroup()->size();
+  watchTraining();
   if (engine.supportsLiveRecovery())
     store_->set(live::live_keys::capable(nodeId_, live::workerProcessId()),
                 engine.partitionCopiesEnabled() ? live::live_keys::kCapableWithCopies : "1");
@@ -363,8 +449,44 @@ bool LiveRecovery::announced() {
   return live::latestLiveGeneration(*store_) > generation_;
 }
 
+void LiveRecovery::watchTraining() {
+  watchedGeneration_ = generation_;
+  if (!deviceGenerations_)
+    return;
+  gWatchAnnounced = 0;
+  trainingWatch_ = std::make_unique<PeriodicTask>(
+      "live recovery's communicator watch", kSupersessionPoll, [this, ticks = 0]() mutable {
+        try {
+          if (++ticks % 25 == 0)
+            deviceGenerations_->poll(*store_);
+          if (gWatchAnnounced == 0)
+            return PeriodicTask::Next::Continue;
+          gWatchAnnounced = 0;
+          const auto latest = live::latestLiveGeneration(*store_);
+          if (latest <= watchedGeneration_)
+            return PeriodicTask::Next::Continue;
+          const auto record =
+              live::parseLiveGeneration(store_->get(live::live_keys::generation(latest)));
+          // A generation that keeps this worker's whole group (joiners ready, a node added)
+          // is taken at the next step boundary; one that leaves some of it out came from a
+          // failure, and this worker may be waiting on the peer that failed.
+          if (record.rankOf(nodeId_, localRank_) >= 0 && record.worldSize >= watchedWorld_)
+            return PeriodicTask::Next::Continue;
+          deviceGenerations_->supersede(fmt::format(
+              "live generation {} superseded by {}, which leaves out some of its {} rank(s)",
+              watchedGeneration_.load(), latest, watchedWorld_.load()));
+          return PeriodicTask::Next::Stop;
+        } catch (const comm::CommError&) {
+          // The store is unreachable: the operation's own timeout ends it.
+          return PeriodicTask::Next::Continue;
+        }
+      });
+}
+
 void LiveRecovery::recover(Engine& engine) {
   const auto began = std::chrono::steady_clock::now();
+  // The generation changes under the watch from here on; it watches the next one.
+  trainingWatch_.reset();
   engine.abandonStep();
   comm::setDefaultGroup(nullptr);
   std::uint64_t after = generation_;
@@ -381,7 +503,7 @@ void LiveRecovery::recover(Engine& engine) {
     }
     comm::setDefaultGroup(group);
     try {
-      const auto watch = watchGroups(store_, record, group, transfer);
+      const auto watch = watchGroups(store_, record, group, transfer, deviceGenerations_.get());
       engine.rejoin(group, batchOf(record), transfer);
     } catch (const PartitionsLostError& e) {
       partitionsLost(engine, e);
@@ -396,6 +518,8 @@ void LiveRecovery::recover(Engine& engine) {
       continue;
     }
     generation_ = record.generation;
+    watchedWorld_ = group->size();
+    watchTraining();
     if (engine.dpRank() == 0) {
       spdlog::info("live recovery: generation {} continues at step {} after {:.3f} s", generation_,
                    engine.globalSteps(),

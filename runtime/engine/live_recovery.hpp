@@ -30,17 +30,24 @@
 // started into a running job; STRETCH_LIVE_TIMEOUT (seconds, default 300) bounds the wait
 // for a new generation. Not thread-safe; one per process (it owns the SIGUSR1 handler).
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "runtime/comm/communicator.hpp"
 #include "runtime/comm/init_distributed.hpp"
 #include "runtime/comm/process_group.hpp"
 #include "runtime/comm/store.hpp"
 #include "runtime/engine/engine.hpp"
+#include "runtime/live/device_generations.hpp"
 #include "runtime/live/generation.hpp"
+
+namespace stretch {
+class PeriodicTask;
+}
 
 namespace stretch::engine {
 
@@ -61,6 +68,9 @@ class LiveRecovery {
                std::int64_t localRank, std::uint64_t generation, bool joining,
                std::chrono::milliseconds timeout,
                std::chrono::milliseconds rendezvousTimeout = kRendezvousTimeout);
+  ~LiveRecovery();
+  LiveRecovery(const LiveRecovery&) = delete;
+  LiveRecovery& operator=(const LiveRecovery&) = delete;
 
   // How long the members of a generation's group, once all are there, may take to connect
   // (each member first waits for all the others, until the generation is superseded, the job
@@ -87,10 +97,16 @@ class LiveRecovery {
   bool announced();
   // What the generations' groups use for device buffers besides Gloo (engine::jobCommunication's
   // DeviceComm): call before joinGroup() and start(). Without it they serve CPU buffers only.
-  void setDeviceComm(comm::DeviceComm device) { deviceComm_ = std::move(device); }
+  // When device.backend has a communicator library (comm::communicatorLibrary: "nccl" once
+  // registerNcclBackend ran; `library` overrides it, for tests), each generation's device
+  // buffers go over a communicator of its own, shrunk from the last generation's or grown or
+  // built anew (live::DeviceGenerations), unless two of its ranks share a device (several local
+  // "nodes" on one machine), where they stay staged through host memory.
+  void setDeviceComm(comm::DeviceComm device,
+                     std::shared_ptr<comm::CommunicatorLibrary> library = nullptr);
   // Whether recover() can take over after a failed collective (the engine supports it, and its
-  // buffers are on the CPU or staged through host memory: a generation over NCCL, which needs
-  // communicator aborts and rebuilds, is not there yet).
+  // buffers are on the CPU, staged through host memory, or on a backend with a communicator
+  // library that generations shrink and grow).
   bool canRecover(const Engine& engine) const noexcept {
     return liveCapable_ && engine.supportsLiveRecovery();
   }
@@ -131,8 +147,16 @@ class LiveRecovery {
   // One group of generation `generation` (its store under `prefix`): this worker's rank in it.
   // Throws CommError when it does not form or the generation is superseded meanwhile,
   // JobFinishedElsewhere when the job finished.
-  std::shared_ptr<comm::ProcessGroup> connect(std::uint64_t generation, const std::string& prefix,
-                                              std::int64_t rank, std::int64_t size);
+  // `device`: the generation's own group (not its transfer group), whose device buffers go over
+  // the generation's communicator when DeviceGenerations serve this worker.
+  std::shared_ptr<comm::ProcessGroup> connect(const live::LiveGeneration& record,
+                                              const std::string& prefix, std::int64_t rank,
+                                              std::int64_t size, bool device);
+  // While the worker trains over a generation's communicator: when the agent's signal comes and
+  // its newest generation leaves out some of this worker's group (a peer failed: this worker may
+  // be blocked in a collective with it), revokes the communicator, which fails what waits on the
+  // dead peer at once; and every half second lets DeviceGenerations see a node-wide abort.
+  void watchTraining();
   // A donor of `record`: gives its partition copies over `transfer`; failures are logged (the
   // members' side decides what follows).
   void donate(Engine& engine, comm::ProcessGroup& transfer, const live::LiveGeneration& record);
@@ -147,6 +171,11 @@ class LiveRecovery {
   // path (start() says so).
   bool liveCapable_ = true;
   comm::DeviceComm deviceComm_;
+  // Set when the generations' device buffers go over communicators (setDeviceComm).
+  std::unique_ptr<live::DeviceGenerations> deviceGenerations_;
+  std::unique_ptr<PeriodicTask> trainingWatch_;  // watchTraining()'s, between recoveries
+  std::atomic<std::uint64_t> watchedGeneration_{0};
+  std::atomic<std::int64_t> watchedWorld_{0};
   std::chrono::milliseconds timeout_;
   std::chrono::milliseconds rendezvousTimeout_;
   live::LiveGeneration pending_;  // a joiner's record, between joinGroup() and start()

@@ -2,25 +2,32 @@
 // agent's store: a member that arrives long after the others (a survivor still leaving a
 // generation that broke) still forms the group with them; a member that never arrives, or that
 // arrives and then never connects, ends the others' wait as soon as the agent publishes a newer
-// generation. Every wait is bounded.
+// generation. Every wait is bounded. With a communicator library for the device buffers (the
+// fake NCCL), a generation's group carries a communicator of its own, unless its ranks share a
+// device.
 
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "runtime/accel/accelerator.hpp"
 #include "runtime/comm/backend_registry.hpp"
 #include "runtime/comm/builtin/builtin_backends.hpp"
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/init_distributed.hpp"
 #include "runtime/comm/store.hpp"
+#include "runtime/engine/device_staging.hpp"
 #include "runtime/engine/live_recovery.hpp"
 #include "runtime/live/generation.hpp"
 #include "tests/runtime/comm/store_test_util.hpp"
+#include "tests/support/fake_communicator.hpp"
 
 namespace stretch::engine {
 namespace {
@@ -144,6 +151,76 @@ TEST_F(LiveJoin, AMemberThatNeverArrivesAndNoNewerGenerationEndWithinTheLiveTime
   EXPECT_FALSE(joined.group);
   EXPECT_NE(joined.error.find("STRETCH_LIVE_TIMEOUT"), std::string::npos) << joined.error;
   EXPECT_LT(joined.took, 5s);
+}
+
+// Two joiners of generation 1 whose device buffers are served by `nccl`'s libraries (one per
+// worker, as one per process), each with device identity `identity` ("" for none), and their
+// groups. The workers hold their generation's communicators while they live.
+struct DeviceJoin {
+  std::unique_ptr<LiveRecovery> w0;
+  std::unique_ptr<LiveRecovery> w1;
+  Joined a;
+  Joined b;
+};
+
+DeviceJoin joinWithDevice(const std::shared_ptr<comm::Store>& store, test::FakeNccl& nccl,
+                          const std::string& identity0, const std::string& identity1) {
+  live::publishLiveGeneration(*store, generationOf(1, 2));
+  DeviceJoin out{joiner(store, 0, 1), joiner(store, 1, 1), {}, {}};
+  const auto staging =
+      std::make_shared<TorchDeviceStaging>(accel::createAccelerator("cpu"), torch::kCPU);
+  out.w0->setDeviceComm({"nccl", staging, identity0}, nccl.library("w0"));
+  out.w1->setDeviceComm({"nccl", staging, identity1}, nccl.library("w1"));
+  std::thread t([&] { out.a = join(*out.w0); });
+  out.b = join(*out.w1);
+  t.join();
+  return out;
+}
+
+// An all-reduce of each rank's rank + 1 over the groups' CUDA backends ("CUDA" buffers are host
+// memory in these tests): 3 on both.
+void expectDeviceAllReduce(const Joined& a, const Joined& b) {
+  std::vector<float> x = {static_cast<float>(a.group->rank() + 1)};
+  std::vector<float> y = {static_cast<float>(b.group->rank() + 1)};
+  std::thread t([&] {
+    a.group->allReduce(comm::BufferView::of(std::span(x), comm::Device::cuda(0)))->wait();
+  });
+  b.group->allReduce(comm::BufferView::of(std::span(y), comm::Device::cuda(0)))->wait();
+  t.join();
+  EXPECT_EQ(x[0], 3.0f);
+  EXPECT_EQ(y[0], 3.0f);
+}
+
+TEST_F(LiveJoin, AGenerationsDeviceBuffersGoOverACommunicatorOfItsOwn) {
+  test::FakeNccl nccl(comm::ncclFeatures(2, 28, 9));
+  const auto joined = joinWithDevice(store_, nccl, "GPU-a", "GPU-b");
+  const Joined& a = joined.a;
+  const Joined& b = joined.b;
+  ASSERT_TRUE(a.group) << a.error;
+  ASSERT_TRUE(b.group) << b.error;
+  ASSERT_TRUE(a.group->hasBackend(comm::DeviceType::Cuda));
+  EXPECT_EQ(a.group->backend(comm::DeviceType::Cuda).name(), "nccl");
+  EXPECT_EQ(nccl.liveCommunicators(), 2);
+  expectDeviceAllReduce(a, b);
+  // Leaving the generation (Engine::abandonStep, the supersession watch) revokes the
+  // communicator: it stays, the parent of the next generation's.
+  a.group->abort("test: generation 1 superseded");
+  EXPECT_EQ(nccl.counts().revoke, 1);
+  EXPECT_EQ(nccl.counts().abort, 0);
+  EXPECT_EQ(nccl.liveCommunicators("w0"), 1);
+  EXPECT_TRUE(nccl.traps().empty()) << nccl.traps().front();
+}
+
+TEST_F(LiveJoin, RanksSharingADeviceStageThroughHostMemoryInstead) {
+  test::FakeNccl nccl(comm::ncclFeatures(2, 28, 9));
+  const auto joined = joinWithDevice(store_, nccl, "GPU-same", "GPU-same");
+  const Joined& a = joined.a;
+  const Joined& b = joined.b;
+  ASSERT_TRUE(a.group) << a.error;
+  ASSERT_TRUE(b.group) << b.error;
+  EXPECT_NE(a.group->backend(comm::DeviceType::Cuda).name(), "nccl");
+  EXPECT_EQ(nccl.counts().init, 0);
+  expectDeviceAllReduce(a, b);
 }
 
 }  // namespace
