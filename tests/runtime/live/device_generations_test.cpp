@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <span>
 #include <sstream>
@@ -172,17 +173,45 @@ class DeviceGenerationsTest : public ::testing::Test {
     EXPECT_LT(Clock::now() - start, 1s);
   }
 
+  // Generation 1 of fourWorkers(); B1 dies during an allReduce; generation 2 of A0 A1 B0 or,
+  // with a `replacement` worker for B1, of A0 A1 B0 and it. Checks that the generation's
+  // allReduce works (every member in, each holding generation 2) and that the fake NCCL caught
+  // no misuse; returns the plan.
+  DevicePlan recoverFromB1(const std::function<Worker*()>& replacement = {}) {
+    auto members = fourWorkers();
+    failDuringAllReduce(members, members[3]);
+    if (replacement)
+      members[3] = replacement();
+    else
+      members.pop_back();
+    enterAll(2, members);
+    const float sum = replacement ? 10.0f : 6.0f;
+    EXPECT_THAT(allReduce(members), ::testing::Each(sum));
+    for (const Worker* member : members) {
+      EXPECT_EQ(member->generations->held(), 2u) << member->process;
+      EXPECT_EQ(planOf(member), planOf(members[0])) << member->process;
+    }
+    EXPECT_THAT(nccl_->traps(), ::testing::IsEmpty());
+    return planOf(members[0]);
+  }
+
+  // What the fake NCCL counted: {init, shrink, grow, join, destroy}.
+  std::vector<int> counts() const {
+    const auto counted = nccl_->counts();
+    return {counted.init, counted.shrink, counted.grow, counted.join, counted.destroy};
+  }
+
+  static DevicePlan planOf(const Worker* worker) {
+    const auto plan = worker->generations->lastPlan();
+    EXPECT_TRUE(plan.has_value()) << worker->process << " has no plan";
+    return plan.value_or(DevicePlan{});
+  }
+
   std::shared_ptr<comm::HashStore> root_ = std::make_shared<comm::HashStore>(5s);
   std::unique_ptr<test::FakeNccl> nccl_;
   // Declared after the library: workers abort what they hold before the fake NCCL goes.
   std::vector<std::unique_ptr<Worker>> workers_;
 };
-
-DevicePlan planOf(const Worker* worker) {
-  const auto plan = worker->generations->lastPlan();
-  EXPECT_TRUE(plan.has_value()) << worker->process << " has no plan";
-  return plan.value_or(DevicePlan{});
-}
 
 TEST(DeviceAbortKey, NamesTheGenerationAndTheNode) {
   EXPECT_EQ(live_keys::deviceAbort(7, "node-3"), "live/device_abort/7/node-3");
@@ -212,25 +241,13 @@ TEST_F(DeviceGenerationsTest, AWorkerThatIsNoMemberIsABug) {
 
 TEST_F(DeviceGenerationsTest, SurvivorsOfAKilledPeerAreRevokedThenShrinkWithoutIt) {
   useVersion(28);
-  const auto members = fourWorkers();
-  failDuringAllReduce(members, members[3]);
-  const std::vector<Worker*> survivors(members.begin(), members.begin() + 3);
-  enterAll(2, survivors);
-  const DevicePlan plan = planOf(survivors[0]);
+  const DevicePlan plan = recoverFromB1();
   EXPECT_EQ(plan.path, DevicePath::Shrink);
   EXPECT_EQ(plan.parent, 1u);
   EXPECT_THAT(plan.excluded, ElementsAre(3));
   EXPECT_FALSE(plan.abortiveShrink);
-  for (const Worker* survivor : survivors) {
-    EXPECT_EQ(survivor->generations->held(), 2u);
-    EXPECT_EQ(planOf(survivor), plan);
-  }
-  EXPECT_THAT(allReduce(survivors), ElementsAre(6.0f, 6.0f, 6.0f));
-  const auto counts = nccl_->counts();
-  EXPECT_EQ(counts.shrink, 3);
-  EXPECT_EQ(counts.init, 4);     // the first generation's only
-  EXPECT_EQ(counts.destroy, 3);  // the revoked parents
-  EXPECT_THAT(nccl_->traps(), ::testing::IsEmpty());
+  // No init but the first generation's; the revoked parents destroyed.
+  EXPECT_THAT(counts(), ElementsAre(4, 3, 0, 0, 3));
 }
 
 TEST_F(DeviceGenerationsTest, TheBackendsAbortRevokesSoTheCommunicatorStaysAParent) {
@@ -260,71 +277,37 @@ TEST_F(DeviceGenerationsTest, TheBackendsAbortRevokesSoTheCommunicatorStaysAPare
 
 TEST_F(DeviceGenerationsTest, AReplacementGrowsTheShrunkCommunicatorFrom229) {
   useVersion(29);
-  auto members = fourWorkers();
-  failDuringAllReduce(members, members[3]);
   // The replacement runs on a spare node (on B, B0 would join too: a node whose ranks do not
   // all hold the parent gives no survivor).
-  members[3] = worker("C", 0);
-  enterAll(2, members);
-  const DevicePlan plan = planOf(members[0]);
+  const DevicePlan plan = recoverFromB1([&] { return worker("C", 0); });
   EXPECT_EQ(plan.path, DevicePath::ShrinkGrow);
   EXPECT_EQ(plan.survivors, 3);
   EXPECT_THAT(plan.excluded, ElementsAre(3));
-  for (const Worker* member : members)
-    EXPECT_EQ(member->generations->held(), 2u) << member->process;
-  EXPECT_THAT(allReduce(members), ElementsAre(10.0f, 10.0f, 10.0f, 10.0f));
-  const auto counts = nccl_->counts();
-  EXPECT_EQ(counts.init, 4);
-  EXPECT_EQ(counts.shrink, 3);
-  EXPECT_GE(counts.grow, 1);
-  EXPECT_EQ(counts.join, 1);
-  EXPECT_THAT(nccl_->traps(), ::testing::IsEmpty());
+  EXPECT_THAT(counts(), ElementsAre(4, 3, ::testing::Ge(1), 1, ::testing::_));
 }
 
 TEST_F(DeviceGenerationsTest, AReplacementOn228ReinitialisesEveryone) {
   useVersion(28);
-  auto members = fourWorkers();
-  failDuringAllReduce(members, members[3]);
-  members[3] = worker("B", 1, 1);
-  enterAll(2, members);
-  const DevicePlan plan = planOf(members[3]);
+  const DevicePlan plan = recoverFromB1([&] { return worker("B", 1, 1); });
   EXPECT_EQ(plan.path, DevicePath::Init);
   EXPECT_THAT(plan.reason, HasSubstr("ncclCommGrow"));
   EXPECT_THAT(plan.reason, HasSubstr("2.29"));
-  EXPECT_THAT(allReduce(members), ElementsAre(10.0f, 10.0f, 10.0f, 10.0f));
-  const auto counts = nccl_->counts();
-  EXPECT_EQ(counts.init, 8);
-  EXPECT_EQ(counts.shrink, 0);
-  EXPECT_EQ(counts.join, 0);
   // The survivors' old communicators were aborted, never destroyed: B1 died.
-  EXPECT_EQ(counts.destroy, 0);
-  EXPECT_THAT(nccl_->traps(), ::testing::IsEmpty());
+  EXPECT_THAT(counts(), ElementsAre(8, 0, 0, 0, 0));
 }
 
 TEST_F(DeviceGenerationsTest, Without227RevokeTheShrinkIsAbortive) {
   useVersion(27);
-  const auto members = fourWorkers();
-  failDuringAllReduce(members, members[3]);
-  const std::vector<Worker*> survivors(members.begin(), members.begin() + 3);
-  enterAll(2, survivors);
-  const DevicePlan plan = planOf(survivors[0]);
+  const DevicePlan plan = recoverFromB1();
   EXPECT_EQ(plan.path, DevicePath::Shrink);
   EXPECT_TRUE(plan.abortiveShrink);
   EXPECT_FALSE(plan.abortParent);
-  EXPECT_THAT(allReduce(survivors), ElementsAre(6.0f, 6.0f, 6.0f));
-  EXPECT_THAT(nccl_->traps(), ::testing::IsEmpty());
 }
 
 TEST_F(DeviceGenerationsTest, On231TheRevokedParentIsDestroyed) {
   useVersion(31);
-  const auto members = fourWorkers();
-  failDuringAllReduce(members, members[3]);
-  const std::vector<Worker*> survivors(members.begin(), members.begin() + 3);
-  enterAll(2, survivors);
-  EXPECT_FALSE(planOf(survivors[0]).abortiveShrink);
-  EXPECT_THAT(allReduce(survivors), ElementsAre(6.0f, 6.0f, 6.0f));
+  EXPECT_FALSE(recoverFromB1().abortiveShrink);
   EXPECT_EQ(nccl_->counts().destroy, 3);
-  EXPECT_THAT(nccl_->traps(), ::testing::IsEmpty());
 }
 
 TEST_F(DeviceGenerationsTest, TheParentOfAnAbortiveShrinkOn231IsAbortedNotDestroyed) {
@@ -333,16 +316,10 @@ TEST_F(DeviceGenerationsTest, TheParentOfAnAbortiveShrinkOn231IsAbortedNotDestro
   auto features = comm::ncclFeatures(2, 31, 0);
   features.revoke = false;
   useLibrary(features);
-  const auto members = fourWorkers();
-  failDuringAllReduce(members, members[3]);
-  const std::vector<Worker*> survivors(members.begin(), members.begin() + 3);
-  enterAll(2, survivors);
-  const DevicePlan plan = planOf(survivors[0]);
+  const DevicePlan plan = recoverFromB1();
   EXPECT_TRUE(plan.abortiveShrink);
   EXPECT_TRUE(plan.abortParent);
-  EXPECT_THAT(allReduce(survivors), ElementsAre(6.0f, 6.0f, 6.0f));
   EXPECT_EQ(nccl_->counts().destroy, 0);
-  EXPECT_THAT(nccl_->traps(), ::testing::IsEmpty());
 }
 
 TEST_F(DeviceGenerationsTest, ANodesRanksAbortTogether) {
@@ -393,6 +370,32 @@ TEST_F(DeviceGenerationsTest, ANodeAbortPublishedBeforeAGenerationIsSeenOnEnteri
   EXPECT_EQ(planOf(members[0]).path, DevicePath::Init);
   EXPECT_EQ(nccl_->counts().shrink, 0);
   EXPECT_THAT(allReduce(next), ElementsAre(6.0f, 6.0f, 6.0f));
+}
+
+TEST_F(DeviceGenerationsTest, TheWatchPollsWhileWorkersShrinkAndDestroyTheirParents) {
+  useVersion(28);
+  const auto members = fourWorkers();
+  std::atomic<bool> done = false;
+  // Each worker's supersession watch, polling far more often than the engine's through two
+  // generations.
+  std::vector<std::thread> watches;
+  for (Worker* member : members) {
+    watches.emplace_back([&, member] {
+      while (!done) {
+        member->generations->poll(*root_);
+        std::this_thread::sleep_for(100us);
+      }
+    });
+  }
+  failDuringAllReduce(members, members[3]);
+  const std::vector<Worker*> survivors(members.begin(), members.begin() + 3);
+  enterAll(2, survivors);
+  done = true;
+  for (auto& watch : watches)
+    watch.join();
+  EXPECT_EQ(planOf(survivors[0]).path, DevicePath::Shrink);
+  EXPECT_THAT(allReduce(survivors), ElementsAre(6.0f, 6.0f, 6.0f));
+  EXPECT_THAT(nccl_->traps(), ::testing::IsEmpty());
 }
 
 TEST_F(DeviceGenerationsTest, ThePathIsLoggedOnceUntilItChanges) {
