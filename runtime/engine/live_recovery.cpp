@@ -29,12 +29,13 @@ namespace stretch::engine {
 namespace {
 
 volatile std::sig_atomic_t gAnnounced = 0;
-// The same signal for watchTraining(), which announced() must not consume.
-volatile std::sig_atomic_t gWatchAnnounced = 0;
+// The signals so far, for watchTraining(), which must not consume announced()'s flag: each watch
+// remembers the count it saw last.
+volatile std::sig_atomic_t gSignals = 0;
 
 void onAnnouncement(int) {
   gAnnounced = 1;
-  gWatchAnnounced = 1;
+  gSignals = gSignals + 1;
 }
 
 // Throws once the job finished (JobFinishedElsewhere) or the agent published a generation newer
@@ -453,15 +454,15 @@ void LiveRecovery::watchTraining() {
   watchedGeneration_ = generation_;
   if (!deviceGenerations_)
     return;
-  gWatchAnnounced = 0;
   trainingWatch_ = std::make_unique<PeriodicTask>(
-      "live recovery's communicator watch", kSupersessionPoll, [this, ticks = 0]() mutable {
+      "live recovery's communicator watch", kSupersessionPoll,
+      [this, ticks = 0, seen = static_cast<int>(gSignals)]() mutable {
         try {
           if (++ticks % 25 == 0)
             deviceGenerations_->poll(*store_);
-          if (gWatchAnnounced == 0)
+          if (gSignals == seen)
             return PeriodicTask::Next::Continue;
-          gWatchAnnounced = 0;
+          seen = gSignals;
           const auto latest = live::latestLiveGeneration(*store_);
           if (latest <= watchedGeneration_)
             return PeriodicTask::Next::Continue;

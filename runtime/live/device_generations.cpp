@@ -140,15 +140,26 @@ void waitFor(comm::Store& store, const std::vector<std::string>& keys, const Dea
   }
 }
 
-std::uint64_t parseHeld(const std::optional<std::string>& text, const std::string& key) {
+// What a member says it holds: a live generation's number (0: nothing), or kAbortedText when its
+// communicator was aborted (it then holds nothing, and its node gives no survivor).
+constexpr std::string_view kAbortedText = "aborted";
+
+struct HeldEntry {
+  std::uint64_t generation = 0;
+  bool aborted = false;
+};
+
+HeldEntry parseHeld(const std::optional<std::string>& text, const std::string& key) {
+  if (text && *text == kAbortedText)
+    return {0, true};
   std::uint64_t value = 0;
   const auto [end, error] = text ? std::from_chars(text->data(), text->data() + text->size(), value)
                                  : std::from_chars_result{nullptr, std::errc::invalid_argument};
   if (!text || error != std::errc() || end != text->data() + text->size()) {
-    throw comm::CommError(fmt::format("{} = '{}': expected a live generation number", key,
-                                      text.value_or("(missing)")));
+    throw comm::CommError(fmt::format("{} = '{}': expected a live generation number or '{}'", key,
+                                      text.value_or("(missing)"), kAbortedText));
   }
-  return value;
+  return {value, false};
 }
 
 // Aborts `communicator` on a path that is already failing or leaving it: an abort that throws too
@@ -246,8 +257,12 @@ DevicePlan makePlan(comm::CommunicatorLibrary& library, const LiveGeneration& re
                       record.generation));
   const auto values = group.tryMultiGet(keys);
   std::vector<std::uint64_t> held;
-  for (std::size_t r = 0; r < keys.size(); ++r)
-    held.push_back(parseHeld(values[r], keys[r]));
+  std::vector<bool> aborted;
+  for (std::size_t r = 0; r < keys.size(); ++r) {
+    const HeldEntry entry = parseHeld(values[r], keys[r]);
+    held.push_back(entry.generation);
+    aborted.push_back(entry.aborted);
+  }
 
   std::optional<LiveGeneration> parent;
   if (held[0] != 0) {
@@ -257,7 +272,7 @@ DevicePlan makePlan(comm::CommunicatorLibrary& library, const LiveGeneration& re
                         record.generation, key));
     parent = parseLiveGeneration(root.get(key));
   }
-  DevicePlan plan = planDeviceGeneration(library.features(), parent, record, held);
+  DevicePlan plan = planDeviceGeneration(library.features(), parent, record, held, aborted);
   if (plan.path == DevicePath::Init)
     plan.uniqueId = library.uniqueId();
   group.set(kPlanKey, formatDevicePlan(plan));
@@ -311,7 +326,8 @@ std::shared_ptr<comm::Backend> DeviceGenerations::enter(const LiveGeneration& re
     poll(root);
     const std::shared_ptr<Held> held = current();
     const std::uint64_t heldGeneration = generationOf(held);
-    group.set(heldKey(rank), std::to_string(heldGeneration));
+    group.set(heldKey(rank), held != nullptr && held->aborted() ? std::string(kAbortedText)
+                                                                : std::to_string(heldGeneration));
 
     DevicePlan plan;
     if (rank == 0) {

@@ -6,8 +6,8 @@
 // A worker holds at most one communicator: the one of the last generation it trained in. When
 // it enters generation N (enter(), collective over N's members, beside the generation's Gloo
 // group), through N's group store:
-//   device/held/<rank>  each member says which generation's communicator it holds (0: none, or
-//                       it was aborted);
+//   device/held/<rank>  each member says which generation's communicator it holds (0: none;
+//                       "aborted": an abort took it, so its node gives no survivor);
 //   device/plan         rank 0 reads them and the parent's record, plans (device_plan.hpp: shrink,
 //                       shrink and grow, or a new unique id) and publishes the plan;
 //   device/grow_id      on ShrinkGrow, rank 0 publishes the id joiners grow in with, after the

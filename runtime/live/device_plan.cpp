@@ -92,15 +92,34 @@ DevicePlan initPlan(std::string reason) {
 
 DevicePlan planDeviceGeneration(const comm::CommunicatorFeatures& features,
                                 const std::optional<LiveGeneration>& parent,
-                                const LiveGeneration& next,
-                                const std::vector<std::uint64_t>& held) {
+                                const LiveGeneration& next, const std::vector<std::uint64_t>& held,
+                                const std::vector<bool>& aborted) {
   if (next.worldSize < 1 || held.size() != static_cast<std::size_t>(next.worldSize)) {
     throw InternalError(fmt::format(
         "planDeviceGeneration: generation {}: {} held entries for a world of {}: expected one "
         "per rank (and at least one rank)",
         next.generation, held.size(), next.worldSize));
   }
+  if (!aborted.empty() && aborted.size() != held.size()) {
+    throw InternalError(fmt::format(
+        "planDeviceGeneration: generation {}: {} aborted entries for a world of {}: expected one "
+        "per rank, or none",
+        next.generation, aborted.size(), next.worldSize));
+  }
   const std::string library = libraryVersion(features);
+  // Every rank of a node aborts together: a node one of whose ranks lost the parent's
+  // communicator to an abort gives no survivor, for its other ranks would shrink the parent
+  // beside an aborted intra-node peer and hang. They abort theirs and join anew.
+  std::vector<bool> nodeHolds(held.size(), true);
+  for (const LiveNode& node : next.nodes) {
+    const auto first = static_cast<std::size_t>(node.firstRank);
+    const auto end = std::min(held.size(), first + node.localRanks.size());
+    bool whole = true;
+    for (std::size_t r = first; r < end && !aborted.empty(); ++r)
+      whole = whole && !aborted[r];
+    for (std::size_t r = first; r < end; ++r)
+      nodeHolds[r] = whole;
+  }
   if (held[0] == 0) {
     // Rank 0 holds nothing to shrink (the first generation over the library, or its
     // communicator was aborted): any parent given is beside the point.
@@ -124,19 +143,6 @@ DevicePlan planDeviceGeneration(const comm::CommunicatorFeatures& features,
   // The survivors: the longest prefix of ranks holding the parent's communicator whose workers
   // keep their order in the parent (a shrink keeps the parent's order: rank r of the shrunk
   // communicator must be rank r of this generation).
-  // Every rank of a node aborts together: a node one of whose ranks lost the parent's
-  // communicator (aborted after an error) gives no survivor, for its other ranks shrinking with
-  // an aborted peer on the same node would hang. They abort theirs and join anew.
-  std::vector<bool> nodeHolds(held.size(), true);
-  for (const LiveNode& node : next.nodes) {
-    const auto first = static_cast<std::size_t>(node.firstRank);
-    const auto end = std::min(held.size(), first + node.localRanks.size());
-    const bool whole = std::all_of(held.begin() + static_cast<std::ptrdiff_t>(first),
-                                   held.begin() + static_cast<std::ptrdiff_t>(end),
-                                   [&](std::uint64_t h) { return h == held[0]; });
-    for (std::size_t r = first; r < end; ++r)
-      nodeHolds[r] = whole;
-  }
   const auto workers = workersByRank(next);
   std::vector<int> parentRanks;  // of survivors 0 .. k-1
   for (std::size_t r = 0; r < held.size(); ++r) {
@@ -151,8 +157,8 @@ DevicePlan planDeviceGeneration(const comm::CommunicatorFeatures& features,
   if (survivors == 0) {
     if (!nodeHolds[0]) {
       return initPlan(fmt::format(
-          "{}: another rank of rank 0's node lost generation {}'s communicator, and a node's "
-          "ranks abort together{}",
+          "{}: another rank of rank 0's node lost generation {}'s communicator to an abort, and "
+          "a node's ranks abort together{}",
           library, held[0], kInitEnding));
     }
     return initPlan(fmt::format(

@@ -15,9 +15,10 @@
 //               the one it holds, if any): the first generation, a library without shrink
 //               (before 2.27), joiners without grow (before 2.29), or members whose order does
 //               not keep the parent's.
-// A node one of whose members holds no communicator (an NCCL error aborted it) gives no survivor:
-// every rank of a node aborts together, for a rank shrinking beside an aborted peer on its node
-// would hang.
+// A node one of whose members lost its communicator to an abort (an NCCL error, a timeout) gives
+// no survivor: every rank of a node aborts together, for a rank shrinking beside an aborted peer
+// on its node would hang. (A replacement started on the node holds nothing but aborted nothing:
+// its node-mates still shrink.)
 // Survivors whose communicator was revoked shrink it as it is; without revoke (2.27) the shrink
 // is abortive (NCCL_SHRINK_ABORT ends the parent's in-flight work first).
 
@@ -58,11 +59,14 @@ std::string_view toString(DevicePath path) noexcept;
 // The plan for `next`'s members. `held[r]` is the live generation whose communicator rank r of
 // `next` holds (0: none, or it was aborted); `parent` is the record of generation held[0] (the
 // communicator rank 0 holds is the only candidate parent: rank 0 is a survivor whenever any
-// path but Init is taken), nullopt when held[0] is 0. Throws InternalError when held.size() is
-// not next.worldSize or parent is not generation held[0]. The uniqueId is left empty.
+// path but Init is taken), nullopt when held[0] is 0. `aborted[r]`: rank r's communicator was
+// aborted (its held[r] is then 0); empty for none. Throws InternalError when held.size() (or a
+// non-empty aborted.size()) is not next.worldSize or parent is not generation held[0]. The
+// uniqueId is left empty.
 DevicePlan planDeviceGeneration(const comm::CommunicatorFeatures& features,
                                 const std::optional<LiveGeneration>& parent,
-                                const LiveGeneration& next, const std::vector<std::uint64_t>& held);
+                                const LiveGeneration& next, const std::vector<std::uint64_t>& held,
+                                const std::vector<bool>& aborted = {});
 
 // One line: "PATH PARENT SURVIVORS ABORTIVE ABORT_PARENT EXCLUDED(comma list or -) UNIQUE_ID(or
 // -)", then the reason on a line of its own. Throws comm::CommError naming the text when

@@ -19,6 +19,7 @@ stretch_add_test(engine_checkpoint_test
 stretch_add_test(engine_live_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_live_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/live_recovery_join_test.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/live_recovery_device_test.cpp
           ${CMAKE_CURRENT_LIST_DIR}/device_staging_test.cpp
   DEPS stretch_engine stretch_comm_builtin stretch_test_fake_nccl
   LABELS unit

@@ -107,14 +107,30 @@ TEST(DevicePlan, AMemberWithoutTheParentsCommunicatorEndsThePrefix) {
 // b0, which still holds it, does not shrink with an aborted peer beside it: both join anew.
 TEST(DevicePlan, ANodeWithOneRankAbortedGivesNoSurvivor) {
   const auto next = generation(5, {{"a", 0}, {"a", 1}, {"b", 0}, {"b", 1}});
-  const auto plan = planDeviceGeneration(ncclFeatures(2, 29, 0), parent4(), next, {4, 4, 4, 0});
+  const auto features = ncclFeatures(2, 29, 0);
+  const auto plan =
+      planDeviceGeneration(features, parent4(), next, {4, 4, 4, 0}, {false, false, false, true});
   EXPECT_EQ(plan.path, DevicePath::ShrinkGrow);
   EXPECT_EQ(plan.survivors, 2);
   EXPECT_EQ(plan.excluded, (std::vector<int>{2, 3}));
   // On rank 0's node, nobody survives.
-  const auto init = planDeviceGeneration(ncclFeatures(2, 29, 0), parent4(), next, {4, 0, 4, 4});
+  const auto init =
+      planDeviceGeneration(features, parent4(), next, {4, 0, 4, 4}, {false, true, false, false});
   EXPECT_EQ(init.path, DevicePath::Init);
   EXPECT_THAT(init.reason, HasSubstr("a node's ranks abort together"));
+  EXPECT_THROW(planDeviceGeneration(features, parent4(), next, {4, 4, 4, 4}, {false}),
+               InternalError);
+}
+
+// A replacement started on the dead worker's node holds nothing but aborted nothing: its
+// node-mate still shrinks.
+TEST(DevicePlan, AReplacementOnTheNodeLeavesItsNodeMatesSurvivors) {
+  const auto next = generation(5, {{"a", 0}, {"a", 1}, {"b", 0}, {"b", 1}});  // b1 is new
+  const auto plan = planDeviceGeneration(ncclFeatures(2, 29, 0), parent4(), next, {4, 4, 4, 0},
+                                         {false, false, false, false});
+  EXPECT_EQ(plan.path, DevicePath::ShrinkGrow);
+  EXPECT_EQ(plan.survivors, 3);
+  EXPECT_EQ(plan.excluded, std::vector<int>{3});
 }
 
 // ---- abortive shrink by version -----------------------------------------------------------
@@ -347,6 +363,7 @@ struct Scenario {
   std::optional<LiveGeneration> parent;
   LiveGeneration next;
   std::vector<std::uint64_t> held;
+  std::vector<bool> aborted;  // some of those holding nothing lost it to an abort
 };
 
 Scenario genScenario() {
@@ -382,6 +399,8 @@ Scenario genScenario() {
   // The caller reads the record of the generation rank 0 holds: that is the parent.
   if (s.held[0] != 0)
     s.held[0] = parentGen;
+  for (const std::uint64_t h : s.held)
+    s.aborted.push_back(h == 0 && *rc::gen::inRange(0, 3) == 0);
   if (s.held[0] == 0 && *rc::gen::arbitrary<bool>())
     s.parent.reset();  // with rank 0 holding nothing the parent may or may not be given
   return s;
@@ -392,10 +411,10 @@ int referenceSurvivors(const Scenario& s) {
   int k = 0;
   std::int64_t last = -1;
   for (const auto& node : s.next.nodes) {
-    // A node whose ranks do not all hold the parent's communicator gives no survivor.
+    // A node one of whose ranks lost its communicator to an abort gives no survivor.
     bool whole = true;
     for (std::size_t i = 0; i < node.localRanks.size(); ++i)
-      whole = whole && s.held[static_cast<std::size_t>(node.firstRank) + i] == s.held[0];
+      whole = whole && !s.aborted[static_cast<std::size_t>(node.firstRank) + i];
     for (std::size_t i = 0; i < node.localRanks.size(); ++i) {
       const auto rank = node.firstRank + static_cast<std::int64_t>(i);
       const auto inParent = s.parent->rankOf(node.nodeId, node.localRanks[i]);
@@ -412,7 +431,7 @@ int referenceSurvivors(const Scenario& s) {
 RC_GTEST_PROP(DevicePlan, PlansFollowTheRulesAndRoundTrip, ()) {
   const auto s = genScenario();
   const auto features = genFeatures();
-  auto plan = planDeviceGeneration(features, s.parent, s.next, s.held);
+  auto plan = planDeviceGeneration(features, s.parent, s.next, s.held, s.aborted);
 
   RC_TAG(std::string(toString(plan.path)));  // printed: how often each path was tried
   RC_ASSERT(plan.reason.starts_with("NCCL " + features.version()));
@@ -466,7 +485,7 @@ RC_GTEST_PROP(DevicePlan, PlansFollowTheRulesAndRoundTrip, ()) {
 // CommError; nothing else escapes and nothing crashes.
 RC_GTEST_PROP(DevicePlan, MutilatedTextParsesOrIsRefused, ()) {
   const auto s = genScenario();
-  auto plan = planDeviceGeneration(genFeatures(), s.parent, s.next, s.held);
+  auto plan = planDeviceGeneration(genFeatures(), s.parent, s.next, s.held, s.aborted);
   if (plan.path == DevicePath::Init)
     plan.uniqueId = "0a1b2c3d";
   std::string text = formatDevicePlan(plan);
