@@ -4,7 +4,10 @@
 #include "runtime/comm/communicator.hpp"
 
 #include <atomic>
+#include <string>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include <gtest/gtest.h>
 
@@ -67,14 +70,20 @@ class LocalLibrary : public CommunicatorLibrary {
   CommunicatorFeatures features_ = ncclFeatures(2, 28, 9);
 };
 
-// Names are process-wide and never removed: each test uses its own.
+// Names are process-wide and never removed: each test run uses names of its own (a repeated run,
+// --gtest_repeat, must not meet the libraries, and the captured locals, of the run before).
+std::string freshName(const std::string& base) {
+  static std::atomic<int> runs{0};
+  return fmt::format("communicator_test.{}.{}", base, runs++);
+}
 TEST(CommunicatorLibraryRegistry, AnUnknownNameHasNoLibrary) {
   EXPECT_EQ(communicatorLibrary("communicator_test.never_registered"), nullptr);
 }
 
 TEST(CommunicatorLibraryRegistry, MakesTheLibraryOnceOnFirstUse) {
+  const std::string name = freshName("once");
   std::atomic<int> made{0};
-  registerCommunicatorLibrary("communicator_test.once", [&made] {
+  registerCommunicatorLibrary(name, [&made] {
     ++made;
     return std::make_shared<LocalLibrary>();
   });
@@ -84,50 +93,52 @@ TEST(CommunicatorLibraryRegistry, MakesTheLibraryOnceOnFirstUse) {
   std::vector<std::shared_ptr<CommunicatorLibrary>> seen(8);
   std::vector<std::thread> threads;
   for (std::size_t i = 0; i < seen.size(); ++i)
-    threads.emplace_back([&seen, i] { seen[i] = communicatorLibrary("communicator_test.once"); });
+    threads.emplace_back([&seen, &name, i] { seen[i] = communicatorLibrary(name); });
   for (auto& t : threads)
     t.join();
   EXPECT_EQ(made, 1);
   ASSERT_NE(seen[0], nullptr);
   for (const auto& library : seen)
     EXPECT_EQ(library, seen[0]);
-  EXPECT_EQ(communicatorLibrary("communicator_test.once"), seen[0]);
+  EXPECT_EQ(communicatorLibrary(name), seen[0]);
   EXPECT_EQ(made, 1);
   EXPECT_EQ(seen[0]->features().version(), "2.28.9");
 }
 
 TEST(CommunicatorLibraryRegistry, RegisteringANameAgainKeepsTheFirst) {
+  const std::string name = freshName("again");
   int firstMade = 0;
   int secondMade = 0;
-  registerCommunicatorLibrary("communicator_test.again", [&firstMade] {
+  registerCommunicatorLibrary(name, [&firstMade] {
     ++firstMade;
     return std::make_shared<LocalLibrary>();
   });
   // Before and after the first use: neither replaces the first registration.
-  registerCommunicatorLibrary("communicator_test.again", [&secondMade] {
+  registerCommunicatorLibrary(name, [&secondMade] {
     ++secondMade;
     return std::make_shared<LocalLibrary>();
   });
-  const auto library = communicatorLibrary("communicator_test.again");
-  registerCommunicatorLibrary("communicator_test.again", [&secondMade] {
+  const auto library = communicatorLibrary(name);
+  registerCommunicatorLibrary(name, [&secondMade] {
     ++secondMade;
     return std::make_shared<LocalLibrary>();
   });
-  EXPECT_EQ(communicatorLibrary("communicator_test.again"), library);
+  EXPECT_EQ(communicatorLibrary(name), library);
   EXPECT_EQ(firstMade, 1);
   EXPECT_EQ(secondMade, 0);
 }
 
 TEST(CommunicatorLibraryRegistry, AMakeThatThrowsIsTriedAgain) {
+  const std::string name = freshName("throws");
   int calls = 0;
-  registerCommunicatorLibrary("communicator_test.throws", [&calls] {
+  registerCommunicatorLibrary(name, [&calls] {
     if (++calls == 1)
       throw CommError("no device yet");
     return std::make_shared<LocalLibrary>();
   });
-  EXPECT_THROW(communicatorLibrary("communicator_test.throws"), CommError);
-  EXPECT_NE(communicatorLibrary("communicator_test.throws"), nullptr);
-  EXPECT_NE(communicatorLibrary("communicator_test.throws"), nullptr);
+  EXPECT_THROW(communicatorLibrary(name), CommError);
+  EXPECT_NE(communicatorLibrary(name), nullptr);
+  EXPECT_NE(communicatorLibrary(name), nullptr);
   EXPECT_EQ(calls, 2);
 }
 
