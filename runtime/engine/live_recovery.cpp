@@ -404,10 +404,16 @@ void LiveRecovery::start(Engine& engine) {
   if (!joining_)
     engine.copyPartitions();
   // The launch's own group over NCCL (initDistributed's): its communicator is the parent of the
-  // first live generation, which its survivors then shrink instead of building anew.
+  // first live generation, which its survivors then shrink instead of building anew. It has no
+  // live record; it is held under a number of its own for this start of the job.
   if (deviceGenerations_ && !joining_) {
-    if (auto device = engine.processGroup()->sharedBackend(comm::DeviceType::Cuda))
-      deviceGenerations_->adopt(generation_, device);
+    const auto& group = engine.processGroup();
+    if (auto device = group->sharedBackend(comm::DeviceType::Cuda)) {
+      const auto start = static_cast<std::uint64_t>(integerVariable(worker_env::kGeneration, 0, 0));
+      // Its abort (Engine::abandonStep) then revokes, keeping the communicator a parent.
+      if (auto adopted = deviceGenerations_->adopt(live::launchGroupGeneration(start), device))
+        group->setBackend(comm::DeviceType::Cuda, std::move(adopted));
+    }
   }
   if (joining_) {
     try {

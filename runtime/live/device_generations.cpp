@@ -140,26 +140,91 @@ void waitFor(comm::Store& store, const std::vector<std::string>& keys, const Dea
   }
 }
 
-// What a member says it holds: a live generation's number (0: nothing), or kAbortedText when its
-// communicator was aborted (it then holds nothing, and its node gives no survivor).
+// What a member says it holds: "GENERATION RANK SIZE" (the live generation its communicator was
+// built for, and its rank and size there), "0" for nothing, or kAbortedText when an abort took
+// its communicator (it then holds nothing, and its node gives no survivor). The rank and size let
+// rank 0 lay out the parent without its record: the launch's own group (generation 0, or the
+// generation a restarted job starts in) has none, or an older one of other workers.
 constexpr std::string_view kAbortedText = "aborted";
 
 struct HeldEntry {
   std::uint64_t generation = 0;
+  std::int64_t rank = -1;  // in that generation's communicator
+  std::int64_t size = 0;
   bool aborted = false;
 };
 
+std::string formatHeld(const HeldEntry& entry) {
+  if (entry.aborted)
+    return std::string(kAbortedText);
+  if (entry.generation == 0)
+    return "0";
+  return fmt::format("{} {} {}", entry.generation, entry.rank, entry.size);
+}
+
 HeldEntry parseHeld(const std::optional<std::string>& text, const std::string& key) {
-  if (text && *text == kAbortedText)
-    return {0, true};
-  std::uint64_t value = 0;
-  const auto [end, error] = text ? std::from_chars(text->data(), text->data() + text->size(), value)
-                                 : std::from_chars_result{nullptr, std::errc::invalid_argument};
-  if (!text || error != std::errc() || end != text->data() + text->size()) {
-    throw comm::CommError(fmt::format("{} = '{}': expected a live generation number or '{}'", key,
-                                      text.value_or("(missing)"), kAbortedText));
+  HeldEntry entry;
+  if (text && *text == kAbortedText) {
+    entry.aborted = true;
+    return entry;
   }
-  return {value, false};
+  std::vector<std::int64_t> fields;
+  if (text) {
+    const char* at = text->data();
+    const char* const end = text->data() + text->size();
+    while (at < end) {
+      std::int64_t value = -1;
+      const auto parsed = std::from_chars(at, end, value);
+      if (parsed.ec != std::errc() || value < 0 || (parsed.ptr != end && *parsed.ptr != ' ')) {
+        fields.clear();
+        break;
+      }
+      fields.push_back(value);
+      at = parsed.ptr == end ? end : parsed.ptr + 1;
+    }
+  }
+  const bool none = fields.size() == 1 && fields[0] == 0;
+  const bool held = fields.size() == 3 && fields[0] > 0 && fields[1] < fields[2];
+  if (!none && !held) {
+    throw comm::CommError(
+        fmt::format("{} = '{}': expected 'GENERATION RANK SIZE' (RANK below SIZE), '0' or '{}'",
+                    key, text.value_or("(missing)"), kAbortedText));
+  }
+  if (held) {
+    entry.generation = static_cast<std::uint64_t>(fields[0]);
+    entry.rank = fields[1];
+    entry.size = fields[2];
+  }
+  return entry;
+}
+
+// The parent's layout as the members holding generation `entries[0].generation`'s communicator
+// report it: each such member of `record` at the rank it said, the parent's ranks nobody reports
+// (dead, or left out of `record`) as stand-ins no worker matches. A member whose rank or size
+// disagrees (another communicator under the same number) is taken as holding nothing.
+LiveGeneration parentFromEntries(const LiveGeneration& record, std::vector<HeldEntry>& entries) {
+  const HeldEntry first = entries[0];
+  std::vector<std::pair<std::string, std::int64_t>> members(static_cast<std::size_t>(first.size));
+  std::vector<bool> taken(members.size(), false);
+  for (const LiveNode& node : record.nodes) {
+    for (std::size_t i = 0; i < node.localRanks.size(); ++i) {
+      auto& entry = entries[static_cast<std::size_t>(node.firstRank) + i];
+      if (entry.generation != first.generation)
+        continue;
+      const auto at = static_cast<std::size_t>(entry.rank);
+      if (entry.size != first.size || taken[at]) {
+        entry = HeldEntry{};
+        continue;
+      }
+      taken[at] = true;
+      members[at] = {node.nodeId, node.localRanks[i]};
+    }
+  }
+  for (std::size_t r = 0; r < members.size(); ++r) {
+    if (!taken[r])
+      members[r] = {fmt::format("(rank-{}-of-generation-{})", r, first.generation), 0};
+  }
+  return makeLiveGeneration(first.generation, 0, members, 0, 0, 0);
 }
 
 // Aborts `communicator` on a path that is already failing or leaving it: an abort that throws too
@@ -244,9 +309,9 @@ class GenerationBackend final : public comm::Backend {
   std::function<void(std::string_view)> revoke_;
 };
 
-// Rank 0's part: what every member holds, the parent's record, the plan, published.
+// Rank 0's part: what every member holds, the parent's layout from it, the plan, published.
 DevicePlan makePlan(comm::CommunicatorLibrary& library, const LiveGeneration& record,
-                    comm::Store& group, comm::Store& root, const Deadline& deadline,
+                    comm::Store& group, const Deadline& deadline,
                     const comm::Interrupt& interrupt) {
   std::vector<std::string> keys;
   for (std::int64_t r = 0; r < record.worldSize; ++r)
@@ -256,21 +321,17 @@ DevicePlan makePlan(comm::CommunicatorLibrary& library, const LiveGeneration& re
                       "communicator",
                       record.generation));
   const auto values = group.tryMultiGet(keys);
+  std::vector<HeldEntry> entries;
+  for (std::size_t r = 0; r < keys.size(); ++r)
+    entries.push_back(parseHeld(values[r], keys[r]));
+  std::optional<LiveGeneration> parent;
+  if (entries[0].generation != 0)
+    parent = parentFromEntries(record, entries);
   std::vector<std::uint64_t> held;
   std::vector<bool> aborted;
-  for (std::size_t r = 0; r < keys.size(); ++r) {
-    const HeldEntry entry = parseHeld(values[r], keys[r]);
+  for (const HeldEntry& entry : entries) {
     held.push_back(entry.generation);
     aborted.push_back(entry.aborted);
-  }
-
-  std::optional<LiveGeneration> parent;
-  if (held[0] != 0) {
-    const std::string key = live_keys::generation(held[0]);
-    waitFor(root, {key}, deadline, interrupt,
-            fmt::format("rank 0 of live generation {}: reading the parent record {}",
-                        record.generation, key));
-    parent = parseLiveGeneration(root.get(key));
   }
   DevicePlan plan = planDeviceGeneration(library.features(), parent, record, held, aborted);
   if (plan.path == DevicePath::Init)
@@ -292,16 +353,19 @@ DeviceGenerations::~DeviceGenerations() {
   dropHeld("the worker left live recovery");
 }
 
-bool DeviceGenerations::adopt(std::uint64_t generation,
-                              const std::shared_ptr<comm::Backend>& backend) {
+std::shared_ptr<comm::Backend> DeviceGenerations::adopt(
+    std::uint64_t generation, const std::shared_ptr<comm::Backend>& backend) {
   std::shared_ptr<comm::Communicator> communicator = library_->adopt(backend);
   if (communicator == nullptr)
-    return false;
+    return nullptr;
   dropHeld(fmt::format("live generation {}'s communicator was adopted instead", generation));
   auto held = std::make_shared<Held>(generation, std::move(communicator));
-  std::lock_guard lock(mutex_);
-  held_ = std::move(held);
-  return true;
+  {
+    std::lock_guard lock(mutex_);
+    held_ = held;
+  }
+  return std::make_shared<GenerationBackend>(
+      backend, [held](std::string_view reason) { held->revoke(reason); });
 }
 
 std::shared_ptr<comm::Backend> DeviceGenerations::enter(const LiveGeneration& record,
@@ -326,12 +390,18 @@ std::shared_ptr<comm::Backend> DeviceGenerations::enter(const LiveGeneration& re
     poll(root);
     const std::shared_ptr<Held> held = current();
     const std::uint64_t heldGeneration = generationOf(held);
-    group.set(heldKey(rank), held != nullptr && held->aborted() ? std::string(kAbortedText)
-                                                                : std::to_string(heldGeneration));
+    HeldEntry entry;
+    entry.aborted = held != nullptr && held->aborted();
+    if (heldGeneration != 0) {
+      entry.generation = heldGeneration;
+      entry.rank = held->communicator().rank();
+      entry.size = held->communicator().size();
+    }
+    group.set(heldKey(rank), formatHeld(entry));
 
     DevicePlan plan;
     if (rank == 0) {
-      plan = makePlan(*library_, record, group, root, deadline, interrupt);
+      plan = makePlan(*library_, record, group, deadline, interrupt);
       // The path follows from the library's version and the failure; saying it once (and when it
       // changes) tells a user which NCCL feature recovery relies on without a line per generation.
       if (loggedPath_ != plan.path) {

@@ -6,10 +6,12 @@
 // A worker holds at most one communicator: the one of the last generation it trained in. When
 // it enters generation N (enter(), collective over N's members, beside the generation's Gloo
 // group), through N's group store:
-//   device/held/<rank>  each member says which generation's communicator it holds (0: none;
-//                       "aborted": an abort took it, so its node gives no survivor);
-//   device/plan         rank 0 reads them and the parent's record, plans (device_plan.hpp: shrink,
-//                       shrink and grow, or a new unique id) and publishes the plan;
+//   device/held/<rank>  each member says which generation's communicator it holds and its rank
+//                       and size there ("GENERATION RANK SIZE"; "0": none; "aborted": an abort
+//                       took it, so its node gives no survivor);
+//   device/plan         rank 0 reads them, lays out the parent from them (no record needed: the
+//                       launch's own group has none), plans (device_plan.hpp: shrink, shrink and
+//                       grow, or a new unique id) and publishes the plan;
 //   device/grow_id      on ShrinkGrow, rank 0 publishes the id joiners grow in with, after the
 //                       survivors shrank.
 // Then survivors shrink the parent (revoked, or abortively before 2.28) and dispose of it (abort
@@ -62,13 +64,17 @@ class DeviceGenerations {
 
   // The communicator behind `backend` (the job's first group, built by initDistributed) becomes
   // the one this worker holds for `generation`, when the library made it
-  // (CommunicatorLibrary::adopt); false otherwise (the first failure then takes the Init path).
-  bool adopt(std::uint64_t generation, const std::shared_ptr<comm::Backend>& backend);
+  // (CommunicatorLibrary::adopt). Returns the backend to serve the group in `backend`'s place,
+  // whose abort() revokes (as enter()'s does), so that leaving the group keeps the
+  // communicator a parent; nullptr when the library did not make it (the first failure then
+  // takes the Init path).
+  std::shared_ptr<comm::Backend> adopt(std::uint64_t generation,
+                                       const std::shared_ptr<comm::Backend>& backend);
 
   // Collective over `record`'s members (this worker is one; a donor calls nothing): builds the
   // generation's communicator as above and returns its device backend. `group` is the
   // generation's group store (live/pg/<N>/, the prefix the Gloo group uses too), `root` the
-  // agent's store (the parent's record). Throws CommTimeoutError after `timeout`,
+  // agent's store (a node-wide abort, poll()). Throws CommTimeoutError after `timeout`,
   // CommAbortedError once `interrupt` says so, CommError when a management call fails: the
   // caller waits for the next generation, this worker then holding nothing.
   std::shared_ptr<comm::Backend> enter(const LiveGeneration& record, comm::Store& group,

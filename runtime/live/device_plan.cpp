@@ -90,6 +90,12 @@ DevicePlan initPlan(std::string reason) {
 
 }  // namespace
 
+std::string communicatorName(std::uint64_t generation) {
+  if (generation >= kLaunchGroupBase)
+    return fmt::format("the launch's communicator (start {})", generation - kLaunchGroupBase);
+  return fmt::format("generation {}'s communicator", generation);
+}
+
 DevicePlan planDeviceGeneration(const comm::CommunicatorFeatures& features,
                                 const std::optional<LiveGeneration>& parent,
                                 const LiveGeneration& next, const std::vector<std::uint64_t>& held,
@@ -157,14 +163,14 @@ DevicePlan planDeviceGeneration(const comm::CommunicatorFeatures& features,
   if (survivors == 0) {
     if (!nodeHolds[0]) {
       return initPlan(fmt::format(
-          "{}: another rank of rank 0's node lost generation {}'s communicator to an abort, and "
-          "a node's ranks abort together{}",
-          library, held[0], kInitEnding));
+          "{}: another rank of rank 0's node lost {} to an abort, and a node's ranks abort "
+          "together{}",
+          library, communicatorName(held[0]), kInitEnding));
     }
     return initPlan(fmt::format(
-        "{}: rank 0 of generation {} holds generation {}'s communicator but has no rank in it, "
-        "so no member keeps the parent's order{}",
-        library, next.generation, held[0], kInitEnding));
+        "{}: rank 0 of generation {} holds {} but has no rank in it, so no member keeps the "
+        "parent's order{}",
+        library, next.generation, communicatorName(held[0]), kInitEnding));
   }
 
   std::vector<int> excluded;
@@ -177,10 +183,9 @@ DevicePlan planDeviceGeneration(const comm::CommunicatorFeatures& features,
   const auto joiners = next.worldSize - survivors;
   if (joiners > 0 && !features.grow) {
     return initPlan(
-        fmt::format("{}: {} cannot join the communicator {} would shrink from "
-                    "generation {}: ncclCommGrow needs {} 2.29{}",
-                    library, counted(joiners, "joiner"), counted(survivors, "survivor"), held[0],
-                    libraryName(features), kInitEnding));
+        fmt::format("{}: {} cannot join {} once {} shrink it: ncclCommGrow needs {} 2.29{}",
+                    library, counted(joiners, "joiner"), communicatorName(held[0]),
+                    counted(survivors, "survivor"), libraryName(features), kInitEnding));
   }
 
   DevicePlan plan;
@@ -190,9 +195,9 @@ DevicePlan planDeviceGeneration(const comm::CommunicatorFeatures& features,
   plan.excluded = std::move(excluded);
   plan.abortiveShrink = !features.revoke;
   plan.abortParent = plan.abortiveShrink && features.abortParentAfterAbortiveShrink;
-  plan.reason = fmt::format("{}: {} {} generation {}'s communicator (ncclCommShrink, {})", library,
+  plan.reason = fmt::format("{}: {} {} {} (ncclCommShrink, {})", library,
                             counted(survivors, "survivor"), survivors == 1 ? "shrinks" : "shrink",
-                            plan.parent, leavingOut(plan.excluded));
+                            communicatorName(plan.parent), leavingOut(plan.excluded));
   if (plan.abortiveShrink) {
     plan.reason += ", abortively (NCCL_SHRINK_ABORT: no ncclCommRevoke before 2.28)";
     plan.reason += plan.abortParent ? ", then aborts the parent (destroying it hangs from 2.31)"

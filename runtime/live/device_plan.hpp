@@ -56,6 +56,16 @@ struct DevicePlan {
 
 std::string_view toString(DevicePath path) noexcept;
 
+// The number a launch's own group is held under (it has no live record): above every live
+// generation, one per start of the job (the agent's generation, STRETCH_GENERATION), so that it
+// is never 0 ("nothing held") and its node-wide abort key never meets another start's.
+inline constexpr std::uint64_t kLaunchGroupBase = std::uint64_t{1} << 48;
+constexpr std::uint64_t launchGroupGeneration(std::uint64_t agentGeneration) {
+  return kLaunchGroupBase + agentGeneration;
+}
+// "generation 4's communicator", or for a launch's group "the launch's communicator (start 3)".
+std::string communicatorName(std::uint64_t generation);
+
 // The plan for `next`'s members. `held[r]` is the live generation whose communicator rank r of
 // `next` holds (0: none, or it was aborted); `parent` is the record of generation held[0] (the
 // communicator rank 0 holds is the only candidate parent: rank 0 is a survivor whenever any

@@ -2,7 +2,9 @@
 // ranks as threads): when the agent's signal comes with a generation that leaves out part of
 // the worker's group, the communicator is revoked and a collective blocked on the dead peer
 // fails at once; a generation that keeps the whole group (a node joining) revokes nothing, and
-// the worker takes it at its next step boundary. Every wait is bounded.
+// the worker takes it at its next step boundary. The survivor then recovers (LiveRecovery::recover)
+// by shrinking the launch's own communicator, which has no live record, and trains on. Every
+// wait is bounded.
 
 #include <chrono>
 #include <csignal>
@@ -17,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/comm/builtin/builtin_backends.hpp"
 #include "runtime/comm/errors.hpp"
 #include "runtime/comm/in_process_backend.hpp"
 #include "runtime/comm/store.hpp"
@@ -46,6 +49,7 @@ live::LiveGeneration generationOf(std::uint64_t n, std::int64_t world) {
 class LiveRecoveryDevice : public ::testing::Test {
  protected:
   void SetUp() override {
+    comm::registerBuiltinBackends();  // the generations' Gloo groups
     groups_ = test::makeGroups(2);
     const std::string id = nccl_.library("w0")->uniqueId();
     std::vector<std::unique_ptr<comm::Communicator>> made(2);
@@ -110,6 +114,28 @@ TEST_F(LiveRecoveryDevice, TheAgentsSignalRevokesTheCommunicatorASurvivorIsBlock
   EXPECT_GE(nccl_.counts().revoke, 1);
   EXPECT_EQ(nccl_.counts().abort, 0) << "revoked, so that it stays the parent of a shrink";
   EXPECT_TRUE(workers_[0]->announced());
+}
+
+TEST_F(LiveRecoveryDevice, TheSurvivorShrinksTheLaunchsCommunicatorAndTrainsOn) {
+  nccl_.kill("w1");
+  std::vector<float> value = {1.0f};
+  auto work = deviceAllReduce(0, value);
+  live::publishLiveGeneration(*store_, generationOf(1, 1));
+  std::raise(SIGUSR1);
+  EXPECT_THROW(work->wait(5s), comm::CommPeerError);
+  const auto before = nccl_.counts();
+  workers_[0]->recover(*engines_[0]);
+  EXPECT_EQ(workers_[0]->generation(), 1u);
+  // The launch's communicator (generation 0, which has no record) was shrunk, not rebuilt.
+  const auto after = nccl_.counts();
+  EXPECT_EQ(after.shrink, before.shrink + 1);
+  EXPECT_EQ(after.init, before.init);
+  EXPECT_TRUE(nccl_.traps().empty()) << nccl_.traps().front();
+  const auto& group = engines_[0]->processGroup();
+  ASSERT_EQ(group->size(), 1);
+  std::vector<float> alone = {4.0f};
+  group->allReduce(comm::BufferView::of(std::span(alone), comm::Device::cuda(0)))->wait(5s);
+  EXPECT_EQ(alone[0], 4.0f);
 }
 
 TEST_F(LiveRecoveryDevice, AGenerationThatKeepsTheWholeGroupRevokesNothing) {

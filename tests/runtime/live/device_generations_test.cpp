@@ -489,12 +489,19 @@ TEST_F(DeviceGenerationsTest, AdoptsOnlyACommunicatorItsLibraryMade) {
   const auto library = nccl_->library("A/0");
   std::shared_ptr<comm::Communicator> first = library->init(library->uniqueId(), 0, 1, 1s, {});
   DeviceGenerations generations(library, "A", 0);
-  EXPECT_TRUE(generations.adopt(3, first->backend()));
+  const auto adopted = generations.adopt(3, first->backend());
+  ASSERT_NE(adopted, nullptr);
+  EXPECT_EQ(generations.held(), 3u);
+  // Leaving the launch's group through the backend adopt() gave revokes: the communicator
+  // stays the parent of the first live generation.
+  adopted->abort("test: the launch's group left");
+  EXPECT_FALSE(first->aborted());
+  EXPECT_EQ(nccl_->counts().revoke, 1);
   EXPECT_EQ(generations.held(), 3u);
 
   Worker* b0 = worker("B", 0);
   enterAll(1, {b0});
-  EXPECT_FALSE(generations.adopt(4, b0->backend))
+  EXPECT_EQ(generations.adopt(4, b0->backend), nullptr)
       << "the generation's wrapper is not the library's";
   EXPECT_EQ(generations.held(), 3u);
 }

@@ -205,8 +205,8 @@ TEST(DevicePlan, JoinersWithoutGrowMakeEveryoneInitialise) {
     const auto plan = planDeviceGeneration(features, parent4(), next, {4, 4, 4, 0});
     expectInit(plan);
     EXPECT_THAT(plan.reason, HasSubstr("NCCL " + features.version() +
-                                       ": 1 joiner cannot join the communicator 3 survivors would "
-                                       "shrink from generation 4: ncclCommGrow needs NCCL 2.29"));
+                                       ": 1 joiner cannot join generation 4's communicator once 3 "
+                                       "survivors shrink it: ncclCommGrow needs NCCL 2.29"));
   }
 }
 
@@ -309,6 +309,22 @@ TEST(DevicePlan, MalformedTextIsRefusedNamingItAndWhatWasExpected) {
     EXPECT_THAT(message, HasSubstr(fmt::format("device plan '{}': expected", text))) << text;
     EXPECT_THAT(message, HasSubstr(expected)) << text;
   }
+}
+
+// A launch's own group has no live record: it is held under a number above every generation's.
+TEST(DevicePlan, TheLaunchsCommunicatorIsNamedByItsStart) {
+  EXPECT_EQ(communicatorName(4), "generation 4's communicator");
+  EXPECT_EQ(communicatorName(launchGroupGeneration(3)), "the launch's communicator (start 3)");
+  EXPECT_NE(launchGroupGeneration(0), 0u);
+  const auto launch = makeLiveGeneration(launchGroupGeneration(0), 0,
+                                         {{"a", 0}, {"a", 1}, {"b", 0}, {"b", 1}}, 0, 0, 0);
+  const auto next = generation(1, {{"a", 0}, {"b", 0}, {"b", 1}});
+  const auto h = launchGroupGeneration(0);
+  const auto plan = planDeviceGeneration(ncclFeatures(2, 28, 9), launch, next, {h, h, h});
+  EXPECT_EQ(plan.path, DevicePath::Shrink);
+  EXPECT_EQ(plan.parent, h);
+  EXPECT_THAT(plan.reason, HasSubstr("3 survivors shrink the launch's communicator (start 0)"));
+  EXPECT_EQ(parseDevicePlan(formatDevicePlan(plan)), plan);
 }
 
 TEST(DevicePlan, PathsHaveTheirTextNames) {
