@@ -182,10 +182,10 @@ DevicePlan planDeviceGeneration(const comm::CommunicatorFeatures& features,
   }
   const auto joiners = next.worldSize - survivors;
   if (joiners > 0 && !features.grow) {
-    return initPlan(
-        fmt::format("{}: {} cannot join {} once {} shrink it: ncclCommGrow needs {} 2.29{}",
-                    library, counted(joiners, "joiner"), communicatorName(held[0]),
-                    counted(survivors, "survivor"), libraryName(features), kInitEnding));
+    return initPlan(fmt::format(
+        "{}: {} cannot join {} once {} {} it: ncclCommGrow needs {} 2.29{}", library,
+        counted(joiners, "joiner"), communicatorName(held[0]), counted(survivors, "survivor"),
+        survivors == 1 ? "shrinks" : "shrink", libraryName(features), kInitEnding));
   }
 
   DevicePlan plan;

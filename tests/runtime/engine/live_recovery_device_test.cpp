@@ -50,12 +50,13 @@ class LiveRecoveryDevice : public ::testing::Test {
  protected:
   void SetUp() override {
     comm::registerBuiltinBackends();  // the generations' Gloo groups
+    nccl_ = std::make_unique<stretch::test::FakeNccl>(comm::ncclFeatures(2, minor_, 0));
     groups_ = test::makeGroups(2);
-    const std::string id = nccl_.library("w0")->uniqueId();
+    const std::string id = nccl_->library("w0")->uniqueId();
     std::vector<std::unique_ptr<comm::Communicator>> made(2);
     comm::runRankThreads(2, [&](int r) {
       made[static_cast<std::size_t>(r)] =
-          nccl_.library(fmt::format("w{}", r))->init(id, r, 2, 5s, [] { return false; });
+          nccl_->library(fmt::format("w{}", r))->init(id, r, 2, 5s, [] { return false; });
     });
     for (int r = 0; r < 2; ++r) {
       auto& comm = made[static_cast<std::size_t>(r)];
@@ -77,7 +78,7 @@ class LiveRecoveryDevice : public ::testing::Test {
       engines_[i] =
           initialize(torch::nn::AnyModule(models_[i]), test::parse(kConfig), options).engine;
       workers_[i] = std::make_unique<LiveRecovery>(store_, "127.0.0.1", "n", r, 0, false, 10s);
-      workers_[i]->setDeviceComm({"nccl", nullptr, ""}, nccl_.library(fmt::format("w{}", r)));
+      workers_[i]->setDeviceComm({"nccl", nullptr, ""}, nccl_->library(fmt::format("w{}", r)));
       workers_[i]->start(*engines_[i]);
     });
   }
@@ -89,7 +90,9 @@ class LiveRecoveryDevice : public ::testing::Test {
   }
 
   std::shared_ptr<comm::Store> store_ = std::make_shared<comm::HashStore>(30s);
-  stretch::test::FakeNccl nccl_{comm::ncclFeatures(2, 28, 9)};
+  // NCCL 2.28 unless a test says otherwise (nccl(minor) before SetUp).
+  int minor_ = 28;
+  std::unique_ptr<stretch::test::FakeNccl> nccl_;
   test::Groups groups_;
   std::vector<std::unique_ptr<comm::Communicator>> communicators_;
   std::vector<test::Mlp> models_;
@@ -99,7 +102,7 @@ class LiveRecoveryDevice : public ::testing::Test {
 
 TEST_F(LiveRecoveryDevice, TheAgentsSignalRevokesTheCommunicatorASurvivorIsBlockedOn) {
   // Worker 1 dies; worker 0 waits in a collective with it.
-  nccl_.kill("w1");
+  nccl_->kill("w1");
   std::vector<float> value = {1.0f};
   auto work = deviceAllReduce(0, value);
   std::this_thread::sleep_for(50ms);
@@ -111,26 +114,26 @@ TEST_F(LiveRecoveryDevice, TheAgentsSignalRevokesTheCommunicatorASurvivorIsBlock
   EXPECT_THROW(work->wait(5s), comm::CommPeerError);
   const auto released = std::chrono::steady_clock::now() - signalled;
   EXPECT_LT(released, 1s) << "the survivor waited for NCCL's own timeout";
-  EXPECT_GE(nccl_.counts().revoke, 1);
-  EXPECT_EQ(nccl_.counts().abort, 0) << "revoked, so that it stays the parent of a shrink";
+  EXPECT_GE(nccl_->counts().revoke, 1);
+  EXPECT_EQ(nccl_->counts().abort, 0) << "revoked, so that it stays the parent of a shrink";
   EXPECT_TRUE(workers_[0]->announced());
 }
 
 TEST_F(LiveRecoveryDevice, TheSurvivorShrinksTheLaunchsCommunicatorAndTrainsOn) {
-  nccl_.kill("w1");
+  nccl_->kill("w1");
   std::vector<float> value = {1.0f};
   auto work = deviceAllReduce(0, value);
   live::publishLiveGeneration(*store_, generationOf(1, 1));
   std::raise(SIGUSR1);
   EXPECT_THROW(work->wait(5s), comm::CommPeerError);
-  const auto before = nccl_.counts();
+  const auto before = nccl_->counts();
   workers_[0]->recover(*engines_[0]);
   EXPECT_EQ(workers_[0]->generation(), 1u);
   // The launch's communicator (generation 0, which has no record) was shrunk, not rebuilt.
-  const auto after = nccl_.counts();
+  const auto after = nccl_->counts();
   EXPECT_EQ(after.shrink, before.shrink + 1);
   EXPECT_EQ(after.init, before.init);
-  EXPECT_TRUE(nccl_.traps().empty()) << nccl_.traps().front();
+  EXPECT_TRUE(nccl_->traps().empty()) << nccl_->traps().front();
   const auto& group = engines_[0]->processGroup();
   ASSERT_EQ(group->size(), 1);
   std::vector<float> alone = {4.0f};
@@ -138,13 +141,85 @@ TEST_F(LiveRecoveryDevice, TheSurvivorShrinksTheLaunchsCommunicatorAndTrainsOn) 
   EXPECT_EQ(alone[0], 4.0f);
 }
 
+// After the survivor's recovery, a replacement joins (LiveRecovery::joinGroup, then start): with
+// NCCL 2.29 it grows into the survivor's communicator, with 2.28 both build a new one.
+class LiveRecoveryDeviceJoin : public LiveRecoveryDevice,
+                               public ::testing::WithParamInterface<int> {
+ protected:
+  void SetUp() override {
+    minor_ = GetParam();
+    LiveRecoveryDevice::SetUp();
+  }
+};
+
+TEST_P(LiveRecoveryDeviceJoin, AReplacementJoinsTheSurvivorsCommunicator) {
+  nccl_->kill("w1");
+  live::publishLiveGeneration(*store_, generationOf(1, 1));
+  std::raise(SIGUSR1);
+  workers_[0]->recover(*engines_[0]);
+  ASSERT_EQ(workers_[0]->generation(), 1u);
+  const auto before = nccl_->counts();
+
+  // The replacement of local rank 1, started into the running job for generation 2.
+  auto joiner = std::make_unique<LiveRecovery>(store_, "127.0.0.1", "n", 1, 2, true, 10s);
+  joiner->setDeviceComm({"nccl", nullptr, ""}, nccl_->library("w2"));
+  torch::manual_seed(42);
+  test::Mlp joinerModel(6, 12, 3);
+  std::shared_ptr<Engine> joinerEngine;
+  std::thread join([&] {
+    InitOptions options;
+    options.device = torch::Device(torch::kCPU);
+    options.processGroup = joiner->joinGroup();
+    options.liveJoin = true;
+    joinerEngine =
+        initialize(torch::nn::AnyModule(joinerModel), test::parse(kConfig), options).engine;
+    joiner->start(*joinerEngine);
+  });
+  // Once it is ready, the agent publishes generation 2 and signals the survivor, which takes it
+  // at its step boundary.
+  while (store_->add(live::live_keys::ready(2), 0) < 1)
+    std::this_thread::sleep_for(5ms);
+  live::publishLiveGeneration(*store_, generationOf(2, 2));
+  std::raise(SIGUSR1);
+  ASSERT_TRUE(workers_[0]->announced());
+  workers_[0]->recover(*engines_[0]);
+  join.join();
+  ASSERT_TRUE(joinerEngine);
+  EXPECT_EQ(joiner->generation(), 2u);
+
+  const auto after = nccl_->counts();
+  if (GetParam() >= 29) {
+    EXPECT_EQ(after.shrink, before.shrink + 1);
+    EXPECT_EQ(after.grow, before.grow + 1);
+    EXPECT_EQ(after.join, before.join + 1);
+    EXPECT_EQ(after.init, before.init);
+  } else {
+    EXPECT_EQ(after.init, before.init + 2);
+    EXPECT_EQ(after.shrink, before.shrink);
+  }
+  EXPECT_TRUE(nccl_->traps().empty()) << nccl_->traps().front();
+  std::vector<float> a = {1.0f};
+  std::vector<float> b = {2.0f};
+  auto first = engines_[0]->processGroup()->allReduce(
+      comm::BufferView::of(std::span(a), comm::Device::cuda(0)));
+  auto second = joinerEngine->processGroup()->allReduce(
+      comm::BufferView::of(std::span(b), comm::Device::cuda(0)));
+  first->wait(5s);
+  second->wait(5s);
+  EXPECT_EQ(a[0], 3.0f);
+  EXPECT_EQ(b[0], 3.0f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Nccl, LiveRecoveryDeviceJoin, ::testing::Values(28, 29),
+                         [](const auto& info) { return fmt::format("v2_{}", info.param); });
+
 TEST_F(LiveRecoveryDevice, AGenerationThatKeepsTheWholeGroupRevokesNothing) {
   // A node joins: the new generation keeps both workers (and adds one); they finish their step.
   std::vector<std::pair<std::string, std::int64_t>> members = {{"n", 0}, {"n", 1}, {"m", 0}};
   live::publishLiveGeneration(*store_, live::makeLiveGeneration(1, 1, members, 6, 2, 1));
   std::raise(SIGUSR1);
   std::this_thread::sleep_for(200ms);  // ten of the watch's looks
-  EXPECT_EQ(nccl_.counts().revoke, 0);
+  EXPECT_EQ(nccl_->counts().revoke, 0);
   std::vector<float> a = {1.0f};
   std::vector<float> b = {2.0f};
   auto first = deviceAllReduce(0, a);
