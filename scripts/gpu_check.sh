@@ -12,7 +12,8 @@
 #      the step timings, the checkpoint tests; a test that crashes is run again under cuda-gdb
 #      for its stack;
 #   3b. live recovery over NCCL at 2 ranks on 2 GPUs (one stops, the other revokes and shrinks
-#      to 1 rank): "skipped: 1 GPU" on one device;
+#      to 1 rank): "skipped: 1 GPU" on one device; on 2+ GPUs step 3 also runs the GPT job's
+#      live recovery over NCCL (LiveLaunch.CudaTwoWorkersOnTwoGpusRecoverLiveOverNccl);
 #   4. bench/compare_gpt.py --device cuda: fp32, bf16 and fp16 at the bench preset (~19 M
 #      parameters) and at 12x12x768 (~85 M), 1 and 2 ranks: tokens/s and peak device memory
 #      (the allocator's and the driver's) against PyTorch;

@@ -44,15 +44,21 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 // A CUDA device this machine's driver lists (the test binary does not link the CUDA runtime).
-bool cudaDeviceVisible() {
+// The GPUs nvidia-smi -L lists (0 without the tool).
+int visibleGpus() {
   FILE* smi = ::popen("nvidia-smi -L 2>/dev/null", "r");
   if (smi == nullptr)
-    return false;
+    return 0;
+  int gpus = 0;
   char line[256] = {};
-  const bool listed =
-      std::fgets(line, sizeof(line), smi) != nullptr && std::string(line).starts_with("GPU ");
+  while (std::fgets(line, sizeof(line), smi) != nullptr)
+    gpus += std::string(line).starts_with("GPU ") ? 1 : 0;
   ::pclose(smi);
-  return listed;
+  return gpus;
+}
+
+bool cudaDeviceVisible() {
+  return visibleGpus() > 0;
 }
 
 int liveTrials(int fallback) {
@@ -483,6 +489,37 @@ TEST(LiveLaunch, CudaTwoWorkersSharingOneGpuRecoverLive) {
   job.program.push_back("--deterministic");  // bitwise repeatable on the GPU as on the CPU
   job.workers = 2;
   randomKillTrials(job, liveTrials(1), "gpt on cuda");
+  ::unsetenv("STRETCH_ACCELERATOR");
+}
+#endif
+
+// On two or more GPUs each worker has a device of its own, so NCCL carries the gradients and the
+// generations' device buffers go over NCCL communicators (docs/launch.md, "On GPUs"): the
+// survivor shrinks the launch's communicator instead of staging through host memory, and the
+// weights still end bitwise where `--recovery restart` runs of the same schedule end. Skipped
+// below 2 GPUs: NCCL refuses two ranks of one communicator on one device.
+#ifdef STRETCH_TRAIN_GPT
+TEST(LiveLaunch, CudaTwoWorkersOnTwoGpusRecoverLiveOverNccl) {
+  if (const int gpus = visibleGpus(); gpus < 2) {
+    GTEST_SKIP() << "needs 2 GPUs (" << gpus
+                 << " visible): NCCL refuses two ranks of one communicator on one device";
+  }
+  ::setenv("STRETCH_ACCELERATOR", "cuda", 1);
+  Job job = gptLiveJob();
+  job.program.push_back("--deterministic");
+  job.workers = 2;
+  std::mt19937 rng(13);
+  stretch::test::TempDir dir("stretch-live");
+  const auto run = runWithKills(job, dir.path(), "live", [&](Launch& launch, const fs::path& t) {
+    return killWorkers(launch, t, lastRandomKillStep(job) / 2 + 1, 1, rng);
+  });
+  expectLiveRecovery(job, run, "gpt on 2 GPUs over NCCL");
+  std::string logs;
+  for (const auto& log : workerLogs(dir.path()))
+    logs += stretch::test::readFileIfAny(log);
+  EXPECT_NE(logs.find("device communicator by shrink"), std::string::npos)
+      << "the survivor did not shrink the launch's NCCL communicator:\n"
+      << run.err;
   ::unsetenv("STRETCH_ACCELERATOR");
 }
 #endif
