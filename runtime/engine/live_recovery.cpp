@@ -49,6 +49,21 @@ void throwIfSuperseded(comm::Store& root, std::uint64_t generation, std::string_
   }
 }
 
+// Whether the job finished or a generation newer than `generation` was published; nullopt when
+// the store cannot say (unreachable: what the caller waits on ends by its own timeout).
+std::optional<bool> superseded(comm::Store& root, std::uint64_t generation) {
+  try {
+    throwIfSuperseded(root, generation, "");
+    return false;
+  } catch (const JobFinishedElsewhere&) {
+    return true;
+  } catch (const comm::CommTimeoutError&) {
+    return true;
+  } catch (const comm::CommError&) {
+    return std::nullopt;
+  }
+}
+
 // How often a worker joining a generation looks for a newer one.
 constexpr auto kSupersessionPoll = std::chrono::milliseconds(20);
 
@@ -66,15 +81,7 @@ comm::Interrupt supersededInterrupt(std::shared_ptr<comm::Store> root, std::uint
     if (state->superseded || now - state->asked < kSupersessionPoll)
       return state->superseded;
     state->asked = now;
-    try {
-      throwIfSuperseded(*root, generation, "");
-    } catch (const JobFinishedElsewhere&) {
-      state->superseded = true;
-    } catch (const comm::CommTimeoutError&) {
-      state->superseded = true;
-    } catch (const comm::CommError&) {
-      // The store is unreachable: the call's own timeout ends it.
-    }
+    state->superseded = superseded(*root, generation).value_or(false);
     return state->superseded;
   };
 }
@@ -145,14 +152,11 @@ std::unique_ptr<PeriodicTask> watchSupersession(std::shared_ptr<comm::Store> roo
         try {
           if (tick)
             tick();
-          throwIfSuperseded(*root, generation, "");
-          return PeriodicTask::Next::Continue;
-        } catch (const JobFinishedElsewhere&) {
-        } catch (const comm::CommTimeoutError&) {
         } catch (const comm::CommError&) {
-          // The store is unreachable: the operation's own timeout ends it.
-          return PeriodicTask::Next::Continue;
+          return PeriodicTask::Next::Continue;  // the store is unreachable
         }
+        if (superseded(*root, generation) != true)
+          return PeriodicTask::Next::Continue;
         onSuperseded();
         return PeriodicTask::Next::Stop;
       });
@@ -438,8 +442,7 @@ void LiveRecovery::start(Engine& engine) {
   sigemptyset(&action.sa_mask);
   action.sa_flags = SA_RESTART;
   ::sigaction(worker_env::kLiveSignal, &action, nullptr);
-  watchedWorld_ = engine.processGroup()->size();
-  watchTraining();
+  watchTraining(engine.processGroup()->size());
   if (engine.supportsLiveRecovery())
     store_->set(live::live_keys::capable(nodeId_, live::workerProcessId()),
                 engine.partitionCopiesEnabled() ? live::live_keys::kCapableWithCopies : "1");
@@ -456,13 +459,15 @@ bool LiveRecovery::announced() {
   return live::latestLiveGeneration(*store_) > generation_;
 }
 
-void LiveRecovery::watchTraining() {
-  watchedGeneration_ = generation_;
+void LiveRecovery::watchTraining(std::int64_t world) {
   if (!deviceGenerations_)
     return;
+  // The watch stops before generation_ changes (recover()), so it keeps the value it started
+  // with.
   trainingWatch_ = std::make_unique<PeriodicTask>(
       "live recovery's communicator watch", kSupersessionPoll,
-      [this, ticks = 0, seen = static_cast<int>(gSignals)]() mutable {
+      [this, world, generation = generation_, ticks = 0,
+       seen = static_cast<int>(gSignals)]() mutable {
         try {
           if (++ticks % 25 == 0)
             deviceGenerations_->poll(*store_);
@@ -470,18 +475,18 @@ void LiveRecovery::watchTraining() {
             return PeriodicTask::Next::Continue;
           seen = gSignals;
           const auto latest = live::latestLiveGeneration(*store_);
-          if (latest <= watchedGeneration_)
+          if (latest <= generation)
             return PeriodicTask::Next::Continue;
           const auto record =
               live::parseLiveGeneration(store_->get(live::live_keys::generation(latest)));
           // A generation that keeps this worker's whole group (joiners ready, a node added)
           // is taken at the next step boundary; one that leaves some of it out came from a
           // failure, and this worker may be waiting on the peer that failed.
-          if (record.rankOf(nodeId_, localRank_) >= 0 && record.worldSize >= watchedWorld_)
+          if (record.rankOf(nodeId_, localRank_) >= 0 && record.worldSize >= world)
             return PeriodicTask::Next::Continue;
           deviceGenerations_->supersede(fmt::format(
               "live generation {} superseded by {}, which leaves out some of its {} rank(s)",
-              watchedGeneration_.load(), latest, watchedWorld_.load()));
+              generation, latest, world));
           return PeriodicTask::Next::Stop;
         } catch (const comm::CommError&) {
           // The store is unreachable: the operation's own timeout ends it.
@@ -525,8 +530,7 @@ void LiveRecovery::recover(Engine& engine) {
       continue;
     }
     generation_ = record.generation;
-    watchedWorld_ = group->size();
-    watchTraining();
+    watchTraining(group->size());
     if (engine.dpRank() == 0) {
       spdlog::info("live recovery: generation {} continues at step {} after {:.3f} s", generation_,
                    engine.globalSteps(),

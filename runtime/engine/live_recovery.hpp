@@ -30,7 +30,6 @@
 // started into a running job; STRETCH_LIVE_TIMEOUT (seconds, default 300) bounds the wait
 // for a new generation. Not thread-safe; one per process (it owns the SIGUSR1 handler).
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -156,7 +155,8 @@ class LiveRecovery {
   // its newest generation leaves out some of this worker's group (a peer failed: this worker may
   // be blocked in a collective with it), revokes the communicator, which fails what waits on the
   // dead peer at once; and every half second lets DeviceGenerations see a node-wide abort.
-  void watchTraining();
+  // `world`: the size of the group the worker trains in now.
+  void watchTraining(std::int64_t world);
   // A donor of `record`: gives its partition copies over `transfer`; failures are logged (the
   // members' side decides what follows).
   void donate(Engine& engine, comm::ProcessGroup& transfer, const live::LiveGeneration& record);
@@ -174,8 +174,6 @@ class LiveRecovery {
   // Set when the generations' device buffers go over communicators (setDeviceComm).
   std::unique_ptr<live::DeviceGenerations> deviceGenerations_;
   std::unique_ptr<PeriodicTask> trainingWatch_;  // watchTraining()'s, between recoveries
-  std::atomic<std::uint64_t> watchedGeneration_{0};
-  std::atomic<std::int64_t> watchedWorld_{0};
   std::chrono::milliseconds timeout_;
   std::chrono::milliseconds rendezvousTimeout_;
   live::LiveGeneration pending_;  // a joiner's record, between joinGroup() and start()

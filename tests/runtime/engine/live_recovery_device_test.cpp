@@ -211,7 +211,7 @@ TEST_P(LiveRecoveryDeviceJoin, AReplacementJoinsTheSurvivorsCommunicator) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Nccl, LiveRecoveryDeviceJoin, ::testing::Values(28, 29),
-                         [](const auto& info) { return fmt::format("v2_{}", info.param); });
+                         [](const auto& version) { return fmt::format("v2_{}", version.param); });
 
 TEST_F(LiveRecoveryDevice, AGenerationThatKeepsTheWholeGroupRevokesNothing) {
   // A node joins: the new generation keeps both workers (and adds one); they finish their step.
