@@ -1,7 +1,6 @@
 #include "runtime/live/device_generations.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -14,6 +13,7 @@
 
 #include "runtime/comm/errors.hpp"
 #include "runtime/common/check.hpp"
+#include "runtime/live/detail/fields.hpp"
 
 namespace stretch::live {
 
@@ -170,17 +170,13 @@ HeldEntry parseHeld(const std::optional<std::string>& text, const std::string& k
   }
   std::vector<std::int64_t> fields;
   if (text) {
-    const char* at = text->data();
-    const char* const end = text->data() + text->size();
-    while (at < end) {
-      std::int64_t value = -1;
-      const auto parsed = std::from_chars(at, end, value);
-      if (parsed.ec != std::errc() || value < 0 || (parsed.ptr != end && *parsed.ptr != ' ')) {
+    for (const std::string_view part : detail::split(*text, ' ')) {
+      const auto value = detail::number<std::int64_t>(part);
+      if (!value) {
         fields.clear();
         break;
       }
-      fields.push_back(value);
-      at = parsed.ptr == end ? end : parsed.ptr + 1;
+      fields.push_back(*value);
     }
   }
   const bool none = fields.size() == 1 && fields[0] == 0;

@@ -1,8 +1,6 @@
 #include "runtime/live/device_plan.hpp"
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <string_view>
 #include <utility>
 
@@ -11,6 +9,7 @@
 
 #include "runtime/comm/errors.hpp"
 #include "runtime/common/error.hpp"
+#include "runtime/live/detail/fields.hpp"
 
 namespace stretch::live {
 
@@ -231,33 +230,6 @@ std::string formatDevicePlan(const DevicePlan& plan) {
       plan.uniqueId.empty() ? std::string("-") : plan.uniqueId, plan.reason);
 }
 
-namespace {
-
-// A non-negative decimal number with nothing around it (no sign, no space), or nullopt.
-template <typename Int>
-std::optional<Int> number(std::string_view text) {
-  Int value{};
-  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text.front())))
-    return std::nullopt;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size())
-    return std::nullopt;
-  return value;
-}
-
-std::vector<std::string_view> split(std::string_view text, char separator) {
-  std::vector<std::string_view> parts;
-  for (std::size_t start = 0;;) {
-    const auto end = text.find(separator, start);
-    parts.push_back(text.substr(start, end - start));
-    if (end == std::string_view::npos)
-      return parts;
-    start = end + 1;
-  }
-}
-
-}  // namespace
-
 DevicePlan parseDevicePlan(const std::string& text) {
   const auto bad = [&](std::string_view what) {
     return CommError(fmt::format("device plan '{}': expected {}", text, what));
@@ -267,7 +239,7 @@ DevicePlan parseDevicePlan(const std::string& text) {
     throw bad(
         "a first line \"PATH PARENT SURVIVORS ABORTIVE ABORT_PARENT EXCLUDED UNIQUE_ID\" "
         "ended by a newline, then the reason");
-  const auto fields = split(std::string_view(text).substr(0, newline), ' ');
+  const auto fields = detail::split(std::string_view(text).substr(0, newline), ' ');
   if (fields.size() != 7)
     throw bad(
         fmt::format("7 fields separated by single spaces on the first line (\"PATH PARENT "
@@ -283,8 +255,8 @@ DevicePlan parseDevicePlan(const std::string& text) {
   else
     throw bad(fmt::format("PATH init, shrink or shrink+grow, not '{}'", fields[0]));
 
-  const auto parent = number<std::uint64_t>(fields[1]);
-  const auto survivors = number<int>(fields[2]);
+  const auto parent = detail::number<std::uint64_t>(fields[1]);
+  const auto survivors = detail::number<int>(fields[2]);
   if (!parent || !survivors)
     throw bad("PARENT and SURVIVORS non-negative numbers");
   plan.parent = *parent;
@@ -297,8 +269,8 @@ DevicePlan parseDevicePlan(const std::string& text) {
   plan.abortiveShrink = flag(fields[3], "ABORTIVE");
   plan.abortParent = flag(fields[4], "ABORT_PARENT");
   if (fields[5] != "-") {
-    for (const auto item : split(fields[5], ',')) {
-      const auto rank = number<int>(item);
+    for (const auto item : detail::split(fields[5], ',')) {
+      const auto rank = detail::number<int>(item);
       if (!rank || (!plan.excluded.empty() && *rank <= plan.excluded.back()))
         throw bad("EXCLUDED '-' or ascending non-negative ranks separated by commas");
       plan.excluded.push_back(*rank);
