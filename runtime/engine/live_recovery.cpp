@@ -466,11 +466,12 @@ void LiveRecovery::watchTraining(std::int64_t world) {
   // with.
   trainingWatch_ = std::make_unique<PeriodicTask>(
       "live recovery's communicator watch", kSupersessionPoll,
-      [this, world, generation = generation_, ticks = 0,
-       seen = static_cast<int>(gSignals)]() mutable {
+      [this, world, generation = generation_, seen = static_cast<int>(gSignals)]() mutable {
+        // No store request between signals: every worker of the job runs this watch, and the
+        // agent's store serves them all. (A node-wide abort needs no look here: a member
+        // whose communicator was aborted says so when it enters the next generation, and the
+        // plan gives its node no survivor.)
         try {
-          if (++ticks % 25 == 0)
-            deviceGenerations_->poll(*store_);
           if (gSignals == seen)
             return PeriodicTask::Next::Continue;
           seen = gSignals;

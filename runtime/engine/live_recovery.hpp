@@ -154,7 +154,7 @@ class LiveRecovery {
   // While the worker trains over a generation's communicator: when the agent's signal comes and
   // its newest generation leaves out some of this worker's group (a peer failed: this worker may
   // be blocked in a collective with it), revokes the communicator, which fails what waits on the
-  // dead peer at once; and every half second lets DeviceGenerations see a node-wide abort.
+  // dead peer at once. It asks the store nothing between signals.
   // `world`: the size of the group the worker trains in now.
   void watchTraining(std::int64_t world);
   // A donor of `record`: gives its partition copies over `transfer`; failures are logged (the
